@@ -1,0 +1,21 @@
+/**
+ * One Jest config for unit, contract and e2e tests. TypeScript is compiled by SWC
+ * (decorator metadata on) and `@ironflow/*` imports resolve to `libs/<name>/src`.
+ */
+const swc = ['@swc/jest', {
+  jsc: {
+    parser: { syntax: 'typescript', decorators: true },
+    transform: { legacyDecorator: true, decoratorMetadata: true },
+    target: 'es2022',
+  },
+  module: { type: 'commonjs' },
+}];
+module.exports = {
+  testEnvironment: 'node',
+  transform: { '^.+\\.ts$': swc },
+  moduleNameMapper: { '^@ironflow/(.*)$': '<rootDir>/libs/$1/src/index.ts' },
+  testMatch: ['<rootDir>/libs/**/*.spec.ts', '<rootDir>/apps/**/*.spec.ts', '<rootDir>/test-e2e/**/*.spec.ts'],
+  globalSetup: '<rootDir>/libs/testing/src/global-setup.ts',
+  testTimeout: 60000,
+  maxWorkers: 2,
+};

@@ -1,0 +1,33 @@
+/**
+ * The bus port (DESIGN.md "NATS JetStream"): hints and announcements that may be lost or
+ * repeated. Nothing correct depends on a message arriving; every consumer has a store read
+ * or a pass that reaches the same result.
+ */
+export interface BusMessage {
+  subject: string;
+  data: unknown;
+}
+
+export interface PublishOptions {
+  /** JetStream message id for de-duplication (e.g. `result-{runId}`). */
+  msgId?: string;
+}
+
+export interface Subscription {
+  unsubscribe(): void;
+}
+
+export interface Bus {
+  /** Publishes; rejects when the bus did not accept the message. */
+  publish(subject: string, data: unknown, options?: PublishOptions): Promise<void>;
+  /** Subscribes to an exact subject or a pattern with `*` / `>` tokens. */
+  subscribe(pattern: string, handler: (message: BusMessage) => void): Subscription;
+  close(): Promise<void>;
+}
+
+/** Subject names, always carrying project and env. */
+export const subjects = {
+  result: (project: string, env: string, runId: string) => `ironflow.${project}.${env}.results.run.${runId}`,
+  stepsHint: (project: string, env: string, mode: string) => `ironflow.${project}.${env}.steps.${mode}`,
+  runEvent: (env: string, runId: string, event: string) => `public.${env}.system.run.${runId}.${event}`,
+};

@@ -1,0 +1,55 @@
+import { EventEmitter } from 'node:events';
+import { Bus, BusMessage, PublishOptions, Subscription } from './bus';
+
+/**
+ * The bus of `ironflow dev` and unit tests: delivery in this process only, asynchronously, with
+ * JetStream's `msgId` de-duplication window imitated so tests see the same behaviour.
+ */
+export class InProcessBus implements Bus {
+  private readonly emitter = new EventEmitter();
+  private readonly patterns = new Map<string, RegExp>();
+  private readonly seenMsgIds = new Map<string, number>();
+
+  constructor(private readonly duplicateWindowMs = 120_000) {
+    this.emitter.setMaxListeners(0);
+  }
+
+  async publish(subject: string, data: unknown, options: PublishOptions = {}): Promise<void> {
+    if (options.msgId) {
+      const now = Date.now();
+      const seen = this.seenMsgIds.get(options.msgId);
+      if (seen !== undefined && now - seen < this.duplicateWindowMs) return;
+      this.seenMsgIds.set(options.msgId, now);
+    }
+    const message: BusMessage = { subject, data };
+    setImmediate(() => {
+      for (const [pattern, regex] of this.patterns) {
+        if (regex.test(subject)) this.emitter.emit(pattern, message);
+      }
+    });
+  }
+
+  subscribe(pattern: string, handler: (message: BusMessage) => void): Subscription {
+    if (!this.patterns.has(pattern)) this.patterns.set(pattern, patternToRegex(pattern));
+    this.emitter.on(pattern, handler);
+    return {
+      unsubscribe: () => {
+        this.emitter.off(pattern, handler);
+        if (this.emitter.listenerCount(pattern) === 0) this.patterns.delete(pattern);
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    this.emitter.removeAllListeners();
+    this.patterns.clear();
+  }
+}
+
+function patternToRegex(pattern: string): RegExp {
+  const body = pattern
+    .split('.')
+    .map((token) => (token === '*' ? '[^.]+' : token === '>' ? '.+' : token.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+    .join('\\.');
+  return new RegExp(`^${body}$`);
+}

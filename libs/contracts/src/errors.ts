@@ -1,0 +1,60 @@
+/**
+ * Error codes the engine answers with, and the HTTP status each maps to. A code is part of the
+ * public contract: clients and workers switch on it (WIRE-PROTOCOL.md 3.6, 5.1).
+ */
+export const ERROR_HTTP_STATUS = {
+  STALE_EXECUTION: 409,
+  RUN_NOT_RUNNING: 409,
+  RUN_NOT_FOUND: 404,
+  FUNCTION_NOT_FOUND: 404,
+  WORKER_NOT_FOUND: 404,
+  JOB_NOT_FOUND: 404,
+  INVALID_JSON: 400,
+  VALIDATION_ERROR: 400,
+  PAYLOAD_TOO_LARGE: 413,
+  UNAUTHENTICATED: 401,
+  INTERNAL_ERROR: 500,
+} as const;
+export type EngineErrorCode = keyof typeof ERROR_HTTP_STATUS;
+
+/** Codes the engine writes into a failed run's `error.code`. */
+export const RUN_ERROR_CODES = {
+  INVOKE_FAILED: 'INVOKE_FAILED',
+  EXECUTION_RECOVERY_EXHAUSTED: 'EXECUTION_RECOVERY_EXHAUSTED',
+  STREAM_YIELD_UNSUPPORTED: 'STREAM_YIELD_UNSUPPORTED',
+  PUSH_DISPATCH_FAILED: 'PUSH_DISPATCH_FAILED',
+  FUNCTION_NOT_FOUND: 'FUNCTION_NOT_FOUND',
+  CANCELLED: 'CANCELLED',
+} as const;
+
+/**
+ * The one error type the engine throws across its boundaries. Transports turn it into
+ * `{"code", "message"}` with `httpStatus`; nothing committed is changed by the call that threw it.
+ */
+export class EngineError extends Error {
+  readonly httpStatus: number;
+  constructor(
+    readonly code: EngineErrorCode,
+    message: string,
+    readonly details?: Record<string, unknown>,
+  ) {
+    super(message);
+    this.name = 'EngineError';
+    this.httpStatus = ERROR_HTTP_STATUS[code];
+  }
+}
+
+export function isEngineError(err: unknown): err is EngineError {
+  return err instanceof EngineError;
+}
+
+/** A run's stored error: what `GetRun` returns as `error`. */
+export interface RunError {
+  message: string;
+  code?: string;
+  retryable?: boolean;
+  stack?: string;
+  /** For `INVOKE_FAILED`: the child run that failed. */
+  child_run_id?: string;
+  function_id?: string;
+}

@@ -1,0 +1,33 @@
+import { CallScope, EngineError, isTerminalRunStatus } from '@ironflow/contracts';
+import { commitOutcome } from '@ironflow/outcome';
+import { RunRecord, runsSql } from '@ironflow/store';
+import { OutcomeAnnouncer } from './outcome-announcer';
+import { EngineResources } from './resources';
+
+/**
+ * A user cancel (WIRE-PROTOCOL.md 5.2 `CancelRun`). A cancel and a completion that race are
+ * decided by the same row: whichever commits first wins, the other changes nothing, and the
+ * answer is the run as it stands, so the caller sees which outcome won. Throws `RUN_NOT_FOUND`.
+ */
+export class CancelSystem {
+  constructor(private readonly r: EngineResources, private readonly announcer: OutcomeAnnouncer) {}
+
+  async cancel(scope: CallScope, runId: string, reason: string): Promise<RunRecord> {
+    const result = await this.r.store.unitOfWork('cancelRun', async (tx) => {
+      const run = await runsSql.getRun(tx, runId, { lock: true });
+      if (!run || run.project !== scope.project || run.env !== scope.env) throw new EngineError('RUN_NOT_FOUND', `run ${runId} does not exist`);
+      if (isTerminalRunStatus(run.status)) return { run, committed: false };
+      await this.r.pausePoints.reached('cancel.afterRead', runId);
+      const committed = await commitOutcome(
+        tx,
+        runId,
+        { status: 'cancelled', error: { message: reason || 'cancelled by user', code: 'CANCELLED', retryable: false } },
+        { kind: 'not-terminal' },
+      );
+      if (committed) return { run: committed, committed: true };
+      return { run: (await runsSql.getRun(tx, runId))!, committed: false };
+    });
+    if (result.committed) this.announcer.announce(result.run);
+    return result.run;
+  }
+}

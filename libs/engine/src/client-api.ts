@@ -1,0 +1,124 @@
+import {
+  CallScope,
+  ClientApi,
+  EngineError,
+  FunctionDefinition,
+  ListRunsInput,
+  ListRunsOutput,
+  RegisterFunctionInput,
+  RunResultView,
+  RunView,
+  TriggerInput,
+  TriggerOutput,
+  isRunStatus,
+  isTerminalRunStatus,
+} from '@ironflow/contracts';
+import { subjects } from '@ironflow/bus';
+import { FunctionRecord, RunRecord, auditSql, runsSql, stepsSql } from '@ironflow/store';
+import { CancelSystem } from './cancel-system';
+import { FunctionRegistry } from './function-registry';
+import { EngineResources } from './resources';
+import { TriggerSystem } from './trigger-system';
+import { toRunResultView, toRunView, toStepView } from './views';
+
+/**
+ * The engine's implementation of the client API (WIRE-PROTOCOL.md section 5), transport-free.
+ * Reads are scoped to the caller's project and env: a run of another env is `RUN_NOT_FOUND`.
+ */
+export class EngineClientApi implements ClientApi {
+  constructor(
+    private readonly r: EngineResources,
+    private readonly functions: FunctionRegistry,
+    private readonly triggers: TriggerSystem,
+    private readonly cancels: CancelSystem,
+  ) {}
+
+  async registerFunction(scope: CallScope, input: RegisterFunctionInput) {
+    const { record, created } = await this.functions.register(scope, input);
+    return { function: withVersion(record), created };
+  }
+
+  async listFunctions(scope: CallScope) {
+    return (await this.functions.list(scope)).map(withVersion);
+  }
+
+  trigger(scope: CallScope, input: TriggerInput): Promise<TriggerOutput> {
+    return this.triggers.trigger(scope, input);
+  }
+
+  /**
+   * Starts the event's runs and waits for their outcomes: it listens for RESULTS frames and reads
+   * the stored runs every `syncPollMs` (100 ms), so a lost frame costs latency, never the result.
+   * At the deadline (`timeoutMs`, default 30000) it answers with each run as it stands.
+   */
+  async triggerSync(scope: CallScope, input: TriggerInput & { timeoutMs?: number }): Promise<{ eventId: string; results: RunResultView[] }> {
+    const timeoutMs = input.timeoutMs && input.timeoutMs > 0 ? input.timeoutMs : this.r.config.syncDefaultTimeoutMs;
+    const deadline = Date.now() + timeoutMs;
+    let nudge: (() => void) | undefined;
+    const sub = this.r.bus.subscribe(subjects.result(scope.project, scope.env, '*'), () => nudge?.());
+    try {
+      const { eventId, runIds } = await this.triggers.trigger(scope, input);
+      for (;;) {
+        const runs = await this.r.store.read('readSyncRuns', (tx) => runsSql.getRuns(tx, runIds));
+        if (runs.every((run) => isTerminalRunStatus(run.status)) || Date.now() >= deadline) {
+          const byId = new Map(runs.map((run) => [run.id, run]));
+          return { eventId, results: runIds.map((id) => byId.get(id)).filter((run): run is RunRecord => !!run).map(toRunResultView) };
+        }
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(done, Math.min(this.r.config.syncPollMs, Math.max(0, deadline - Date.now())));
+          function done() { clearTimeout(timer); resolve(); }
+          nudge = done;
+        });
+      }
+    } finally {
+      sub.unsubscribe();
+    }
+  }
+
+  async getRun(scope: CallScope, id: string): Promise<RunView> {
+    return toRunView(await this.mustRead(scope, id));
+  }
+
+  async listRuns(scope: CallScope, input: ListRunsInput): Promise<ListRunsOutput> {
+    if (input.status !== undefined && !isRunStatus(input.status)) throw new EngineError('VALIDATION_ERROR', `status ${JSON.stringify(input.status)} is not a run status`);
+    const limit = Math.min(Math.max(input.limit && input.limit > 0 ? input.limit : 50, 1), 500);
+    const cursor = decodeCursor(input.cursor);
+    const { runs, total } = await this.r.store.read('listRuns', (tx) =>
+      runsSql.listRuns(tx, scope.project, scope.env, { functionId: input.functionId || undefined, status: input.status, limit, cursor }),
+    );
+    const last = runs[runs.length - 1];
+    return { runs: runs.map(toRunView), nextCursor: runs.length === limit && last ? `${last.createdAt}:${last.id}` : '', totalCount: total };
+  }
+
+  async getRunSteps(scope: CallScope, id: string) {
+    await this.mustRead(scope, id);
+    return this.r.store.read('getRunSteps', async (tx) => ({
+      steps: (await stepsSql.listSteps(tx, id)).map(toStepView),
+      history: (await auditSql.listAudit(tx, id)).map((a) => ({ eventType: a.eventType, ...(a.cause ? { cause: a.cause } : {}), ...(a.data !== null ? { data: a.data } : {}), ts: new Date(a.ts).toISOString() })),
+      children: (await runsSql.listChildRuns(tx, id)).map(toRunView),
+    }));
+  }
+
+  async cancelRun(scope: CallScope, id: string, reason: string): Promise<RunView> {
+    return toRunView(await this.cancels.cancel(scope, id, reason));
+  }
+
+  private async mustRead(scope: CallScope, id: string): Promise<RunRecord> {
+    if (typeof id !== 'string' || id === '') throw new EngineError('VALIDATION_ERROR', 'id: a run id is required');
+    const run = await this.r.store.read('getRun', (tx) => runsSql.getRunInScope(tx, scope.project, scope.env, id));
+    if (!run) throw new EngineError('RUN_NOT_FOUND', `run ${id} does not exist`);
+    return run;
+  }
+}
+
+function withVersion(record: FunctionRecord): FunctionDefinition & { version: number } {
+  return { ...record.definition, version: record.version };
+}
+
+function decodeCursor(cursor: string | undefined): { createdAt: number; id: string } | undefined {
+  if (!cursor) return undefined;
+  const cut = cursor.indexOf(':');
+  const createdAt = Number(cursor.slice(0, cut));
+  if (cut <= 0 || !Number.isFinite(createdAt)) throw new EngineError('VALIDATION_ERROR', 'cursor: not a cursor this API returned');
+  return { createdAt, id: cursor.slice(cut + 1) };
+}

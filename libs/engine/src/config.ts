@@ -1,0 +1,47 @@
+import { DEFAULT_MAX_PAYLOAD_BYTES } from '@ironflow/contracts';
+
+/**
+ * Every interval of the engine, in ms, so tests run the contract with short ones. Defaults are
+ * the specification's (DESIGN.md "Defaults").
+ */
+export interface EngineConfig {
+  /** This node's id, the holder of push leases. */
+  nodeId: string;
+  /** Lease period of an execution (default 90000). */
+  leaseMs: number;
+  /** Scheduler tick (default 1000). */
+  tickMs: number;
+  /** The waiting-run pass runs every this many ticks (default 10). */
+  waitingPassEveryTicks: number;
+  /** Rows a pass reads per page (default 100). */
+  passPageSize: number;
+  /** How often a dispatcher polls the queue when no hint arrives (default 1000). */
+  dispatchPollMs: number;
+  /** Push invocations in flight per dispatcher (default 16). */
+  pushConcurrency: number;
+  /** Store poll period of TriggerSync (default 100). */
+  syncPollMs: number;
+  /** Default TriggerSync wait (default 30000). */
+  syncDefaultTimeoutMs: number;
+  /** Largest accepted event data or report, in bytes (default 4 MiB). */
+  maxPayloadBytes: number;
+  /** Most jobs one poll hands out (default 10). */
+  maxJobsPerPoll: number;
+  /** Shutdown: wait for follow-ups at least this long (default 5000). */
+  followUpDrainMs: number;
+}
+
+export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
+  nodeId: 'node-1',
+  leaseMs: 90_000,
+  tickMs: 1000,
+  waitingPassEveryTicks: 10,
+  passPageSize: 100,
+  dispatchPollMs: 1000,
+  pushConcurrency: 16,
+  syncPollMs: 100,
+  syncDefaultTimeoutMs: 30_000,
+  maxPayloadBytes: DEFAULT_MAX_PAYLOAD_BYTES,
+  maxJobsPerPoll: 10,
+  followUpDrainMs: 5000,
+};

@@ -1,0 +1,111 @@
+import { Bus } from '@ironflow/bus';
+import { FollowUpTracker } from '@ironflow/follow-up';
+import { EngineLogger, EngineMetrics, silentLogger } from '@ironflow/observability';
+import { Clock, Store } from '@ironflow/store';
+import { CancelSystem } from './cancel-system';
+import { EngineClientApi } from './client-api';
+import { DEFAULT_ENGINE_CONFIG, EngineConfig } from './config';
+import { DispatchHints } from './dispatch-hints';
+import { DispatchSystem } from './dispatch-system';
+import { FunctionRegistry } from './function-registry';
+import { OutcomeAnnouncer } from './outcome-announcer';
+import { PausePoints, noPausePoints } from './pause-points';
+import { PullWorkerSystem } from './pull-worker-system';
+import { PushDispatcher } from './push-dispatcher';
+import { ReportSystem } from './report-system';
+import { EngineResources } from './resources';
+import { SchedulerSystem } from './scheduler-system';
+import { TriggerSystem } from './trigger-system';
+import { WakeSystem } from './wake-system';
+
+export interface EngineOptions {
+  store: Store;
+  clock: Clock;
+  bus: Bus;
+  config?: Partial<EngineConfig>;
+  logger?: EngineLogger;
+  metrics?: EngineMetrics;
+  pausePoints?: PausePoints;
+}
+
+/** The loops a process runs: a dispatcher pushes, a scheduler ticks. `ironflow dev` runs both. */
+export interface EngineRoles {
+  pushDispatch: boolean;
+  scheduler: boolean;
+}
+
+/**
+ * The engine facade: builds each system once over one resource bundle and hands every public
+ * call to the system that owns it (STYLE.md, "a thin facade over systems").
+ */
+export class Engine {
+  readonly resources: EngineResources;
+  readonly functions: FunctionRegistry;
+  readonly triggers: TriggerSystem;
+  readonly dispatch: DispatchSystem;
+  readonly reports: ReportSystem;
+  readonly wakes: WakeSystem;
+  readonly scheduler: SchedulerSystem;
+  readonly cancels: CancelSystem;
+  readonly pull: PullWorkerSystem;
+  readonly push: PushDispatcher;
+  readonly api: EngineClientApi;
+  private tickTimer?: NodeJS.Timeout;
+  private tickRunning?: Promise<void>;
+  private stopped = false;
+
+  constructor(options: EngineOptions) {
+    const logger = options.logger ?? silentLogger;
+    this.resources = {
+      store: options.store,
+      clock: options.clock,
+      bus: options.bus,
+      config: { ...DEFAULT_ENGINE_CONFIG, ...options.config },
+      logger,
+      metrics: options.metrics ?? new EngineMetrics(),
+      followUps: new FollowUpTracker(logger),
+      pausePoints: options.pausePoints ?? noPausePoints,
+    };
+    const r = this.resources;
+    const hints = new DispatchHints(r.bus);
+    const announcer = new OutcomeAnnouncer(r);
+    this.functions = new FunctionRegistry(r);
+    this.triggers = new TriggerSystem(r, hints);
+    this.dispatch = new DispatchSystem(r);
+    this.reports = new ReportSystem(r, announcer, hints);
+    this.wakes = new WakeSystem(r, announcer, hints);
+    announcer.setParentWake((child) => this.wakes.wakeParent(child, 'commit'));
+    this.scheduler = new SchedulerSystem(r, this.wakes, announcer, hints);
+    this.cancels = new CancelSystem(r, announcer);
+    this.pull = new PullWorkerSystem(r, this.dispatch, this.reports);
+    this.push = new PushDispatcher(r, this.dispatch, this.reports, hints);
+    this.api = new EngineClientApi(r, this.functions, this.triggers, this.cancels);
+  }
+
+  start(roles: EngineRoles): void {
+    if (roles.pushDispatch) this.push.start();
+    if (roles.scheduler) this.scheduleTick();
+  }
+
+  private scheduleTick(): void {
+    if (this.stopped) return;
+    this.tickTimer = setTimeout(() => {
+      this.tickRunning = this.scheduler.tick().finally(() => this.scheduleTick());
+    }, this.resources.config.tickMs);
+  }
+
+  /**
+   * Stops the loops, drains push invocations in flight (up to `drainMs`, default 30000), then waits
+   * for follow-ups (at least `followUpDrainMs`), so an outcome committed during shutdown is still
+   * announced. Does not close the store or the bus: their owner does.
+   */
+  async stop(drainMs = 30_000): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.tickTimer);
+    const started = Date.now();
+    await this.push.stop(drainMs);
+    await this.tickRunning;
+    const left = drainMs - (Date.now() - started);
+    await this.resources.followUps.drain(Math.max(left, this.resources.config.followUpDrainMs));
+  }
+}

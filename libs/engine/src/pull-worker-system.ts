@@ -1,0 +1,130 @@
+import { z } from 'zod';
+import { CallScope, EngineError, JobAckBody, JobAssignment, JobUpdateBody, WorkerHeartbeatBody, WorkerRegisterBody, isTerminalRunStatus } from '@ironflow/contracts';
+import { ExecutionFence, fenceMatches, parseJobId } from '@ironflow/fencing';
+import { leasesSql, runsSql, workersSql } from '@ironflow/store';
+import { DispatchSystem } from './dispatch-system';
+import { ReportResult, ReportSystem, SegmentReport } from './report-system';
+import { EngineResources } from './resources';
+import { toJobAssignment } from './segment-loader';
+
+/** Ids must be usable as subject tokens (WIRE-PROTOCOL.md 3.1). */
+const TOKEN = /^[A-Za-z0-9_-]{1,128}$/;
+
+const registerSchema = z.object({
+  function_ids: z.array(z.string().min(1)).default([]),
+  max_concurrent_jobs: z.number().int().min(1).max(10_000).default(10),
+  hostname: z.string().max(256).optional(),
+  labels: z.record(z.string()).default({}),
+});
+
+const updateSchema = z.object({
+  status: z.enum(['progress', 'completed', 'failed', 'yielded']),
+  steps: z.array(z.object({ id: z.string(), name: z.string(), status: z.enum(['completed', 'failed']) }).passthrough()).optional(),
+  step_offset: z.number().int().min(0).optional(),
+  execution_seq: z.number().int().optional(),
+  lease_token: z.string().optional(),
+  error: z.object({ message: z.string() }).passthrough().optional(),
+  yield: z.object({ type: z.string(), step_id: z.string() }).passthrough().optional(),
+});
+
+/**
+ * Pull workers over REST (WIRE-PROTOCOL.md section 3): register (R2), heartbeat (R3), poll (R4),
+ * ack (R5) and job updates (R6). Errors: `VALIDATION_ERROR` (400), `WORKER_NOT_FOUND` (404, the
+ * worker re-registers), `STALE_EXECUTION` / `RUN_NOT_RUNNING` (409).
+ */
+export class PullWorkerSystem {
+  constructor(
+    private readonly r: EngineResources,
+    private readonly dispatch: DispatchSystem,
+    private readonly reports: ReportSystem,
+  ) {}
+
+  async register(scope: CallScope, workerId: string, body: WorkerRegisterBody): Promise<void> {
+    if (!TOKEN.test(workerId)) throw new EngineError('VALIDATION_ERROR', `worker id ${JSON.stringify(workerId)}: letters, digits, "_" and "-" only`);
+    const parsed = registerSchema.safeParse(body ?? {});
+    if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
+    const envLabel = parsed.data.labels.env;
+    await this.r.store.unitOfWork('registerWorker', (tx) =>
+      workersSql.upsertWorker(tx, {
+        id: workerId,
+        project: scope.project,
+        env: scope.env !== 'default' || !envLabel ? scope.env : envLabel,
+        functionIds: parsed.data.function_ids,
+        maxConcurrentJobs: parsed.data.max_concurrent_jobs,
+        hostname: parsed.data.hostname ?? null,
+        labels: parsed.data.labels,
+      }),
+    );
+  }
+
+  /** Refreshes the leases of the jobs the worker lists (REST heartbeats carry no fence: by job id). */
+  async heartbeat(workerId: string, body: WorkerHeartbeatBody): Promise<void> {
+    await this.r.store.unitOfWork('workerHeartbeat', async (tx) => {
+      if (!(await workersSql.touchWorker(tx, workerId))) throw new EngineError('WORKER_NOT_FOUND', `worker ${workerId} is not registered`);
+      for (const job of body?.jobs ?? []) {
+        try {
+          const { runId, executionSeq } = parseJobId(job.job_id);
+          await leasesSql.refreshLease(tx, runId, executionSeq, tx.now + this.r.config.leaseMs);
+        } catch {
+          // a job id the engine never issued refreshes nothing
+        }
+      }
+    });
+  }
+
+  /** Claims up to `available` jobs of the worker's functions (capped by `maxJobsPerPoll`). */
+  async poll(workerId: string, available: number): Promise<JobAssignment[]> {
+    const worker = await this.r.store.read('getWorker', (tx) => workersSql.getWorker(tx, workerId));
+    if (!worker) throw new EngineError('WORKER_NOT_FOUND', `worker ${workerId} is not registered`);
+    const limit = Math.max(0, Math.min(Number.isFinite(available) && available > 0 ? Math.floor(available) : 1, this.r.config.maxJobsPerPoll, worker.maxConcurrentJobs));
+    const segments = await this.dispatch.claim(
+      { mode: 'pull', limit, project: worker.project, env: worker.env, functionIds: worker.functionIds },
+      workerId,
+    );
+    return segments.map(toJobAssignment);
+  }
+
+  /** R5: the worker acks before user code; a fence that no longer matches gets 409. */
+  async ack(workerId: string, jobId: string, body: JobAckBody): Promise<void> {
+    const { runId, executionSeq } = parseJobId(jobId);
+    const fence = fenceOf(body, executionSeq);
+    await this.r.store.unitOfWork('ackJob', async (tx) => {
+      const run = await runsSql.getRun(tx, runId);
+      if (!run) throw new EngineError('RUN_NOT_FOUND', `run ${runId} does not exist`);
+      if (isTerminalRunStatus(run.status)) throw new EngineError('RUN_NOT_RUNNING', `run ${runId} is ${run.status}`);
+      if (run.status !== 'running' || !fenceMatches(run, fence)) throw new EngineError('STALE_EXECUTION', `job ${jobId} is not the live execution of run ${runId}`);
+      await leasesSql.refreshLease(tx, runId, executionSeq, tx.now + this.r.config.leaseMs, workerId);
+    });
+  }
+
+  /** R6: a progress checkpoint or the execution's terminal report. */
+  async update(workerId: string, jobId: string, body: JobUpdateBody): Promise<ReportResult> {
+    const { runId, executionSeq } = parseJobId(jobId);
+    const parsed = updateSchema.safeParse(body);
+    if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
+    const fence = fenceOf(body, executionSeq);
+    return this.reports.apply(runId, fence, toReport(body));
+  }
+}
+
+/** The fence a request carries; its `execution_seq` must be the job id's. */
+function fenceOf(body: { execution_seq?: number; lease_token?: string } | undefined, jobSeq: number): ExecutionFence | undefined {
+  if (!body?.lease_token) return undefined;
+  if (body.execution_seq !== undefined && body.execution_seq !== jobSeq) return { executionSeq: -1, leaseToken: body.lease_token };
+  return { executionSeq: jobSeq, leaseToken: body.lease_token };
+}
+
+function toReport(body: JobUpdateBody): SegmentReport {
+  const base = { steps: body.steps ?? [], ...(body.step_offset !== undefined ? { stepOffset: body.step_offset } : {}) };
+  switch (body.status) {
+    case 'progress':
+      return { ...base, kind: 'progress' };
+    case 'completed':
+      return { ...base, kind: 'completed', output: body.output };
+    case 'failed':
+      return { ...base, kind: 'failed', error: body.error ?? { message: 'failed without an error', retryable: false } };
+    case 'yielded':
+      if (!body.yield) throw new EngineError('VALIDATION_ERROR', 'a yielded update needs `yield`');
+      return { ...base, kind: 'yielded', yield: body.yield };
+  }
+}

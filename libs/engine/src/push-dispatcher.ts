@@ -1,0 +1,123 @@
+import { PushResponse } from '@ironflow/contracts';
+import { ExecutionFence } from '@ironflow/fencing';
+import { DispatchHints } from './dispatch-hints';
+import { DispatchSystem } from './dispatch-system';
+import { ReportSystem, SegmentReport } from './report-system';
+import { EngineResources } from './resources';
+import { Segment, toPushRequest } from './segment-loader';
+
+/**
+ * The push dispatcher (WIRE-PROTOCOL.md section 2): claims push segments, POSTs each to its
+ * function's endpoint, bounded by the function's timeout, and applies the answer as a fenced
+ * report. A transport failure (refused, non-200, a body that is not a PushResponse) counts as a
+ * retryable failure of the attempt with code `PUSH_DISPATCH_FAILED`.
+ */
+export class PushDispatcher {
+  private inFlight = new Set<Promise<void>>();
+  private running = false;
+  private wakeUp?: () => void;
+  private loop?: Promise<void>;
+  private unsubscribe?: () => void;
+
+  constructor(
+    private readonly r: EngineResources,
+    private readonly dispatch: DispatchSystem,
+    private readonly reports: ReportSystem,
+    private readonly hints: DispatchHints,
+  ) {}
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.unsubscribe = this.hints.onQueued('push', () => this.wakeUp?.());
+    this.loop = this.run();
+  }
+
+  /** Stops claiming, then waits up to `drainMs` for invocations in flight. */
+  async stop(drainMs: number): Promise<void> {
+    this.running = false;
+    this.unsubscribe?.();
+    this.wakeUp?.();
+    await this.loop;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.allSettled([...this.inFlight]), new Promise((resolve) => { timer = setTimeout(resolve, drainMs); })]);
+    clearTimeout(timer);
+  }
+
+  private async run(): Promise<void> {
+    while (this.running) {
+      let claimed = 0;
+      try {
+        const room = this.r.config.pushConcurrency - this.inFlight.size;
+        const segments = await this.dispatch.claim({ mode: 'push', limit: room }, this.r.config.nodeId);
+        claimed = segments.length;
+        for (const segment of segments) {
+          const p: Promise<void> = this.invoke(segment).finally(() => { this.inFlight.delete(p); this.wakeUp?.(); });
+          this.inFlight.add(p);
+        }
+      } catch (err) {
+        this.r.logger.warn('push claim failed; retrying after the poll period', { error: String(err) });
+      }
+      if (claimed === 0 || this.inFlight.size >= this.r.config.pushConcurrency) await this.idle();
+    }
+  }
+
+  private idle(): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, this.r.config.dispatchPollMs);
+      function done() { clearTimeout(timer); resolve(); }
+      this.wakeUp = done;
+    });
+  }
+
+  private async invoke(segment: Segment): Promise<void> {
+    const { run, definition } = segment;
+    const fence: ExecutionFence = { executionSeq: run.executionSeq, leaseToken: run.leaseToken! };
+    const report = definition?.endpointUrl
+      ? await this.call(definition.endpointUrl, definition.timeoutMs, segment)
+      : failure(`function ${run.functionId} has no endpoint URL`, false);
+    try {
+      await this.reports.apply(run.id, fence, report);
+    } catch (err) {
+      this.r.logger.warn('push report not applied', { runId: run.id, error: String(err) });
+    }
+  }
+
+  private async call(url: string, timeoutMs: number, segment: Segment): Promise<SegmentReport> {
+    const stop = this.r.metrics.pushLatency.startTimer();
+    try {
+      const response = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(toPushRequest(segment)),
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      const text = await response.text();
+      if (response.status !== 200) return failure(`push endpoint answered ${response.status}: ${text.slice(0, 300)}`, true);
+      return fromPushResponse(JSON.parse(text) as PushResponse);
+    } catch (err) {
+      return failure(`push endpoint call failed: ${String(err)}`, true);
+    } finally {
+      stop();
+    }
+  }
+}
+
+function failure(message: string, retryable: boolean): SegmentReport {
+  return { kind: 'failed', error: { message, code: 'PUSH_DISPATCH_FAILED', retryable } };
+}
+
+/** Maps the endpoint's answer (2.3) to a report; anything else is a dispatch failure. */
+export function fromPushResponse(body: PushResponse): SegmentReport {
+  const steps = Array.isArray(body?.steps) ? body.steps : [];
+  switch (body?.status) {
+    case 'completed':
+      return { kind: 'completed', output: body.result, steps };
+    case 'failed':
+      return { kind: 'failed', error: body.error ?? { message: 'failed without an error', retryable: false }, steps };
+    case 'yielded':
+      return { kind: 'yielded', yield: body.yield, steps };
+    default:
+      return failure(`push endpoint answered an unknown status ${JSON.stringify((body as { status?: unknown })?.status)}`, true);
+  }
+}

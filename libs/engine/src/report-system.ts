@@ -1,0 +1,207 @@
+import { randomUUID } from 'node:crypto';
+import { EngineError, InvocationError, RunError, StepResult, YieldInfo } from '@ironflow/contracts';
+import { ExecutionFence, ReportKind, judgeReport } from '@ironflow/fencing';
+import { commitOutcome } from '@ironflow/outcome';
+import { RunRecord, Tx, auditSql, correlationsSql, functionsSql, leasesSql, runsSql, stepsSql } from '@ironflow/store';
+import { DispatchHints } from './dispatch-hints';
+import { parseDurationMs } from './duration';
+import { OutcomeAnnouncer } from './outcome-announcer';
+import { EngineResources } from './resources';
+import { retryDelayMs } from './retry-policy';
+import { valueAtPath } from './json-path';
+
+/** A worker's report of one execution, from any transport. */
+export type SegmentReport = { steps?: StepResult[]; stepOffset?: number } & (
+  | { kind: 'progress' }
+  | { kind: 'completed'; output?: unknown }
+  | { kind: 'failed'; error: InvocationError }
+  | { kind: 'yielded'; yield: YieldInfo }
+);
+
+/** What the report did: nothing (a repeat), saved progress, or moved the run. */
+export type ReportEffect = 'none' | 'progress' | 'outcome' | 'retry' | 'waiting' | 'queued';
+
+export interface ReportResult {
+  effect: ReportEffect;
+  run: RunRecord;
+}
+
+const DEFAULT_INVOKE_TIMEOUT_MS = 30_000;
+
+/**
+ * Applies worker reports (DESIGN.md "Leases and fencing", "The outcome transaction"): each report is
+ * one unit of work that reads the run (locked on PostgreSQL), judges the fence, saves the reported
+ * steps and moves the run. Throws `EngineError` `STALE_EXECUTION` / `RUN_NOT_RUNNING` (409),
+ * `RUN_NOT_FOUND`, `VALIDATION_ERROR` or `PAYLOAD_TOO_LARGE`; a rejected report changes nothing.
+ * A repeated report of a committed outcome answers success and announces nothing.
+ */
+export class ReportSystem {
+  constructor(
+    private readonly r: EngineResources,
+    private readonly announcer: OutcomeAnnouncer,
+    private readonly hints: DispatchHints,
+  ) {}
+
+  async apply(runId: string, fence: ExecutionFence | undefined, report: SegmentReport): Promise<ReportResult> {
+    this.checkSize(report);
+    let result: ReportResult & { child?: RunRecord };
+    try {
+      result = await this.r.store.unitOfWork('applyReport', async (tx) => {
+        const run = await runsSql.getRun(tx, runId, { lock: true });
+        if (!run) throw new EngineError('RUN_NOT_FOUND', `run ${runId} does not exist`);
+        const verdict = judgeReport(run, fence, report.kind as ReportKind);
+        if (verdict.kind === 'reject') throw verdict.error;
+        if (verdict.kind === 'duplicate') return { effect: 'none' as const, run };
+        await this.r.pausePoints.reached('report.afterRead', runId);
+        const liveFence = fence as ExecutionFence;
+        const sequenceStart = report.stepOffset ?? (await stepsSql.nextStepSequence(tx, runId));
+        await stepsSql.saveReportedSteps(tx, runId, report.steps ?? [], sequenceStart);
+        switch (report.kind) {
+          case 'progress':
+            await leasesSql.refreshLease(tx, runId, run.executionSeq, tx.now + this.r.config.leaseMs);
+            return { effect: 'progress' as const, run };
+          case 'completed':
+            return this.commit(tx, run, liveFence, { status: 'completed', output: report.output ?? null });
+          case 'failed':
+            return this.fail(tx, run, liveFence, report.error);
+          case 'yielded':
+            return this.yieldAt(tx, run, liveFence, report.yield);
+        }
+      });
+    } catch (err) {
+      if (err instanceof EngineError) this.r.metrics.reportsRejected.inc({ code: err.code });
+      throw err;
+    }
+    this.followUp(result);
+    return { effect: result.effect, run: result.run };
+  }
+
+  private followUp(result: ReportResult & { child?: RunRecord }): void {
+    const { run } = result;
+    if (result.effect === 'outcome') this.announcer.announce(run);
+    if (result.effect === 'retry' || result.effect === 'queued') this.hints.queued(run.project, run.env, run.mode);
+    if (result.child) this.hints.queued(result.child.project, result.child.env, result.child.mode);
+  }
+
+  private async commit(tx: Tx, run: RunRecord, fence: ExecutionFence, outcome: Parameters<typeof commitOutcome>[2]): Promise<ReportResult> {
+    const committed = await commitOutcome(tx, run.id, outcome, { kind: 'execution', fence });
+    if (!committed) throw new EngineError('STALE_EXECUTION', `run ${run.id} changed while the report was applied`);
+    return { effect: 'outcome', run: committed };
+  }
+
+  /** A retryable failure with attempts left re-queues the run after the backoff; otherwise the run fails. */
+  private async fail(tx: Tx, run: RunRecord, fence: ExecutionFence, error: InvocationError): Promise<ReportResult> {
+    const runError: RunError = {
+      message: error?.message ?? 'invocation failed',
+      ...(error?.code ? { code: error.code } : {}),
+      retryable: error?.retryable === true,
+      ...(error?.stack ? { stack: error.stack } : {}),
+    };
+    if (runError.retryable && run.attempt < run.maxAttempts) {
+      const fn = await functionsSql.getFunction(tx, run.project, run.env, run.functionId);
+      if (fn) {
+        const delayMs = retryDelayMs(fn.definition.retry, run.attempt);
+        const availableAt = tx.now + delayMs;
+        if (!(await runsSql.requeueForRetry(tx, run, availableAt, runError))) {
+          throw new EngineError('STALE_EXECUTION', `run ${run.id} changed while the report was applied`);
+        }
+        await leasesSql.deleteLease(tx, run.id, run.executionSeq);
+        await auditSql.insertAudit(tx, {
+          runId: run.id,
+          functionId: run.functionId,
+          eventType: 'run.retry_scheduled',
+          cause: runError.message,
+          data: { failed_attempt: run.attempt, next_attempt: run.attempt + 1, delay_ms: delayMs, failed_at: tx.now, available_at: availableAt, error: runError },
+        });
+        this.r.metrics.retriesScheduled.inc();
+        return { effect: 'retry', run: { ...run, status: 'waiting_for_capacity', attempt: run.attempt + 1, availableAt } };
+      }
+    }
+    return this.commit(tx, run, fence, { status: 'failed', error: runError });
+  }
+
+  /** Records the wait a segment ended at and moves the run to `waiting` (or straight back to the queue). */
+  private async yieldAt(tx: Tx, run: RunRecord, fence: ExecutionFence, y: YieldInfo): Promise<ReportResult & { child?: RunRecord }> {
+    if (!y || typeof y.step_id !== 'string' || y.step_id === '') throw new EngineError('VALIDATION_ERROR', 'yield.step_id is required');
+    const sequence = await stepsSql.nextStepSequence(tx, run.id);
+    const name = stepNameOf(run.id, y.step_id);
+    switch (y.type) {
+      case 'sleep': {
+        const wakeAt = Date.parse(y.until);
+        if (Number.isNaN(wakeAt)) throw new EngineError('VALIDATION_ERROR', 'yield.until must be an ISO-8601 time');
+        await stepsSql.insertWaitStep(tx, { runId: run.id, stepId: y.step_id, name, type: 'sleep', status: 'waiting', wakeAt, sequence });
+        return this.wait(tx, run);
+      }
+      case 'wait_for_event': {
+        const timeoutMs = parseDurationMs(y.event_filter?.timeout ?? '7d');
+        if (!y.event_filter?.event || timeoutMs === undefined) throw new EngineError('VALIDATION_ERROR', 'yield.event_filter needs an event and a valid timeout');
+        await stepsSql.insertWaitStep(tx, { runId: run.id, stepId: y.step_id, name, type: 'wait_for_event', status: 'waiting', timeoutAt: tx.now + timeoutMs, sequence });
+        await correlationsSql.insertCorrelation(tx, {
+          runId: run.id,
+          stepId: y.step_id,
+          project: run.project,
+          env: run.env,
+          eventName: y.event_filter.event,
+          matchPath: y.event_filter.match ?? null,
+          matchValue: y.event_filter.match ? JSON.stringify(valueAtPath({ data: run.input }, y.event_filter.match) ?? null) : null,
+        });
+        return this.wait(tx, run);
+      }
+      case 'invoke_function':
+      case 'invoke_function_async': {
+        const target = await functionsSql.getFunction(tx, run.project, run.env, y.function_id);
+        if (!target) {
+          return this.commit(tx, run, fence, {
+            status: 'failed',
+            error: { message: `step ${y.step_id} invokes function ${y.function_id}, which is not registered`, code: 'FUNCTION_NOT_FOUND', retryable: false },
+          });
+        }
+        const child = await runsSql.insertRun(tx, {
+          id: randomUUID(),
+          project: run.project,
+          env: run.env,
+          functionId: target.definition.id,
+          functionVersion: target.version,
+          mode: target.definition.mode,
+          eventId: null,
+          maxAttempts: target.definition.retry.maxAttempts,
+          input: y.input ?? {},
+          parentRunId: run.id,
+          parentStepId: y.step_id,
+        });
+        this.r.metrics.runsCreated.inc({ function_id: target.definition.id });
+        if (y.type === 'invoke_function') {
+          const timeoutMs = y.invoke_timeout_ms ?? DEFAULT_INVOKE_TIMEOUT_MS;
+          await stepsSql.insertWaitStep(tx, { runId: run.id, stepId: y.step_id, name, type: 'invoke', status: 'waiting', childRunId: child.id, timeoutAt: tx.now + timeoutMs, sequence });
+          return { ...(await this.wait(tx, run)), child };
+        }
+        await stepsSql.insertWaitStep(tx, { runId: run.id, stepId: y.step_id, name, type: 'invoke', status: 'completed', childRunId: child.id, output: { run_id: child.id }, sequence });
+        if (!(await runsSql.queueContinuation(tx, run.id, run))) throw new EngineError('STALE_EXECUTION', `run ${run.id} changed while the report was applied`);
+        await leasesSql.deleteLease(tx, run.id, run.executionSeq);
+        return { effect: 'queued', run, child };
+      }
+      default:
+        throw new EngineError('VALIDATION_ERROR', `yield.type ${(y as { type: string }).type} is not one of sleep, wait_for_event, invoke_function, invoke_function_async`);
+    }
+  }
+
+  private async wait(tx: Tx, run: RunRecord): Promise<ReportResult> {
+    if (!(await runsSql.markWaiting(tx, run))) throw new EngineError('STALE_EXECUTION', `run ${run.id} changed while the report was applied`);
+    await leasesSql.deleteLease(tx, run.id, run.executionSeq);
+    return { effect: 'waiting', run: { ...run, status: 'waiting' } };
+  }
+
+  private checkSize(report: SegmentReport): void {
+    const size = Buffer.byteLength(JSON.stringify(report));
+    if (size > this.r.config.maxPayloadBytes) {
+      throw new EngineError('PAYLOAD_TOO_LARGE', `report is ${size} bytes; the limit is ${this.r.config.maxPayloadBytes}`);
+    }
+  }
+}
+
+/** The user's step name from a step id `<runId>:<name>:<k>` (WIRE-PROTOCOL.md 1.2). */
+export function stepNameOf(runId: string, stepId: string): string {
+  const rest = stepId.startsWith(`${runId}:`) ? stepId.slice(runId.length + 1) : stepId;
+  const cut = rest.lastIndexOf(':');
+  return (cut > 0 ? rest.slice(0, cut) : rest).replace(/\\:/g, ':').replace(/\\\\/g, '\\');
+}

@@ -1,0 +1,84 @@
+import { commitOutcome } from '@ironflow/outcome';
+import { StepRecord, runsSql, stepsSql } from '@ironflow/store';
+import { DispatchHints } from './dispatch-hints';
+import { OutcomeAnnouncer } from './outcome-announcer';
+import { EngineResources } from './resources';
+import { WakeSystem } from './wake-system';
+
+/**
+ * The scheduler's tick (DESIGN.md `scheduler`): the sleep sweep, the invoke and wait timeout
+ * sweeps every tick, and the waiting-run pass every `waitingPassEveryTicks` ticks. Each row is
+ * its own unit of work, so a bad row costs only itself (principle 5).
+ */
+export class SchedulerSystem {
+  private ticks = 0;
+
+  constructor(
+    private readonly r: EngineResources,
+    private readonly wakes: WakeSystem,
+    private readonly announcer: OutcomeAnnouncer,
+    private readonly hints: DispatchHints,
+  ) {}
+
+  async tick(): Promise<void> {
+    this.ticks += 1;
+    await this.guard('sleep sweep', () => this.sleepSweep());
+    await this.guard('timeout sweep', () => this.timeoutSweep());
+    if (this.ticks % this.r.config.waitingPassEveryTicks === 0) await this.guard('waiting-run pass', () => this.wakes.waitingRunPass());
+  }
+
+  /** Wakes runs whose sleep is due. Returns how many were queued. */
+  async sleepSweep(): Promise<number> {
+    const due = await this.r.store.read('listDueSleeps', (tx) => stepsSql.listDueSleeps(tx, this.r.config.passPageSize));
+    let queued = 0;
+    for (const step of due) {
+      const run = await this.r.store.unitOfWork('wakeSleep', async (tx) => {
+        if (!(await stepsSql.endWaitingStep(tx, step.runId, step.stepId, 'completed'))) return null;
+        return (await runsSql.queueContinuation(tx, step.runId)) ? runsSql.getRun(tx, step.runId) : null;
+      });
+      if (run) { queued += 1; this.hints.queued(run.project, run.env, run.mode); }
+    }
+    return queued;
+  }
+
+  /**
+   * Ends waits whose timeout passed. A timed-out invoke resumes a push run (the SDK throws
+   * "invoke timed out") and fails a pull run with `INVOKE_FAILED`, which pull cannot express;
+   * a timed-out `waitForEvent` fails the run with `EVENT_WAIT_TIMED_OUT`, because the SDK has no
+   * representation for it (WIRE-PROTOCOL.md section 7, decision 4).
+   */
+  async timeoutSweep(): Promise<number> {
+    const due = await this.r.store.read('listDueTimeouts', async (tx) => [
+      ...(await stepsSql.listDueInvokeTimeouts(tx, this.r.config.passPageSize)),
+      ...(await stepsSql.listDueWaitTimeouts(tx, this.r.config.passPageSize)),
+    ]);
+    for (const step of due) await this.timeOut(step);
+    return due.length;
+  }
+
+  private async timeOut(step: StepRecord): Promise<void> {
+    const effect = await this.r.store.unitOfWork('stepTimeout', async (tx) => {
+      const run = await runsSql.getRun(tx, step.runId, { lock: true });
+      if (!run || run.status !== 'waiting') return null;
+      if (!(await stepsSql.endWaitingStep(tx, step.runId, step.stepId, 'timed_out'))) return null;
+      if (step.type === 'invoke' && run.mode === 'push') {
+        return (await runsSql.queueContinuation(tx, run.id)) ? { queued: run, failed: null } : null;
+      }
+      const error = step.type === 'invoke'
+        ? { message: `invoked run ${step.childRunId} did not finish before the invoke timeout`, code: 'INVOKE_FAILED', retryable: false, child_run_id: step.childRunId ?? undefined }
+        : { message: `step ${step.stepId} waited for an event past its timeout`, code: 'EVENT_WAIT_TIMED_OUT', retryable: false };
+      const failed = await commitOutcome(tx, run.id, { status: 'failed', error }, { kind: 'version', status: 'waiting', version: run.version });
+      return failed ? { queued: null, failed } : null;
+    });
+    if (effect?.queued) this.hints.queued(effect.queued.project, effect.queued.env, effect.queued.mode);
+    if (effect?.failed) this.announcer.announce(effect.failed);
+  }
+
+  private async guard(name: string, work: () => Promise<unknown>): Promise<void> {
+    try {
+      await work();
+    } catch (err) {
+      this.r.logger.warn(`scheduler ${name} failed; it runs again next tick`, { error: String(err) });
+    }
+  }
+}

@@ -1,0 +1,58 @@
+import { FunctionDefinition, JobAssignment, PullCompletedStep, PushCompletedStep, PushRequest, WireEvent } from '@ironflow/contracts';
+import { jobIdOf } from '@ironflow/fencing';
+import { RunRecord, StepRecord, Tx, eventsSql, functionsSql, stepsSql } from '@ironflow/store';
+
+/** Everything a worker needs to execute one claimed segment. */
+export interface Segment {
+  run: RunRecord;
+  definition: FunctionDefinition | null;
+  event: WireEvent;
+  steps: StepRecord[];
+  nextSequence: number;
+}
+
+/** The event an invoked child receives: the invoke's input as `data`. */
+export const INVOKED_EVENT_NAME = 'ironflow/function.invoked';
+
+export async function loadSegment(tx: Tx, run: RunRecord): Promise<Segment> {
+  const fn = await functionsSql.getFunction(tx, run.project, run.env, run.functionId);
+  const stored = run.eventId ? await eventsSql.getEvent(tx, run.eventId) : null;
+  const event: WireEvent = stored
+    ? { id: stored.id, name: stored.name, data: stored.data, timestamp: new Date(stored.ts).toISOString(), version: 1 }
+    : { id: run.id, name: INVOKED_EVENT_NAME, data: run.input ?? {}, timestamp: new Date(run.createdAt).toISOString(), version: 1 };
+  const steps = await stepsSql.listSteps(tx, run.id);
+  const nextSequence = steps.reduce((max, s) => Math.max(max, s.sequence + 1), 0);
+  return { run, definition: fn?.definition ?? null, event, steps, nextSequence };
+}
+
+/**
+ * The push request of a segment (WIRE-PROTOCOL.md 2.2): completed steps with their output; invoke
+ * steps that failed (error as a JSON string) or timed out. Optional fields absent, never null.
+ */
+export function toPushRequest(segment: Segment): PushRequest {
+  const steps: PushCompletedStep[] = [];
+  for (const s of segment.steps) {
+    if (s.status === 'completed') steps.push({ id: s.stepId, name: s.name, status: 'completed', ...(s.output !== null ? { output: s.output } : {}) });
+    else if (s.type === 'invoke' && s.status === 'failed') steps.push({ id: s.stepId, name: s.name, status: 'failed', error: typeof s.error === 'string' ? s.error : JSON.stringify(s.error) });
+    else if (s.type === 'invoke' && s.status === 'timed_out') steps.push({ id: s.stepId, name: s.name, status: 'timed_out' });
+  }
+  return { run_id: segment.run.id, function_id: segment.run.functionId, attempt: segment.run.attempt, event: segment.event, steps };
+}
+
+/** The pull assignment of a segment (WIRE-PROTOCOL.md 3.4): completed steps only, fenced. */
+export function toJobAssignment(segment: Segment): JobAssignment {
+  const completed: PullCompletedStep[] = segment.steps
+    .filter((s) => s.status === 'completed')
+    .map((s) => ({ step_id: s.stepId, name: s.name, ...(s.output !== null ? { output: s.output } : {}) }));
+  return {
+    job_id: jobIdOf(segment.run.id, segment.run.executionSeq),
+    run_id: segment.run.id,
+    function_id: segment.run.functionId,
+    attempt: segment.run.attempt,
+    event: segment.event,
+    completed_steps: completed,
+    step_sequence_base: segment.nextSequence,
+    execution_seq: segment.run.executionSeq,
+    lease_token: segment.run.leaseToken ?? '',
+  };
+}

@@ -1,0 +1,81 @@
+import { randomUUID } from 'node:crypto';
+import { CallScope, EngineError, TriggerInput, TriggerOutput } from '@ironflow/contracts';
+import { EventRecord, Tx, correlationsSql, eventsSql, functionsSql, runsSql, stepsSql } from '@ironflow/store';
+import { valueAtPath } from './json-path';
+import { EngineResources } from './resources';
+import { DispatchHints } from './dispatch-hints';
+
+/**
+ * Starts runs from an event (WIRE-PROTOCOL.md 5.2 `Trigger`): one unit of work inserts the event
+ * and a run for each function whose trigger names it. A repeated idempotency key starts nothing
+ * and answers with the first event's runs. Throws `VALIDATION_ERROR` or `PAYLOAD_TOO_LARGE`.
+ */
+export class TriggerSystem {
+  constructor(private readonly r: EngineResources, private readonly hints: DispatchHints) {}
+
+  async trigger(scope: CallScope, input: TriggerInput): Promise<TriggerOutput> {
+    if (typeof input.event !== 'string' || input.event.trim() === '') throw new EngineError('VALIDATION_ERROR', 'event: an event name is required');
+    const size = Buffer.byteLength(JSON.stringify(input.data ?? {}));
+    if (size > this.r.config.maxPayloadBytes) {
+      throw new EngineError('PAYLOAD_TOO_LARGE', `event data is ${size} bytes; the limit is ${this.r.config.maxPayloadBytes}`);
+    }
+    const result = await this.r.store.unitOfWork('trigger', async (tx) => {
+      const { event, duplicate } = await eventsSql.insertEvent(tx, {
+        id: randomUUID(),
+        project: scope.project,
+        env: scope.env,
+        name: input.event.trim(),
+        data: input.data ?? {},
+        idempotencyKey: input.idempotencyKey || undefined,
+      });
+      if (duplicate) {
+        const rows = await tx.query<{ id: string }>(`SELECT id FROM runs WHERE event_id = $1 ORDER BY id`, [event.id]);
+        return { eventId: event.id, runIds: rows.map((row) => row.id), modes: [] as string[] };
+      }
+      const resumed = await this.satisfyWaits(tx, scope, event);
+      const functions = await functionsSql.listFunctionsForEvent(tx, scope.project, scope.env, event.name);
+      const runIds: string[] = [];
+      const modes: string[] = [...resumed];
+      for (const fn of functions) {
+        const run = await runsSql.insertRun(tx, {
+          id: randomUUID(),
+          project: scope.project,
+          env: scope.env,
+          functionId: fn.definition.id,
+          functionVersion: fn.version,
+          mode: fn.definition.mode,
+          eventId: event.id,
+          maxAttempts: fn.definition.retry.maxAttempts,
+          input: event.data,
+        });
+        runIds.push(run.id);
+        modes.push(run.mode);
+        this.r.metrics.runsCreated.inc({ function_id: fn.definition.id });
+      }
+      return { eventId: event.id, runIds, modes };
+    });
+    for (const mode of new Set(result.modes)) this.hints.queued(scope.project, scope.env, mode);
+    return { eventId: result.eventId, runIds: result.runIds };
+  }
+
+  /**
+   * Resumes runs waiting in `waitForEvent` for this event: the step completes with the event
+   * object (WIRE-PROTOCOL.md 1.3) when the `match` path's value equals the run's own event's.
+   * Returns the modes of the runs queued again.
+   */
+  private async satisfyWaits(tx: Tx, scope: CallScope, event: EventRecord): Promise<string[]> {
+    const open = await correlationsSql.listOpenCorrelations(tx, scope.project, scope.env, event.name);
+    const modes: string[] = [];
+    const wireEvent = { id: event.id, name: event.name, data: event.data, timestamp: new Date(event.ts).toISOString() };
+    for (const c of open) {
+      if (c.matchPath !== null && JSON.stringify(valueAtPath(wireEvent, c.matchPath) ?? null) !== c.matchValue) continue;
+      if (!(await correlationsSql.closeCorrelation(tx, c.runId, c.stepId))) continue;
+      if (!(await stepsSql.completeWaitStep(tx, c.runId, c.stepId, wireEvent))) continue;
+      if (await runsSql.queueContinuation(tx, c.runId)) {
+        const run = await runsSql.getRun(tx, c.runId);
+        if (run) modes.push(run.mode);
+      }
+    }
+    return modes;
+  }
+}

@@ -1,0 +1,2 @@
+export * from './fence';
+export * from './job-id';

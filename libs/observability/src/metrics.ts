@@ -1,0 +1,20 @@
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/**
+ * Every metric the engine defines, on one registry per process (registering a metric twice
+ * throws, so `ironflow dev` shares one instance across its five service modules).
+ */
+export class EngineMetrics {
+  readonly registry = new Registry();
+  readonly runsCreated = new Counter({ name: 'ironflow_runs_created_total', help: 'Runs created', labelNames: ['function_id'], registers: [this.registry] });
+  readonly runOutcomes = new Counter({ name: 'ironflow_run_outcomes_total', help: 'Committed run outcomes', labelNames: ['status'], registers: [this.registry] });
+  readonly reportsRejected = new Counter({ name: 'ironflow_reports_rejected_total', help: 'Worker reports rejected by the fence', labelNames: ['code'], registers: [this.registry] });
+  readonly retriesScheduled = new Counter({ name: 'ironflow_run_retries_total', help: 'Attempts re-queued after a retryable failure', registers: [this.registry] });
+  readonly segmentsDispatched = new Counter({ name: 'ironflow_segments_dispatched_total', help: 'Segments claimed for execution', labelNames: ['mode'], registers: [this.registry] });
+  readonly pushLatency = new Histogram({ name: 'ironflow_push_call_seconds', help: 'Push invocation round trip', buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30], registers: [this.registry] });
+  readonly parentWakes = new Counter({ name: 'ironflow_parent_wakes_total', help: 'Parent wakes applied', labelNames: ['path'], registers: [this.registry] });
+
+  constructor(options: { defaultMetrics?: boolean } = {}) {
+    if (options.defaultMetrics) collectDefaultMetrics({ register: this.registry });
+  }
+}

@@ -1,0 +1,16 @@
+export * from './clock';
+export * from './sql';
+export * from './tx';
+export * from './rows';
+export * from './typeorm-store';
+export * as runsSql from './queries/runs';
+export * as stepsSql from './queries/steps';
+export * as leasesSql from './queries/leases';
+export * as functionsSql from './queries/functions';
+export * as eventsSql from './queries/events';
+export * as workersSql from './queries/workers';
+export * as auditSql from './queries/audit';
+export type { NewRun, ClaimFilter, RunFilter } from './queries/runs';
+export type { NewWaitStep } from './queries/steps';
+export type { AuditRow } from './queries/audit';
+export * as correlationsSql from './queries/correlations';

@@ -1,0 +1,29 @@
+import { EventRecord, mapEvent, toJson } from '../rows';
+import { Tx } from '../tx';
+
+/**
+ * Appends an event to the log. With an idempotency key already used in this project/env, nothing
+ * is inserted and the earlier event is returned with `duplicate: true`.
+ */
+export async function insertEvent(
+  tx: Tx,
+  event: { id: string; project: string; env: string; name: string; data: unknown; idempotencyKey?: string },
+): Promise<{ event: EventRecord; duplicate: boolean }> {
+  if (event.idempotencyKey) {
+    const rows = await tx.query(
+      `SELECT * FROM events WHERE project = $1 AND env = $2 AND idempotency_key = $3`,
+      [event.project, event.env, event.idempotencyKey],
+    );
+    if (rows.length) return { event: mapEvent(rows[0]), duplicate: true };
+  }
+  const rows = await tx.query(
+    `INSERT INTO events (id, project, env, name, data, idempotency_key, ts) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *`,
+    [event.id, event.project, event.env, event.name, toJson(event.data ?? {}), event.idempotencyKey ?? null, tx.now],
+  );
+  return { event: mapEvent(rows[0]), duplicate: false };
+}
+
+export async function getEvent(tx: Tx, id: string): Promise<EventRecord | null> {
+  const rows = await tx.query(`SELECT * FROM events WHERE id = $1`, [id]);
+  return rows.length ? mapEvent(rows[0]) : null;
+}

@@ -1,0 +1,192 @@
+import { ExecutionMode, RunStatus } from '@ironflow/contracts';
+import { RunRecord, mapRun, toJson } from '../rows';
+import { placeholders } from '../sql';
+import { Tx } from '../tx';
+
+/**
+ * SQL over the `runs` table that never writes a terminal status: those writes live in
+ * `libs/outcome` alone (a test over the source enforces it).
+ */
+
+export interface NewRun {
+  id: string;
+  project: string;
+  env: string;
+  functionId: string;
+  functionVersion: number;
+  mode: ExecutionMode;
+  eventId: string | null;
+  maxAttempts: number;
+  input: unknown;
+  parentRunId?: string;
+  parentStepId?: string;
+  concurrencyKey?: string | null;
+}
+
+/** Inserts a run in `waiting_for_capacity`, available now, attempt 1. Returns the row. */
+export async function insertRun(tx: Tx, run: NewRun): Promise<RunRecord> {
+  const rows = await tx.query(
+    `INSERT INTO runs (id, project, env, function_id, function_version, mode, event_id, status, version,
+       attempt, max_attempts, execution_seq, available_at, recoveries, parent_run_id, parent_step_id,
+       wake_pending, concurrency_key, input, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, 'waiting_for_capacity', 1, 1, $8, 0, $9, 0, $10, $11, 0, $12, $13, $9, $9)
+     RETURNING *`,
+    [run.id, run.project, run.env, run.functionId, run.functionVersion, run.mode, run.eventId, run.maxAttempts,
+      tx.now, run.parentRunId ?? null, run.parentStepId ?? null, run.concurrencyKey ?? null, toJson(run.input ?? null)],
+  );
+  return mapRun(rows[0]);
+}
+
+/** Reads one run; with `lock` the row is locked until the unit of work ends (PostgreSQL). */
+export async function getRun(tx: Tx, id: string, opts: { lock?: boolean } = {}): Promise<RunRecord | null> {
+  const rows = await tx.query(`SELECT * FROM runs WHERE id = $1${opts.lock ? tx.forUpdate : ''}`, [id]);
+  return rows.length ? mapRun(rows[0]) : null;
+}
+
+export async function getRunInScope(tx: Tx, project: string, env: string, id: string): Promise<RunRecord | null> {
+  const rows = await tx.query(`SELECT * FROM runs WHERE id = $1 AND project = $2 AND env = $3`, [id, project, env]);
+  return rows.length ? mapRun(rows[0]) : null;
+}
+
+export async function getRuns(tx: Tx, ids: string[]): Promise<RunRecord[]> {
+  if (ids.length === 0) return [];
+  const rows = await tx.query(`SELECT * FROM runs WHERE id IN (${placeholders(1, ids.length)})`, ids);
+  return rows.map(mapRun);
+}
+
+export async function listChildRuns(tx: Tx, parentRunId: string): Promise<RunRecord[]> {
+  const rows = await tx.query(`SELECT * FROM runs WHERE parent_run_id = $1 ORDER BY created_at, id`, [parentRunId]);
+  return rows.map(mapRun);
+}
+
+export interface RunFilter {
+  functionId?: string;
+  status?: RunStatus;
+  limit: number;
+  /** Opaque cursor: `<created_at>:<id>` of the last row of the previous page. */
+  cursor?: { createdAt: number; id: string };
+}
+
+/** Newest first. */
+export async function listRuns(tx: Tx, project: string, env: string, filter: RunFilter): Promise<{ runs: RunRecord[]; total: number }> {
+  const where = ['project = $1', 'env = $2'];
+  const params: unknown[] = [project, env];
+  if (filter.functionId) { params.push(filter.functionId); where.push(`function_id = $${params.length}`); }
+  if (filter.status) { params.push(filter.status); where.push(`status = $${params.length}`); }
+  const countRows = await tx.query<{ n: unknown }>(`SELECT COUNT(*) AS n FROM runs WHERE ${where.join(' AND ')}`, params);
+  if (filter.cursor) {
+    params.push(filter.cursor.createdAt, filter.cursor.id);
+    where.push(`(created_at < $${params.length - 1} OR (created_at = $${params.length - 1} AND id < $${params.length}))`);
+  }
+  params.push(filter.limit);
+  const rows = await tx.query(
+    `SELECT * FROM runs WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT $${params.length}`,
+    params,
+  );
+  return { runs: rows.map(mapRun), total: Number(countRows[0].n) };
+}
+
+export interface ClaimFilter {
+  mode: ExecutionMode;
+  limit: number;
+  project?: string;
+  env?: string;
+  functionIds?: string[];
+}
+
+/**
+ * Claims up to `limit` queued segments (DESIGN.md "The queue is the runs table"): runs in
+ * `waiting_for_capacity` whose `available_at` has passed, oldest first, skipping rows another
+ * claimer holds. Each claimed run moves to `running` with `execution_seq` bumped and the given
+ * new lease token; the caller inserts the lease rows in the same unit of work.
+ */
+export async function claimRuns(tx: Tx, filter: ClaimFilter, newToken: () => string): Promise<RunRecord[]> {
+  const where = [`status = 'waiting_for_capacity'`, 'mode = $1', 'available_at <= $2'];
+  const params: unknown[] = [filter.mode, tx.now];
+  if (filter.project !== undefined) { params.push(filter.project); where.push(`project = $${params.length}`); }
+  if (filter.env !== undefined) { params.push(filter.env); where.push(`env = $${params.length}`); }
+  if (filter.functionIds) {
+    if (filter.functionIds.length === 0) return [];
+    where.push(`function_id IN (${placeholders(params.length + 1, filter.functionIds.length)})`);
+    params.push(...filter.functionIds);
+  }
+  params.push(filter.limit);
+  const candidates = await tx.query<{ id: string }>(
+    `SELECT id FROM runs WHERE ${where.join(' AND ')} ORDER BY available_at, id LIMIT $${params.length}${tx.forUpdateSkipLocked}`,
+    params,
+  );
+  const claimed: RunRecord[] = [];
+  for (const { id } of candidates) {
+    const rows = await tx.query(
+      `UPDATE runs SET status = 'running', execution_seq = execution_seq + 1, lease_token = $2,
+         version = version + 1, started_at = COALESCE(started_at, $3), updated_at = $3
+       WHERE id = $1 AND status = 'waiting_for_capacity' RETURNING *`,
+      [id, newToken(), tx.now],
+    );
+    if (rows.length) claimed.push(mapRun(rows[0]));
+  }
+  return claimed;
+}
+
+/**
+ * Moves a running execution back to the queue for its next attempt (retry backoff): status
+ * `waiting_for_capacity`, `attempt + 1`, available at `availableAt`, the attempt's error kept.
+ * Fenced by execution and version; returns false when the fence no longer holds.
+ */
+export async function requeueForRetry(
+  tx: Tx,
+  run: RunRecord,
+  availableAt: number,
+  error: unknown,
+): Promise<boolean> {
+  const result = await tx.execute(
+    `UPDATE runs SET status = 'waiting_for_capacity', attempt = attempt + 1, available_at = $2, error = $3,
+       version = version + 1, updated_at = $4
+     WHERE id = $1 AND status = 'running' AND execution_seq = $5 AND lease_token = $6 AND version = $7`,
+    [run.id, availableAt, toJson(error), tx.now, run.executionSeq, run.leaseToken, run.version],
+  );
+  return result.affected === 1;
+}
+
+/** A running execution yields at a wait: status `waiting`, fenced like `requeueForRetry`. */
+export async function markWaiting(tx: Tx, run: RunRecord): Promise<boolean> {
+  const result = await tx.execute(
+    `UPDATE runs SET status = 'waiting', version = version + 1, updated_at = $2
+     WHERE id = $1 AND status = 'running' AND execution_seq = $3 AND lease_token = $4 AND version = $5`,
+    [run.id, tx.now, run.executionSeq, run.leaseToken, run.version],
+  );
+  return result.affected === 1;
+}
+
+/**
+ * Queues the next segment of a run: from `waiting` (a wake) or, with `fromRunning`, directly from
+ * the fenced running execution (an async invoke that needs no wait). Only from those states, so a
+ * second wake changes nothing. Returns whether the run was queued.
+ */
+export async function queueContinuation(tx: Tx, runId: string, fence?: RunRecord): Promise<boolean> {
+  if (fence) {
+    const r = await tx.execute(
+      `UPDATE runs SET status = 'waiting_for_capacity', available_at = $2, version = version + 1, updated_at = $2
+       WHERE id = $1 AND status = 'running' AND execution_seq = $3 AND lease_token = $4 AND version = $5`,
+      [runId, tx.now, fence.executionSeq, fence.leaseToken, fence.version],
+    );
+    return r.affected === 1;
+  }
+  const r = await tx.execute(
+    `UPDATE runs SET status = 'waiting_for_capacity', available_at = $2, version = version + 1, updated_at = $2
+     WHERE id = $1 AND status = 'waiting'`,
+    [runId, tx.now],
+  );
+  return r.affected === 1;
+}
+
+/** Clears a child's `wake_pending` once its parent wake has been applied (or is moot). */
+export async function clearWakePending(tx: Tx, runId: string): Promise<void> {
+  await tx.execute(`UPDATE runs SET wake_pending = 0 WHERE id = $1 AND wake_pending = 1`, [runId]);
+}
+
+/** Ended children whose parent wake has not been applied, oldest first (partial index). */
+export async function listWakePending(tx: Tx, limit: number): Promise<RunRecord[]> {
+  const rows = await tx.query(`SELECT * FROM runs WHERE wake_pending = 1 ORDER BY ended_at, id LIMIT $1`, [limit]);
+  return rows.map(mapRun);
+}

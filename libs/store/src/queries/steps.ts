@@ -1,0 +1,133 @@
+import { StepResult, StepStatus, StepType } from '@ironflow/contracts';
+import { StepRecord, mapStep, toJson } from '../rows';
+import { Tx } from '../tx';
+
+export async function listSteps(tx: Tx, runId: string): Promise<StepRecord[]> {
+  const rows = await tx.query(`SELECT * FROM steps WHERE run_id = $1 ORDER BY sequence, created_at`, [runId]);
+  return rows.map(mapStep);
+}
+
+export async function getStep(tx: Tx, runId: string, stepId: string): Promise<StepRecord | null> {
+  const rows = await tx.query(`SELECT * FROM steps WHERE run_id = $1 AND step_id = $2`, [runId, stepId]);
+  return rows.length ? mapStep(rows[0]) : null;
+}
+
+/** Sequence the next new step of a run takes: max over all its step rows + 1, 0 when none (3.7). */
+export async function nextStepSequence(tx: Tx, runId: string): Promise<number> {
+  const rows = await tx.query<{ m: unknown }>(`SELECT MAX(sequence) AS m FROM steps WHERE run_id = $1`, [runId]);
+  const max = rows[0]?.m;
+  return max === null || max === undefined ? 0 : Number(max) + 1;
+}
+
+/**
+ * Saves the steps a worker reported, in order from `sequenceStart`. A step already `completed`
+ * is never changed (a repeated report inserts nothing); a failed attempt's row is replaced by
+ * the next attempt's result.
+ */
+export async function saveReportedSteps(tx: Tx, runId: string, steps: StepResult[], sequenceStart: number): Promise<void> {
+  let sequence = sequenceStart;
+  for (const step of steps) {
+    const status: StepStatus = step.status === 'completed' ? 'completed' : 'failed';
+    const endedAt = step.ended_at ? Date.parse(step.ended_at) || tx.now : tx.now;
+    await tx.execute(
+      `INSERT INTO steps (run_id, step_id, name, type, status, output, error, sequence, created_at, ended_at)
+       VALUES ($1, $2, $3, 'run', $4, $5, $6, $7, $8, $9)
+       ON CONFLICT (run_id, step_id) DO UPDATE SET status = excluded.status, output = excluded.output,
+         error = excluded.error, ended_at = excluded.ended_at
+       WHERE steps.status <> 'completed'`,
+      [runId, step.id, step.name, status, toJson(step.output), toJson(step.error), sequence, tx.now, endedAt],
+    );
+    sequence += 1;
+  }
+}
+
+export interface NewWaitStep {
+  runId: string;
+  stepId: string;
+  name: string;
+  type: Exclude<StepType, 'run'>;
+  status: StepStatus;
+  output?: unknown;
+  wakeAt?: number | null;
+  timeoutAt?: number | null;
+  childRunId?: string | null;
+  sequence: number;
+}
+
+/** Inserts the row of the wait a segment yielded at; a repeated yield inserts nothing. */
+export async function insertWaitStep(tx: Tx, step: NewWaitStep): Promise<boolean> {
+  const r = await tx.execute(
+    `INSERT INTO steps (run_id, step_id, name, type, status, output, wake_at, timeout_at, child_run_id, sequence, created_at, ended_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+     ON CONFLICT (run_id, step_id) DO NOTHING`,
+    [step.runId, step.stepId, step.name, step.type, step.status, toJson(step.output), step.wakeAt ?? null,
+      step.timeoutAt ?? null, step.childRunId ?? null, step.sequence, tx.now, step.status === 'waiting' ? null : tx.now],
+  );
+  return r.affected === 1;
+}
+
+/**
+ * Resolves a waiting invoke step with its child's outcome. Updates only while the step is
+ * `waiting`, belongs to `runId` and links `childRunId` (the specification's wake guard).
+ */
+export async function resolveInvokeStep(
+  tx: Tx,
+  runId: string,
+  stepId: string,
+  childRunId: string,
+  status: 'completed' | 'failed',
+  output: unknown,
+  error: unknown,
+): Promise<boolean> {
+  const r = await tx.execute(
+    `UPDATE steps SET status = $4, output = $5, error = $6, ended_at = $7
+     WHERE run_id = $1 AND step_id = $2 AND child_run_id = $3 AND type = 'invoke' AND status = 'waiting'`,
+    [runId, stepId, childRunId, status, toJson(output), toJson(error), tx.now],
+  );
+  return r.affected === 1;
+}
+
+/** Sleeps whose `wake_at` has passed, oldest first. */
+export async function listDueSleeps(tx: Tx, limit: number): Promise<StepRecord[]> {
+  const rows = await tx.query(
+    `SELECT * FROM steps WHERE status = 'waiting' AND type = 'sleep' AND wake_at <= $1 ORDER BY wake_at LIMIT $2`,
+    [tx.now, limit],
+  );
+  return rows.map(mapStep);
+}
+
+/** Invoke steps whose timeout has passed while still waiting. */
+export async function listDueInvokeTimeouts(tx: Tx, limit: number): Promise<StepRecord[]> {
+  const rows = await tx.query(
+    `SELECT * FROM steps WHERE status = 'waiting' AND type = 'invoke' AND timeout_at <= $1 ORDER BY timeout_at LIMIT $2`,
+    [tx.now, limit],
+  );
+  return rows.map(mapStep);
+}
+
+/** Ends a waiting step (a sleep that is due, an invoke that timed out); only from `waiting`. */
+export async function endWaitingStep(tx: Tx, runId: string, stepId: string, status: 'completed' | 'timed_out'): Promise<boolean> {
+  const r = await tx.execute(
+    `UPDATE steps SET status = $3, ended_at = $4 WHERE run_id = $1 AND step_id = $2 AND status = 'waiting'`,
+    [runId, stepId, status, tx.now],
+  );
+  return r.affected === 1;
+}
+
+/** Completes a waiting `waitForEvent` step with the event that satisfied it; only from `waiting`. */
+export async function completeWaitStep(tx: Tx, runId: string, stepId: string, output: unknown): Promise<boolean> {
+  const r = await tx.execute(
+    `UPDATE steps SET status = 'completed', output = $3, ended_at = $4 WHERE run_id = $1 AND step_id = $2 AND status = 'waiting'`,
+    [runId, stepId, toJson(output), tx.now],
+  );
+  return r.affected === 1;
+}
+
+/** `waitForEvent` steps whose timeout has passed while still waiting. */
+export async function listDueWaitTimeouts(tx: Tx, limit: number): Promise<StepRecord[]> {
+  const rows = await tx.query(
+    `SELECT * FROM steps WHERE status = 'waiting' AND type = 'wait_for_event' AND timeout_at <= $1 ORDER BY timeout_at LIMIT $2`,
+    [tx.now, limit],
+  );
+  return rows.map(mapStep);
+}

@@ -1,0 +1,28 @@
+import { WorkerRecord, mapWorker, toJson } from '../rows';
+import { Tx } from '../tx';
+
+export async function upsertWorker(tx: Tx, w: Omit<WorkerRecord, 'registeredAt' | 'lastSeenAt'>): Promise<void> {
+  await tx.execute(
+    `INSERT INTO workers (id, project, env, function_ids, max_concurrent_jobs, hostname, labels, registered_at, last_seen_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
+     ON CONFLICT (id) DO UPDATE SET project = excluded.project, env = excluded.env, function_ids = excluded.function_ids,
+       max_concurrent_jobs = excluded.max_concurrent_jobs, hostname = excluded.hostname, labels = excluded.labels,
+       last_seen_at = excluded.last_seen_at`,
+    [w.id, w.project, w.env, toJson(w.functionIds), w.maxConcurrentJobs, w.hostname, toJson(w.labels), tx.now],
+  );
+}
+
+export async function getWorker(tx: Tx, id: string): Promise<WorkerRecord | null> {
+  const rows = await tx.query(`SELECT * FROM workers WHERE id = $1`, [id]);
+  return rows.length ? mapWorker(rows[0]) : null;
+}
+
+export async function touchWorker(tx: Tx, id: string): Promise<boolean> {
+  const r = await tx.execute(`UPDATE workers SET last_seen_at = $2 WHERE id = $1`, [id, tx.now]);
+  return r.affected === 1;
+}
+
+export async function listWorkers(tx: Tx, project: string, env: string): Promise<WorkerRecord[]> {
+  const rows = await tx.query(`SELECT * FROM workers WHERE project = $1 AND env = $2 ORDER BY id`, [project, env]);
+  return rows.map(mapWorker);
+}

@@ -1,0 +1,181 @@
+import { ExecutionMode, FunctionDefinition, RunError, RunStatus, StepStatus, StepType } from '@ironflow/contracts';
+
+/** A `runs` row as the engine sees it. Times in ms on the store clock. */
+export interface RunRecord {
+  id: string;
+  project: string;
+  env: string;
+  functionId: string;
+  functionVersion: number;
+  mode: ExecutionMode;
+  eventId: string | null;
+  status: RunStatus;
+  version: number;
+  attempt: number;
+  maxAttempts: number;
+  executionSeq: number;
+  leaseToken: string | null;
+  availableAt: number;
+  recoveries: number;
+  parentRunId: string | null;
+  parentStepId: string | null;
+  wakePending: boolean;
+  concurrencyKey: string | null;
+  input: unknown;
+  output: unknown;
+  error: RunError | null;
+  createdAt: number;
+  updatedAt: number;
+  startedAt: number | null;
+  endedAt: number | null;
+}
+
+export interface StepRecord {
+  runId: string;
+  stepId: string;
+  name: string;
+  type: StepType;
+  status: StepStatus;
+  output: unknown;
+  error: unknown;
+  wakeAt: number | null;
+  childRunId: string | null;
+  timeoutAt: number | null;
+  sequence: number;
+  createdAt: number;
+  endedAt: number | null;
+}
+
+export interface FunctionRecord {
+  project: string;
+  env: string;
+  version: number;
+  definition: FunctionDefinition;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface EventRecord {
+  id: string;
+  project: string;
+  env: string;
+  name: string;
+  data: unknown;
+  idempotencyKey: string | null;
+  ts: number;
+}
+
+export interface WorkerRecord {
+  id: string;
+  project: string;
+  env: string;
+  functionIds: string[];
+  maxConcurrentJobs: number;
+  hostname: string | null;
+  labels: Record<string, string>;
+  registeredAt: number;
+  lastSeenAt: number;
+}
+
+type Row = Record<string, unknown>;
+
+const num = (v: unknown): number => Number(v);
+const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
+const strOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
+
+/** JSON text column → value; absent stays `null`. */
+export function parseJson(v: unknown): unknown {
+  if (v === null || v === undefined) return null;
+  return JSON.parse(String(v));
+}
+
+/** Value → JSON text column; `undefined` is stored as NULL. */
+export function toJson(v: unknown): string | null {
+  return v === undefined ? null : JSON.stringify(v);
+}
+
+export function mapRun(r: Row): RunRecord {
+  return {
+    id: String(r.id),
+    project: String(r.project),
+    env: String(r.env),
+    functionId: String(r.function_id),
+    functionVersion: num(r.function_version),
+    mode: r.mode as ExecutionMode,
+    eventId: strOrNull(r.event_id),
+    status: r.status as RunStatus,
+    version: num(r.version),
+    attempt: num(r.attempt),
+    maxAttempts: num(r.max_attempts),
+    executionSeq: num(r.execution_seq),
+    leaseToken: strOrNull(r.lease_token),
+    availableAt: num(r.available_at),
+    recoveries: num(r.recoveries),
+    parentRunId: strOrNull(r.parent_run_id),
+    parentStepId: strOrNull(r.parent_step_id),
+    wakePending: num(r.wake_pending) === 1,
+    concurrencyKey: strOrNull(r.concurrency_key),
+    input: parseJson(r.input),
+    output: parseJson(r.output),
+    error: parseJson(r.error) as RunError | null,
+    createdAt: num(r.created_at),
+    updatedAt: num(r.updated_at),
+    startedAt: numOrNull(r.started_at),
+    endedAt: numOrNull(r.ended_at),
+  };
+}
+
+export function mapStep(r: Row): StepRecord {
+  return {
+    runId: String(r.run_id),
+    stepId: String(r.step_id),
+    name: String(r.name),
+    type: r.type as StepType,
+    status: r.status as StepStatus,
+    output: parseJson(r.output),
+    error: parseJson(r.error),
+    wakeAt: numOrNull(r.wake_at),
+    childRunId: strOrNull(r.child_run_id),
+    timeoutAt: numOrNull(r.timeout_at),
+    sequence: num(r.sequence),
+    createdAt: num(r.created_at),
+    endedAt: numOrNull(r.ended_at),
+  };
+}
+
+export function mapFunction(r: Row): FunctionRecord {
+  return {
+    project: String(r.project),
+    env: String(r.env),
+    version: num(r.version),
+    definition: parseJson(r.definition) as FunctionDefinition,
+    createdAt: num(r.created_at),
+    updatedAt: num(r.updated_at),
+  };
+}
+
+export function mapEvent(r: Row): EventRecord {
+  return {
+    id: String(r.id),
+    project: String(r.project),
+    env: String(r.env),
+    name: String(r.name),
+    data: parseJson(r.data),
+    idempotencyKey: strOrNull(r.idempotency_key),
+    ts: num(r.ts),
+  };
+}
+
+export function mapWorker(r: Row): WorkerRecord {
+  return {
+    id: String(r.id),
+    project: String(r.project),
+    env: String(r.env),
+    functionIds: parseJson(r.function_ids) as string[],
+    maxConcurrentJobs: num(r.max_concurrent_jobs),
+    hostname: strOrNull(r.hostname),
+    labels: parseJson(r.labels) as Record<string, string>,
+    registeredAt: num(r.registered_at),
+    lastSeenAt: num(r.last_seen_at),
+  };
+}

@@ -1,0 +1,26 @@
+/**
+ * SQL is written once, PostgreSQL-style (`$1`, `$2` …). The SQLite adapter rewrites the numbered
+ * placeholders to positional `?` and reorders the parameters, so one statement serves both stores.
+ */
+export type Dialect = 'postgres' | 'sqlite';
+
+export function toPositional(sql: string, params: readonly unknown[]): { sql: string; params: unknown[] } {
+  const ordered: unknown[] = [];
+  const text = sql.replace(/\$(\d+)/g, (_m, n: string) => {
+    const index = Number(n) - 1;
+    if (index < 0 || index >= params.length) throw new Error(`SQL placeholder $${n} has no parameter`);
+    ordered.push(params[index]);
+    return '?';
+  });
+  return { sql: text, params: ordered.map(toSqliteValue) };
+}
+
+function toSqliteValue(value: unknown): unknown {
+  if (typeof value === 'boolean') return value ? 1 : 0;
+  return value;
+}
+
+/** Builds `$k, $k+1, …` for an IN list whose values are appended at position `start` (1-based). */
+export function placeholders(start: number, count: number): string {
+  return Array.from({ length: count }, (_v, i) => `$${start + i}`).join(', ');
+}

@@ -1,0 +1,30 @@
+import { Dialect } from './sql';
+
+/**
+ * One unit of work's view of the store: every statement runs in the same transaction, and `now`
+ * is the store clock read once when the unit began (ms since the epoch).
+ */
+export interface Tx {
+  readonly dialect: Dialect;
+  readonly now: number;
+  /** Runs a statement and returns its rows (`RETURNING` rows for writes). */
+  query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<R[]>;
+  /** Runs a write and returns its rows and the number of rows it changed. */
+  execute<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<{ rows: R[]; affected: number }>;
+  /** ` FOR UPDATE` on PostgreSQL; empty on SQLite, where units of work already run one at a time. */
+  readonly forUpdate: string;
+  /** ` FOR UPDATE SKIP LOCKED` on PostgreSQL; empty on SQLite. */
+  readonly forUpdateSkipLocked: string;
+}
+
+/**
+ * The store port: use-case transactions. `unitOfWork` runs `work` in one transaction, commits when
+ * it resolves and rolls back when it throws (rethrowing). On SQLite units run one at a time.
+ */
+export interface Store {
+  readonly dialect: Dialect;
+  unitOfWork<T>(name: string, work: (tx: Tx) => Promise<T>): Promise<T>;
+  /** Reads without a transaction (`BEGIN` is skipped); for API reads. */
+  read<T>(name: string, work: (tx: Tx) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,160 @@
+import { Mutex } from 'async-mutex';
+import { DataSource, QueryRunner } from 'typeorm';
+import { StoreClock } from './clock';
+import { Dialect, toPositional } from './sql';
+import { Store, Tx } from './tx';
+import { InitialSchema1732900000000 } from './migrations/initial-schema';
+
+export interface StoreOptions {
+  /** `postgres://…` for PostgreSQL; `sqlite:<path>` or a path ending in `.db` for SQLite; `sqlite::memory:` for tests. */
+  url: string;
+  /** PostgreSQL pool size (default 10). */
+  poolSize?: number;
+  /** PostgreSQL schema to use (created if missing); tests give each suite its own. */
+  schema?: string;
+  /** Resync period of the store clock, ms (default 30000). */
+  clockResyncMs?: number;
+}
+
+export interface OpenedStore {
+  store: Store;
+  clock: StoreClock;
+}
+
+/**
+ * Opens the store named by `url`, runs its migrations and measures the store clock.
+ * Throws when the database cannot be reached or a migration fails.
+ */
+export async function openStore(options: StoreOptions): Promise<OpenedStore> {
+  const dialect: Dialect = options.url.startsWith('postgres') ? 'postgres' : 'sqlite';
+  const clock = new StoreClock();
+  const dataSource = dialect === 'postgres' ? await openPostgres(options) : await openSqlite(options);
+  const store = new TypeormStore(dataSource, dialect, clock);
+  await store.syncClock();
+  store.startClockResync(options.clockResyncMs ?? 30_000);
+  return { store, clock };
+}
+
+async function openPostgres(options: StoreOptions): Promise<DataSource> {
+  if (options.schema) {
+    const bootstrap = new DataSource({ type: 'postgres', url: options.url });
+    await bootstrap.initialize();
+    await bootstrap.query(`CREATE SCHEMA IF NOT EXISTS "${options.schema}"`);
+    await bootstrap.destroy();
+  }
+  const ds = new DataSource({
+    type: 'postgres',
+    url: options.url,
+    schema: options.schema,
+    extra: { max: options.poolSize ?? 10, ...(options.schema ? { options: `-c search_path="${options.schema}"` } : {}) },
+    migrations: [InitialSchema1732900000000],
+    migrationsTableName: 'ironflow_migrations',
+  });
+  await ds.initialize();
+  await ds.runMigrations({ transaction: 'each' });
+  return ds;
+}
+
+async function openSqlite(options: StoreOptions): Promise<DataSource> {
+  const path = options.url.replace(/^sqlite:/, '');
+  const ds = new DataSource({
+    type: 'better-sqlite3',
+    database: path === '' ? ':memory:' : path,
+    migrations: [InitialSchema1732900000000],
+    migrationsTableName: 'ironflow_migrations',
+    prepareDatabase: (db: { pragma(s: string): unknown }) => {
+      db.pragma('journal_mode = WAL');
+      db.pragma('busy_timeout = 5000');
+      db.pragma('foreign_keys = OFF');
+    },
+  });
+  await ds.initialize();
+  await ds.runMigrations({ transaction: 'each' });
+  return ds;
+}
+
+class TypeormStore implements Store {
+  /** TypeORM shares one connection on SQLite: units of work there run one at a time. */
+  private readonly sqliteMutex = new Mutex();
+  private resyncTimer?: NodeJS.Timeout;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    readonly dialect: Dialect,
+    private readonly clock: StoreClock,
+  ) {}
+
+  async syncClock(): Promise<void> {
+    if (this.dialect === 'sqlite') return; // the embedded store's clock is this process's clock
+    const before = Date.now();
+    const rows: { now: string }[] = await this.dataSource.query(
+      `SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS now`,
+    );
+    const after = Date.now();
+    this.clock.setOffset(Number(rows[0].now) - Math.round((before + after) / 2));
+  }
+
+  startClockResync(periodMs: number): void {
+    if (this.dialect === 'sqlite') return;
+    this.resyncTimer = setInterval(() => void this.syncClock().catch(() => undefined), periodMs);
+    this.resyncTimer.unref();
+  }
+
+  unitOfWork<T>(_name: string, work: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.run(work, true);
+  }
+
+  read<T>(_name: string, work: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.run(work, false);
+  }
+
+  private async run<T>(work: (tx: Tx) => Promise<T>, transactional: boolean): Promise<T> {
+    if (this.dialect === 'sqlite') {
+      return this.sqliteMutex.runExclusive(() => this.runOn(work, transactional));
+    }
+    return this.runOn(work, transactional);
+  }
+
+  private async runOn<T>(work: (tx: Tx) => Promise<T>, transactional: boolean): Promise<T> {
+    const runner = this.dataSource.createQueryRunner();
+    await runner.connect();
+    try {
+      if (transactional) await runner.startTransaction();
+      try {
+        const result = await work(this.txOn(runner));
+        if (transactional) await runner.commitTransaction();
+        return result;
+      } catch (err) {
+        if (transactional && runner.isTransactionActive) await runner.rollbackTransaction();
+        throw err;
+      }
+    } finally {
+      await runner.release();
+    }
+  }
+
+  private txOn(runner: QueryRunner): Tx {
+    const dialect = this.dialect;
+    const execute = async <R>(sql: string, params: readonly unknown[] = []) => {
+      const statement = dialect === 'sqlite' ? toPositional(sql, params) : { sql, params: [...params] };
+      const result = await runner.query(statement.sql, statement.params, true);
+      const rows = (Array.isArray(result.records) ? result.records : []) as R[];
+      return { rows, affected: result.affected ?? rows.length };
+    };
+    return {
+      dialect,
+      now: this.clock.now(),
+      forUpdate: dialect === 'postgres' ? ' FOR UPDATE' : '',
+      forUpdateSkipLocked: dialect === 'postgres' ? ' FOR UPDATE SKIP LOCKED' : '',
+      execute,
+      query: async <R>(sql: string, params?: readonly unknown[]) => (await execute<R>(sql, params)).rows,
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.resyncTimer) clearInterval(this.resyncTimer);
+    // Wait for units of work already running on SQLite before closing its one connection.
+    if (this.dialect === 'sqlite') await this.sqliteMutex.waitForUnlock();
+    if (this.dataSource.isInitialized) await this.dataSource.destroy();
+  }
+}
