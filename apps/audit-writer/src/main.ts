@@ -1,0 +1,3 @@
+import { runServiceMain } from '@ironflow/services';
+
+void runServiceMain('audit-writer', ['audit-writer']);

@@ -1,0 +1,3 @@
+import { runServiceMain } from '@ironflow/services';
+
+void runServiceMain('capacity-scanner', ['capacity-scanner']);

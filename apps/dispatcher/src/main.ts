@@ -1,0 +1,3 @@
+import { runServiceMain } from '@ironflow/services';
+
+void runServiceMain('dispatcher', ['dispatcher']);

@@ -1,0 +1,90 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import { resolve } from 'node:path';
+import { IronflowClient, createClient } from '@ironflow/sdk';
+import { OrderPlaced } from './functions';
+import { startPullWorker } from './pull-worker';
+import { startPushServer } from './push-server';
+
+/**
+ * The README's first command: starts `ironflow dev` (unless one answers at the server URL), then
+ * runs `order.placed` through the example once with a push endpoint and once with a pull worker,
+ * printing each run with its steps, child run and retry. With `--exit` it stops everything after;
+ * otherwise the dev server keeps running for `ironflow run list/get`. Exits 1 if a run does not
+ * complete with the expected output.
+ */
+async function main(): Promise<void> {
+  const exitAfter = process.argv.includes('--exit');
+  const serverUrl = process.env.IRONFLOW_SERVER_URL ?? 'http://localhost:9123';
+  const client = createClient({ serverUrl });
+  const dev = (await isUp(client)) ? undefined : await startDevServer(serverUrl);
+
+  const results: boolean[] = [];
+  console.log('\n=== push: the engine calls the example over HTTP ===');
+  const pushServer = await startPushServer(client, Number(process.env.PUSH_PORT ?? 3400));
+  results.push(await placeOrder(client, 'A-1001'));
+  await new Promise((r) => pushServer.close(r));
+
+  console.log('\n=== pull: a worker polls the engine over REST ===');
+  const worker = await startPullWorker(serverUrl);
+  results.push(await placeOrder(client, 'A-1002'));
+  await worker.stop();
+
+  const ok = results.every(Boolean);
+  console.log(`\n${ok ? 'both runs completed with the expected output' : 'a run did not complete as expected'}`);
+  if (exitAfter || !dev) {
+    dev?.kill('SIGTERM');
+    process.exitCode = ok ? 0 : 1;
+    return;
+  }
+  console.log(`\nIronflow dev keeps running at ${serverUrl} (Ctrl-C stops it). Try:\n  npm run ironflow -- run list\n  npm run ironflow -- emit order.placed --data '{"orderId":"A-2000","customer":"you","items":[{"sku":"x","quantity":1,"unitPrice":5}]}' --wait`);
+  console.log('(the example workers have stopped: start one with `node dist/examples/order-fulfilment/src/pull-worker.js`)');
+  process.on('SIGINT', () => dev.kill('SIGINT'));
+  dev.on('exit', () => process.exit(ok ? 0 : 1));
+}
+
+async function placeOrder(client: IronflowClient, orderId: string): Promise<boolean> {
+  const order: OrderPlaced = { orderId, customer: 'Ada Lovelace', items: [{ sku: 'loom-card', quantity: 3, unitPrice: 12.5 }, { sku: 'gear', quantity: 1, unitPrice: 40 }] };
+  const result = await client.emitSync('order.placed', order, { timeoutMs: 60_000 });
+  const detail = await client.getRunSteps(result.runId);
+  const child = detail.children[0];
+  const childDetail = child ? await client.getRunSteps(child.id) : undefined;
+  console.log(`run ${result.runId} ${result.status} in ${result.durationMs} ms`);
+  console.log(`output ${JSON.stringify(result.output)}`);
+  console.log('steps');
+  for (const s of detail.steps) console.log(`  ${s.type.padEnd(8)} ${s.name.padEnd(20)} ${s.status}${s.childRunId ? ` (child run ${s.childRunId})` : ''}`);
+  if (child) {
+    console.log(`child run ${child.id} ${child.functionId} ${child.status} on attempt ${child.attempt}`);
+    for (const h of childDetail?.history ?? []) console.log(`  ${h.eventType}: ${h.cause ?? ''}`);
+  }
+  console.log(`inspect: npm run ironflow -- run get ${result.runId}`);
+  const out = result.output as { status?: string; total?: number; chargedOnAttempt?: number; trackingNumber?: string };
+  return result.status === 'completed' && out.status === 'shipped' && out.total === 77.5 && out.chargedOnAttempt === 2 && out.trackingNumber === `TRK-${orderId}`;
+}
+
+async function isUp(client: IronflowClient): Promise<boolean> {
+  try {
+    await client.health();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function startDevServer(serverUrl: string): Promise<ChildProcess> {
+  const port = new URL(serverUrl).port || '9123';
+  const cli = resolve(__dirname, '../../../apps/ironflow/src/main.js');
+  const child = spawn(process.execPath, [cli, 'dev', '--port', port], { stdio: ['ignore', 'inherit', 'inherit'] });
+  const client = createClient({ serverUrl });
+  const deadline = Date.now() + 20_000;
+  while (!(await isUp(client))) {
+    if (child.exitCode !== null) throw new Error(`ironflow dev exited with code ${child.exitCode}`);
+    if (Date.now() > deadline) throw new Error('ironflow dev did not answer within 20 s');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return child;
+}
+
+main().catch((err: unknown) => {
+  console.error(err instanceof Error ? err.stack ?? err.message : String(err));
+  process.exit(1);
+});

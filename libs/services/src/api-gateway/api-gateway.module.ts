@@ -1,0 +1,7 @@
+import { Module } from '@nestjs/common';
+import { ClientRpcController } from './client-rpc.controller';
+import { RestController } from './rest.controller';
+
+/** The api-gateway service: the client API (Connect unary JSON + REST). */
+@Module({ controllers: [ClientRpcController, RestController] })
+export class ApiGatewayModule {}

@@ -1,0 +1,24 @@
+import { Controller, Inject, Param, Post, Req, Res } from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { handleUnaryJson } from '@ironflow/rpc';
+import { EngineRuntime } from '../runtime/engine-runtime';
+import { ENGINE_RUNTIME } from '../runtime/tokens';
+import { scopeOf } from '../http/scope';
+
+/**
+ * Connect unary JSON over HTTP/1.1 for `ironflow.v1.IronflowService` (WIRE-PROTOCOL.md 5.1, 5.2),
+ * through the compatibility layer of `libs/rpc` (lowercase statuses, aliases, both key spellings).
+ * gRPC and binary Connect reach the same service over HTTP/2 on the same port.
+ */
+@Controller('ironflow.v1.IronflowService')
+export class ClientRpcController {
+  constructor(@Inject(ENGINE_RUNTIME) private readonly runtime: EngineRuntime) {}
+
+  @Post(':method')
+  async call(@Param('method') method: string, @Req() req: Request, @Res() res: Response): Promise<void> {
+    const result = await handleUnaryJson(this.runtime.engine.api, scopeOf(req), method, Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0), {
+      maxBodyBytes: this.runtime.settings.maxPayloadBytes,
+    });
+    res.status(result.status).json(result.body);
+  }
+}

@@ -1,0 +1,63 @@
+import { Body, Controller, Get, Inject, Param, Post, Query, Req } from '@nestjs/common';
+import type { Request } from 'express';
+import { EngineError, RegisterFunctionInput, RunStatus } from '@ironflow/contracts';
+import { EngineRuntime } from '../runtime/engine-runtime';
+import { ENGINE_RUNTIME } from '../runtime/tokens';
+import { parseJsonBody } from '../http/json-body';
+import { scopeOf } from '../http/scope';
+
+/**
+ * REST routes of the client API (WIRE-PROTOCOL.md 5.6): functions, events, runs. Bodies are JSON;
+ * errors are `{"code","message"}` with the code's HTTP status.
+ */
+@Controller('api/v1')
+export class RestController {
+  constructor(@Inject(ENGINE_RUNTIME) private readonly runtime: EngineRuntime) {}
+
+  /** → `{functions: Function[]}` */
+  @Get('functions')
+  async listFunctions(@Req() req: Request) {
+    return { functions: await this.runtime.engine.api.listFunctions(scopeOf(req)) };
+  }
+
+  /** Body: a function definition (`id`, `mode`, `endpointUrl`, `triggers`, `retry`…) → `{function, created}`. */
+  @Post('functions')
+  async registerFunction(@Req() req: Request, @Body() body: Buffer) {
+    return this.runtime.engine.api.registerFunction(scopeOf(req), parseJsonBody<RegisterFunctionInput>(body));
+  }
+
+  /** Body: `{name, data, idempotencyKey?}` → `{eventId, runIds}`. */
+  @Post('events')
+  async emit(@Req() req: Request, @Body() body: Buffer) {
+    const input = parseJsonBody<{ name?: unknown; data?: unknown; idempotencyKey?: unknown; idempotency_key?: unknown }>(body);
+    if (typeof input.name !== 'string') throw new EngineError('VALIDATION_ERROR', 'name: the event name is required');
+    const key = input.idempotencyKey ?? input.idempotency_key;
+    return this.runtime.engine.api.trigger(scopeOf(req), {
+      event: input.name,
+      data: input.data ?? {},
+      ...(typeof key === 'string' && key !== '' ? { idempotencyKey: key } : {}),
+    });
+  }
+
+  /** Query: `functionId`, `status` (lowercase), `limit`, `cursor` → `{runs, nextCursor, totalCount}`. */
+  @Get('runs')
+  async listRuns(@Req() req: Request, @Query() q: Record<string, string | undefined>) {
+    return this.runtime.engine.api.listRuns(scopeOf(req), {
+      functionId: q.functionId,
+      status: q.status as RunStatus | undefined,
+      limit: q.limit ? Number(q.limit) : undefined,
+      cursor: q.cursor,
+    });
+  }
+
+  @Get('runs/:id')
+  async getRun(@Req() req: Request, @Param('id') id: string) {
+    return this.runtime.engine.api.getRun(scopeOf(req), id);
+  }
+
+  /** → `{steps, history, children}` */
+  @Get('runs/:id/steps')
+  async getRunSteps(@Req() req: Request, @Param('id') id: string) {
+    return this.runtime.engine.api.getRunSteps(scopeOf(req), id);
+  }
+}

@@ -1,0 +1,59 @@
+import { Body, Controller, Get, HttpCode, Inject, Param, Post, Put, Query, Req, Res } from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { JobAckBody, JobUpdateBody, WorkerHeartbeatBody, WorkerRegisterBody } from '@ironflow/contracts';
+import { workersSql } from '@ironflow/store';
+import { EngineRuntime } from '../runtime/engine-runtime';
+import { ENGINE_RUNTIME } from '../runtime/tokens';
+import { parseJsonBody } from '../http/json-body';
+import { scopeOf } from '../http/scope';
+
+/**
+ * Pull workers over REST (WIRE-PROTOCOL.md 3.2, R2–R6). Poll answers `200 {jobs:[…]}` or `204`;
+ * an unknown worker gets `404 WORKER_NOT_FOUND` (it re-registers); a report that does not hold
+ * the live execution's fence gets `409 STALE_EXECUTION`, one for a run no longer running
+ * `409 RUN_NOT_RUNNING`.
+ */
+@Controller('api/v1/workers')
+export class WorkersController {
+  constructor(@Inject(ENGINE_RUNTIME) private readonly runtime: EngineRuntime) {}
+
+  @Get()
+  async list(@Req() req: Request) {
+    const { project, env } = scopeOf(req);
+    const workers = await this.runtime.store.read('listWorkers', (tx) => workersSql.listWorkers(tx, project, env));
+    return { workers: workers.map((w) => ({ id: w.id, functionIds: w.functionIds, maxConcurrentJobs: w.maxConcurrentJobs, hostname: w.hostname, labels: w.labels, lastSeenAt: new Date(w.lastSeenAt).toISOString() })) };
+  }
+
+  @Post(':workerId/register')
+  @HttpCode(200)
+  async register(@Req() req: Request, @Param('workerId') workerId: string, @Body() body: Buffer) {
+    await this.runtime.engine.pull.register(scopeOf(req), workerId, parseJsonBody<WorkerRegisterBody>(body));
+    return { worker_id: workerId, heartbeat_interval_ms: 30_000 };
+  }
+
+  @Post(':workerId/heartbeat')
+  @HttpCode(200)
+  async heartbeat(@Param('workerId') workerId: string, @Body() body: Buffer) {
+    await this.runtime.engine.pull.heartbeat(workerId, parseJsonBody<WorkerHeartbeatBody>(body));
+    return { ok: true };
+  }
+
+  @Get(':workerId/jobs')
+  async poll(@Param('workerId') workerId: string, @Query('available') available: string | undefined, @Res() res: Response) {
+    const jobs = await this.runtime.engine.pull.poll(workerId, available === undefined ? 1 : Number(available));
+    if (jobs.length === 0) res.status(204).end();
+    else res.status(200).json({ jobs });
+  }
+
+  @Put(':workerId/jobs/:jobId/ack')
+  async ack(@Param('workerId') workerId: string, @Param('jobId') jobId: string, @Body() body: Buffer) {
+    await this.runtime.engine.pull.ack(workerId, jobId, parseJsonBody<JobAckBody>(body));
+    return { ok: true };
+  }
+
+  @Put(':workerId/jobs/:jobId')
+  async update(@Param('workerId') workerId: string, @Param('jobId') jobId: string, @Body() body: Buffer) {
+    const result = await this.runtime.engine.pull.update(workerId, jobId, parseJsonBody<JobUpdateBody>(body));
+    return { ok: true, effect: result.effect, status: result.run.status };
+  }
+}

@@ -1,0 +1,33 @@
+import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
+import type { Response } from 'express';
+import { EngineError, isEngineError } from '@ironflow/contracts';
+
+/** The error body of every REST route: `{"code", "message"}` (WIRE-PROTOCOL.md 3.6 suggestion). */
+export function errorBody(err: EngineError) {
+  return { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) };
+}
+
+/**
+ * Maps what a REST handler throws to an answer with a code: `EngineError` → its status and code;
+ * Nest's own HTTP errors (unknown route 404…) keep their status with a code; anything else is a
+ * 500 `INTERNAL_ERROR` and is logged.
+ */
+@Catch()
+export class EngineErrorFilter implements ExceptionFilter {
+  private readonly logger = new Logger('http');
+
+  catch(err: unknown, host: ArgumentsHost): void {
+    const res = host.switchToHttp().getResponse<Response>();
+    if (isEngineError(err)) {
+      res.status(err.httpStatus).json(errorBody(err));
+      return;
+    }
+    if (err instanceof HttpException) {
+      const status = err.getStatus();
+      res.status(status).json({ code: status === 404 ? 'NOT_FOUND' : 'HTTP_ERROR', message: err.message });
+      return;
+    }
+    this.logger.error(err instanceof Error ? err.stack ?? err.message : String(err));
+    res.status(500).json({ code: 'INTERNAL_ERROR', message: 'internal error' });
+  }
+}

@@ -1,0 +1,5 @@
+export * from './server';
+export * from './runtime/settings';
+export * from './runtime/engine-runtime';
+export * from './runtime/tokens';
+export * from './main-runner';

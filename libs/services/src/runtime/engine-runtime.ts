@@ -1,0 +1,57 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { Bus, InProcessBus } from '@ironflow/bus';
+import { Engine } from '@ironflow/engine';
+import { EngineLogger, EngineMetrics } from '@ironflow/observability';
+import { Store, openStore } from '@ironflow/store';
+import { IronflowSettings } from './settings';
+
+/**
+ * The one core a process shares across its service modules (DESIGN.md "Deployables"): one
+ * store, bus, engine and metrics registry. Built once, closed once.
+ */
+export class EngineRuntime {
+  private constructor(
+    readonly settings: IronflowSettings,
+    readonly engine: Engine,
+    readonly store: Store,
+    readonly bus: Bus,
+    readonly metrics: EngineMetrics,
+  ) {}
+
+  /** Opens the store (running migrations) and builds the engine. Throws when the store cannot be opened. */
+  static async open(settings: IronflowSettings, logger: EngineLogger): Promise<EngineRuntime> {
+    if (settings.databaseUrl.startsWith('sqlite:') && !settings.databaseUrl.includes(':memory:')) {
+      mkdirSync(dirname(settings.databaseUrl.slice('sqlite:'.length)) || '.', { recursive: true });
+    }
+    const { store, clock } = await openStore({ url: settings.databaseUrl, poolSize: settings.poolSize });
+    const bus = new InProcessBus();
+    const metrics = new EngineMetrics({ defaultMetrics: true });
+    const engine = new Engine({
+      store,
+      clock,
+      bus,
+      logger,
+      metrics,
+      config: {
+        nodeId: settings.nodeId,
+        leaseMs: settings.leaseMs,
+        tickMs: settings.tickMs,
+        dispatchPollMs: settings.dispatchPollMs,
+        maxPayloadBytes: settings.maxPayloadBytes,
+      },
+    });
+    return new EngineRuntime(settings, engine, store, bus, metrics);
+  }
+
+  private closed = false;
+
+  /** Stops the engine's loops (draining work in flight), then closes the bus and the store. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.engine.stop();
+    await this.bus.close();
+    await this.store.close();
+  }
+}

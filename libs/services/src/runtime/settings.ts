@@ -1,0 +1,65 @@
+import { hostname } from 'node:os';
+import { z } from 'zod';
+
+/**
+ * Process settings from the environment, validated at start (a bad value stops the process
+ * with a message naming the variable). Durations are ms.
+ *
+ * | variable | default |
+ * | IRONFLOW_DATABASE_URL | `sqlite:.ironflow/dev.db` (`postgres://…` for a cluster) |
+ * | IRONFLOW_PORT | 9123 |
+ * | IRONFLOW_HOST | 0.0.0.0 |
+ * | IRONFLOW_NODE_ID | the host name |
+ * | IRONFLOW_POOL_SIZE | 10 (PostgreSQL connections) |
+ * | IRONFLOW_LEASE_MS | 90000 |
+ * | IRONFLOW_TICK_MS | 1000 |
+ * | IRONFLOW_DISPATCH_POLL_MS | 1000 |
+ * | IRONFLOW_MAX_PAYLOAD_BYTES | 4194304 |
+ */
+const schema = z.object({
+  IRONFLOW_DATABASE_URL: z
+    .string()
+    .refine((u) => u.startsWith('postgres://') || u.startsWith('postgresql://') || u.startsWith('sqlite:'), 'must start with postgres://, postgresql:// or sqlite:')
+    .default('sqlite:.ironflow/dev.db'),
+  IRONFLOW_PORT: z.coerce.number().int().min(0).max(65535).default(9123),
+  IRONFLOW_HOST: z.string().default('0.0.0.0'),
+  IRONFLOW_NODE_ID: z.string().regex(/^[A-Za-z0-9_.-]+$/).default(hostname().replace(/[^A-Za-z0-9_.-]/g, '-')),
+  IRONFLOW_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
+  IRONFLOW_LEASE_MS: z.coerce.number().int().min(100).default(90_000),
+  IRONFLOW_TICK_MS: z.coerce.number().int().min(10).default(1000),
+  IRONFLOW_DISPATCH_POLL_MS: z.coerce.number().int().min(10).default(1000),
+  IRONFLOW_MAX_PAYLOAD_BYTES: z.coerce.number().int().min(1024).default(4 * 1024 * 1024),
+});
+
+export interface IronflowSettings {
+  databaseUrl: string;
+  port: number;
+  host: string;
+  nodeId: string;
+  poolSize: number;
+  leaseMs: number;
+  tickMs: number;
+  dispatchPollMs: number;
+  maxPayloadBytes: number;
+}
+
+/** Reads and validates settings; throws an Error listing every bad variable. */
+export function loadSettings(env: NodeJS.ProcessEnv = process.env, overrides: Partial<IronflowSettings> = {}): IronflowSettings {
+  const parsed = schema.safeParse(Object.fromEntries(Object.entries(env).filter(([k, v]) => k.startsWith('IRONFLOW_') && v !== '')));
+  if (!parsed.success) {
+    throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  }
+  const e = parsed.data;
+  return {
+    databaseUrl: e.IRONFLOW_DATABASE_URL,
+    port: e.IRONFLOW_PORT,
+    host: e.IRONFLOW_HOST,
+    nodeId: e.IRONFLOW_NODE_ID,
+    poolSize: e.IRONFLOW_POOL_SIZE,
+    leaseMs: e.IRONFLOW_LEASE_MS,
+    tickMs: e.IRONFLOW_TICK_MS,
+    dispatchPollMs: e.IRONFLOW_DISPATCH_POLL_MS,
+    maxPayloadBytes: e.IRONFLOW_MAX_PAYLOAD_BYTES,
+    ...overrides,
+  };
+}

@@ -1,0 +1,69 @@
+import 'reflect-metadata';
+import { INestApplication, LogLevel, Module, Type } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { createRpcHandlers, listenOnePort, scopeFromHeaders } from '@ironflow/rpc';
+import { ApiGatewayModule } from './api-gateway/api-gateway.module';
+import { AuditWriterModule } from './audit-writer/audit-writer.module';
+import { CapacityScannerModule } from './capacity-scanner/capacity-scanner.module';
+import { DispatcherModule } from './dispatcher/dispatcher.module';
+import { EngineErrorFilter } from './http/engine-error.filter';
+import { rawBodyMiddleware } from './http/raw-body.middleware';
+import { CoreModule } from './runtime/core.module';
+import { EngineRuntime } from './runtime/engine-runtime';
+import { IronflowSettings } from './runtime/settings';
+import { ENGINE_RUNTIME } from './runtime/tokens';
+import { SchedulerModule } from './scheduler/scheduler.module';
+
+export const SERVICES = ['api-gateway', 'dispatcher', 'scheduler', 'capacity-scanner', 'audit-writer'] as const;
+export type ServiceName = (typeof SERVICES)[number];
+
+const SERVICE_MODULES: Record<ServiceName, Type<unknown>> = {
+  'api-gateway': ApiGatewayModule,
+  dispatcher: DispatcherModule,
+  scheduler: SchedulerModule,
+  'capacity-scanner': CapacityScannerModule,
+  'audit-writer': AuditWriterModule,
+};
+
+export interface RunningServer {
+  app: INestApplication;
+  runtime: EngineRuntime;
+  /** The bound port (the real one when `settings.port` is 0). */
+  port: number;
+  url: string;
+  /** Drains and stops: the engine's loops and follow-ups, then HTTP, then the store. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a process serving `services` over one shared core (DESIGN.md "Deployables"): one Nest
+ * app, one port for REST, Connect JSON (HTTP/1.1) and gRPC / Connect binary (h2c). `ironflow dev`
+ * passes all five. Throws when the store cannot be opened or the port is taken.
+ */
+export async function startServer(settings: IronflowSettings, services: readonly ServiceName[], logLevels: LogLevel[] = ['log', 'warn', 'error']): Promise<RunningServer> {
+  @Module({ imports: [CoreModule.forRoot(settings), ...services.map((s) => SERVICE_MODULES[s])] })
+  class RootModule {}
+
+  const app = await NestFactory.create(RootModule, { bodyParser: false, logger: logLevels });
+  app.use(rawBodyMiddleware(settings.maxPayloadBytes));
+  app.useGlobalFilters(new EngineErrorFilter());
+  await app.init();
+  const runtime = app.get<EngineRuntime>(ENGINE_RUNTIME);
+  const http2Handler = services.includes('api-gateway')
+    ? createRpcHandlers(runtime.engine.api, scopeFromHeaders, { maxBodyBytes: settings.maxPayloadBytes }).http2Handler
+    : (_req: unknown, res: { statusCode: number; end(): void }) => { res.statusCode = 404; res.end(); };
+  const listener = await listenOnePort({ port: settings.port, host: settings.host, http1: app.getHttpServer(), http2Handler });
+  const host = settings.host === '0.0.0.0' ? 'localhost' : settings.host;
+  let closing: Promise<void> | undefined;
+  return {
+    app,
+    runtime,
+    port: listener.port,
+    url: `http://${host}:${listener.port}`,
+    close: () => (closing ??= (async () => {
+      await runtime.engine.stop();
+      await listener.close();
+      await app.close();
+    })()),
+  };
+}
