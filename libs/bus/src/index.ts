@@ -1,2 +1,4 @@
 export * from './bus';
 export * from './in-process-bus';
+export * from './nats-bus';
+export * from './streams';

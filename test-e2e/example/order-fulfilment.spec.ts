@@ -1,0 +1,46 @@
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+const ROOT = resolve(__dirname, '../..');
+const DEMO = join(ROOT, 'dist/examples/order-fulfilment/src/demo.js');
+
+function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.once('error', rej);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => res(port));
+    });
+  });
+}
+
+/**
+ * The README's first command, as a new user runs it: the built demo starts `ironflow dev` as its
+ * own process (SQLite), runs the example through a push endpoint and a pull worker, and exits 0
+ * only when both runs completed with the expected output.
+ */
+describe('order-fulfilment example against ironflow dev (separate process)', () => {
+  it('completes order.process through push and through pull, with the child retry', async () => {
+    expect(existsSync(DEMO)).toBe(true); // npm test builds first
+    const port = await freePort();
+    const cwd = mkdtempSync(join(tmpdir(), 'ironflow-example-'));
+    const child = spawn(process.execPath, [DEMO, '--exit'], {
+      cwd,
+      env: { ...process.env, IRONFLOW_SERVER_URL: `http://127.0.0.1:${port}`, PUSH_PORT: '0' },
+    });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (out += d));
+    const code = await new Promise<number | null>((res) => child.on('exit', res));
+    expect({ code, tail: out.slice(-2000) }).toMatchObject({ code: 0 });
+    expect(out).toContain('both runs completed with the expected output');
+    expect(out.match(/"status":"shipped"/g)).toHaveLength(2);
+    expect(out.match(/payment\.charge completed on attempt 2/g)).toHaveLength(2);
+    expect(out).toContain('run.retry_scheduled');
+    expect(existsSync(join(cwd, '.ironflow/dev.db'))).toBe(true);
+  }, 90_000);
+});
