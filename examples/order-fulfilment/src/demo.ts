@@ -51,7 +51,7 @@ async function placeOrder(client: IronflowClient, orderId: string): Promise<bool
   console.log(`run ${result.runId} ${result.status} in ${result.durationMs} ms`);
   console.log(`output ${JSON.stringify(result.output)}`);
   console.log('steps');
-  for (const s of detail.steps) console.log(`  ${s.type.padEnd(8)} ${s.name.padEnd(20)} ${s.status}${s.childRunId ? ` (child run ${s.childRunId})` : ''}`);
+  for (const s of detail.steps) console.log(`  ${s.type.padEnd(14)} ${s.name.padEnd(20)} ${s.status}${s.childRunId ? ` (child run ${s.childRunId})` : ''}`);
   if (child) {
     console.log(`child run ${child.id} ${child.functionId} ${child.status} on attempt ${child.attempt}`);
     for (const h of childDetail?.history ?? []) console.log(`  ${h.eventType}: ${h.cause ?? ''}`);

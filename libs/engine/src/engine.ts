@@ -56,14 +56,21 @@ export class Engine {
 
   constructor(options: EngineOptions) {
     const logger = options.logger ?? silentLogger;
+    const metrics = options.metrics ?? new EngineMetrics();
     this.resources = {
       store: options.store,
       clock: options.clock,
       bus: options.bus,
       config: { ...DEFAULT_ENGINE_CONFIG, ...options.config },
       logger,
-      metrics: options.metrics ?? new EngineMetrics(),
-      followUps: new FollowUpTracker(logger),
+      metrics,
+      followUps: new FollowUpTracker(logger, {
+        started: (kind) => metrics.followUpAttempts.inc({ kind }),
+        ended: (kind, ok, seconds) => {
+          if (!ok) metrics.followUpFailures.inc({ kind });
+          metrics.followUpLatency.observe({ kind }, seconds);
+        },
+      }),
       pausePoints: options.pausePoints ?? noPausePoints,
     };
     const r = this.resources;
@@ -82,9 +89,15 @@ export class Engine {
     this.api = new EngineClientApi(r, this.functions, this.triggers, this.cancels);
   }
 
+  private ticking = false;
+
+  /** Starts the loops of `roles`; calling it again adds roles (a loop never starts twice). */
   start(roles: EngineRoles): void {
     if (roles.pushDispatch) this.push.start();
-    if (roles.scheduler) this.scheduleTick();
+    if (roles.scheduler && !this.ticking) {
+      this.ticking = true;
+      this.scheduleTick();
+    }
   }
 
   private scheduleTick(): void {

@@ -7,16 +7,39 @@ export interface FollowUpLogger {
   warn(message: string, meta?: Record<string, unknown>): void;
 }
 
+/** Receives each follow-up's start and end (metrics: attempts, failures, latency). */
+export interface FollowUpObserver {
+  started(kind: string): void;
+  ended(kind: string, ok: boolean, seconds: number): void;
+}
+
+const noObserver: FollowUpObserver = { started: () => undefined, ended: () => undefined };
+
 export class FollowUpTracker {
   private readonly running = new Set<Promise<void>>();
 
-  constructor(private readonly logger: FollowUpLogger) {}
+  constructor(
+    private readonly logger: FollowUpLogger,
+    private readonly observer: FollowUpObserver = noObserver,
+  ) {}
 
-  /** Starts `work` now, off the caller's path; its failure is logged, never thrown. */
-  track(name: string, work: () => Promise<void>): void {
+  /**
+   * Starts `work` now, off the caller's path and outside any caller's cancellation; its failure
+   * is logged and counted, never thrown. `kind` names it in logs and metrics.
+   */
+  track(kind: string, work: () => Promise<void>): void {
+    const started = process.hrtime.bigint();
+    this.observer.started(kind);
+    const end = (ok: boolean) => this.observer.ended(kind, ok, Number(process.hrtime.bigint() - started) / 1e9);
     const promise: Promise<void> = Promise.resolve()
       .then(work)
-      .catch((err: unknown) => this.logger.warn(`follow-up ${name} failed`, { error: String(err) }))
+      .then(
+        () => end(true),
+        (err: unknown) => {
+          end(false);
+          this.logger.warn(`follow-up ${kind} failed`, { error: String(err) });
+        },
+      )
       .finally(() => this.running.delete(promise));
     this.running.add(promise);
   }

@@ -14,6 +14,14 @@ export class EngineMetrics {
   readonly pushLatency = new Histogram({ name: 'ironflow_push_call_seconds', help: 'Push invocation round trip', buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30], registers: [this.registry] });
   readonly parentWakes = new Counter({ name: 'ironflow_parent_wakes_total', help: 'Parent wakes applied', labelNames: ['path'], registers: [this.registry] });
 
+  readonly resultPublishFailures = new Counter({ name: 'ironflow_run_result_publish_failures_total', help: 'RESULTS frames that could not be published (the caller still sees success)', registers: [this.registry] });
+  readonly runEventPublishFailures = new Counter({ name: 'ironflow_run_event_publish_failures_total', help: 'Run and step events that could not be published (kept in dead_letters without payload)', labelNames: ['event'], registers: [this.registry] });
+  readonly followUpAttempts = new Counter({ name: 'ironflow_follow_up_attempts_total', help: 'Post-commit follow-ups started', labelNames: ['kind'], registers: [this.registry] });
+  readonly followUpFailures = new Counter({ name: 'ironflow_follow_up_failures_total', help: 'Post-commit follow-ups that failed', labelNames: ['kind'], registers: [this.registry] });
+  readonly followUpLatency = new Histogram({ name: 'ironflow_follow_up_seconds', help: 'Post-commit follow-up duration', labelNames: ['kind'], buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5], registers: [this.registry] });
+  readonly auditWriteFailures = new Counter({ name: 'ironflow_audit_write_failures_total', help: 'Audit rows dropped (budget, backlog or stop)', labelNames: ['event_type'], registers: [this.registry] });
+  readonly staleMutationsRejected = new Counter({ name: 'ironflow_capacity_stale_mutations_rejected_total', help: 'Reports dropped because their execution is no longer live', registers: [this.registry] });
+
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics) collectDefaultMetrics({ register: this.registry });
   }

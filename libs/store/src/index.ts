@@ -14,3 +14,4 @@ export type { NewRun, ClaimFilter, RunFilter } from './queries/runs';
 export type { NewWaitStep } from './queries/steps';
 export type { AuditRow } from './queries/audit';
 export * as correlationsSql from './queries/correlations';
+export * as deadLettersSql from './queries/dead-letters';

@@ -1,0 +1,51 @@
+import { ConnectError, type ServiceImpl } from '@connectrpc/connect';
+import { type CallScope, type ClientApi, isEngineError } from '@ironflow/contracts';
+import { CLIENT_METHODS, type ClientMethodBinding, type ClientMethodName, defaultHealth } from './client-methods';
+import { toConnectError } from './errors';
+import { IronflowService } from './gen/ironflow/v1/service_pb';
+
+export interface ClientServiceOptions {
+  /** Answers `Health`; default: `"ok"` whenever the process answers. */
+  health?: (scope: CallScope) => Promise<string>;
+  /** Called with every error that is not an `EngineError`/`ConnectError` (sent as `internal`). */
+  onError?: (err: unknown, method: string) => void;
+}
+
+/**
+ * The ConnectRPC implementation of `ironflow.v1.IronflowService` (WIRE-PROTOCOL.md section 5)
+ * over a `ClientApi`. Register it with `router.service(IronflowService, impl)`; ConnectRPC then
+ * serves it over Connect (JSON and binary), gRPC and gRPC-Web.
+ *
+ * - Scope: `scopeOf(requestHeaders)` for every call (see `scopeFromHeaders`).
+ * - Mapping: messages ↔ ClientApi shapes in `client-mapping.ts` (RunStatus enum ↔ lowercase
+ *   contracts strings, Struct ↔ JSON objects, Timestamp ↔ ISO strings; proto3 zero values mean
+ *   "not given"). Non-object user values are wrapped as `{ "value": v }` in Struct fields.
+ * - Errors: `EngineError` → `ConnectError` with the code of `connectCodeOf` (404 → not_found,
+ *   400/413 → invalid_argument, 409 → aborted/failed_precondition, 401 → unauthenticated), the
+ *   engine code in the `ironflow-error-code` header/trailer and an `EngineErrorInfo` detail.
+ *   Other errors → `internal` "internal error" (reported to `options.onError`).
+ */
+export function createIronflowServiceImpl(
+  api: ClientApi,
+  scopeOf: (headers: Headers) => CallScope,
+  options: ClientServiceOptions = {},
+): ServiceImpl<typeof IronflowService> {
+  const deps = { api, health: options.health ?? defaultHealth };
+  const impl: Record<string, unknown> = {};
+  for (const name of Object.keys(CLIENT_METHODS) as ClientMethodName[]) {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const binding = CLIENT_METHODS[name] as ClientMethodBinding<ClientMethodName, any>;
+    impl[name] = async (req: never, ctx: { requestHeader: Headers }) => {
+      try {
+        const result = await binding.call(deps, scopeOf(ctx.requestHeader), req);
+        return binding.toMessage(result);
+      } catch (err) {
+        if (!isEngineError(err) && !(err instanceof ConnectError)) {
+          options.onError?.(err, IronflowService.method[name].name);
+        }
+        throw toConnectError(err);
+      }
+    };
+  }
+  return impl as ServiceImpl<typeof IronflowService>;
+}

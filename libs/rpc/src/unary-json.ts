@@ -1,0 +1,252 @@
+/**
+ * The JSON compatibility layer for Connect unary calls over HTTP/1.1 (WIRE-PROTOCOL.md 5.1, 5.2,
+ * 5.5 and decisions 7.1-7.3): what the Ironflow SDK's `createClient` and REST worker send to
+ * `POST /ironflow.v1.IronflowService/<Method>` with `Content-Type: application/json`.
+ */
+import {
+  create,
+  type DescEnum,
+  type DescField,
+  type DescMessage,
+  fromJson,
+  type JsonObject,
+  type JsonValue,
+  toBinary,
+  toJson,
+} from '@bufbuild/protobuf';
+import { ConnectError } from '@connectrpc/connect';
+import {
+  type CallScope,
+  type ClientApi,
+  DEFAULT_MAX_PAYLOAD_BYTES,
+  EngineError,
+  isEngineError,
+} from '@ironflow/contracts';
+import { CLIENT_METHODS, type ClientMethodBinding, type ClientMethodName, defaultHealth } from './client-methods';
+import type { ClientServiceOptions } from './client-service';
+import { toStruct } from './client-mapping';
+import {
+  connectCodeOf,
+  connectCodeString,
+  httpStatusOfConnectCode,
+  IRONFLOW_ERROR_CODE_HEADER,
+} from './errors';
+import { EngineErrorInfoSchema, IronflowService } from './gen/ironflow/v1/service_pb';
+
+/** What the HTTP/1.1 controller sends back: `status` and a JSON `body` (`application/json`). */
+export interface UnaryJsonResult {
+  status: number;
+  body: unknown;
+}
+
+/**
+ * Error body. `code` and `message` are the Connect protocol's error JSON (the SDK reads
+ * `message`, else `code`, 5.1); `ironflowCode` is ours — the engine code (`RUN_NOT_FOUND`,
+ * `INVALID_JSON`…) whenever the error has one; `details` holds Connect error details
+ * (`ironflow.v1.EngineErrorInfo`, base64 `value` plus readable `debug`).
+ */
+export interface UnaryJsonErrorBody {
+  code: string;
+  message: string;
+  ironflowCode?: string;
+  details?: { type: string; value: string; debug?: JsonValue }[];
+}
+
+export interface UnaryJsonOptions extends ClientServiceOptions {
+  /** Largest accepted body in bytes; default `DEFAULT_MAX_PAYLOAD_BYTES` (4 MiB). Over → 413. */
+  maxBodyBytes?: number;
+}
+
+/** The IronflowService RPC names (`GetRun`…) served by {@link handleUnaryJson}. */
+export const UNARY_JSON_METHODS: readonly string[] = IronflowService.methods.map((m) => m.name);
+
+/**
+ * Runs one IronflowService RPC from a JSON body and answers the JSON the Ironflow SDK reads.
+ *
+ * `method` is the RPC name as in the URL (`GetRun`); `rawBody` the request body (empty = `{}`).
+ *
+ * Requests: protojson parsing that accepts camelCase and snake_case keys (camelCase wins when a
+ * field is given both ways), ignores unknown fields (e.g. `debounce.max_wait_ms`), and accepts
+ * enum aliases: the full name (`EXECUTION_MODE_PULL`), the name without its prefix in any case
+ * (`"push"`, `"running"`) and the number (`1`). An enum value that matches none is a 400.
+ *
+ * Responses (200): protojson camelCase with default-valued fields emitted (`attempt: 0`,
+ * `runIds: []`, `results: []`), except that run statuses (`Run.status`, `RunResult.status`)
+ * are the lowercase contracts strings (`failed`), and user values in Struct fields (run
+ * input/output, step output) are the stored JSON as is (numbers, arrays… too). Missing optional
+ * fields are absent, never `null`. int64 fields are strings (protojson).
+ *
+ * Errors (never thrown; returned as `{status, body: UnaryJsonErrorBody}`):
+ * - `EngineError`: status `httpStatus`, `code` per `connectCodeOf`, `ironflowCode` = its code.
+ * - body not JSON → 400 `invalid_argument` / `INVALID_JSON`; JSON that does not fit the request
+ *   message (not an object, wrong types, unknown enum value) → 400 `invalid_argument` /
+ *   `VALIDATION_ERROR`; body over `maxBodyBytes` → 413 `invalid_argument` / `PAYLOAD_TOO_LARGE`.
+ * - unknown method → 404 `unimplemented` (no `ironflowCode`).
+ * - `ConnectError` → its code, HTTP status per the Connect protocol.
+ * - anything else → 500 `internal` / `INTERNAL_ERROR`, message "internal error" (the error goes
+ *   to `options.onError`).
+ */
+export async function handleUnaryJson(
+  api: ClientApi,
+  scope: CallScope,
+  method: string,
+  rawBody: Buffer,
+  options: UnaryJsonOptions = {},
+): Promise<UnaryJsonResult> {
+  const desc = IronflowService.methods.find((m) => m.name === method);
+  if (!desc) {
+    return errorResult(404, {
+      code: 'unimplemented',
+      message: `method ${IronflowService.typeName}/${method} is not implemented`,
+    });
+  }
+  const name = desc.localName as ClientMethodName;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  const binding = CLIENT_METHODS[name] as ClientMethodBinding<ClientMethodName, any>;
+  try {
+    const request = parseRequest(desc.input, rawBody, options.maxBodyBytes ?? DEFAULT_MAX_PAYLOAD_BYTES);
+    const deps = { api, health: options.health ?? defaultHealth };
+    const result = await binding.call(deps, scope, request as never);
+    const message = create(desc.output, binding.toMessage(result));
+    const json = toJson(desc.output, message, { alwaysEmitImplicit: true }) as JsonObject;
+    binding.patchJson?.(result, json);
+    return { status: 200, body: json };
+  } catch (err) {
+    if (!isEngineError(err) && !(err instanceof ConnectError)) options.onError?.(err, method);
+    return unaryJsonError(err);
+  }
+}
+
+/**
+ * Any thrown value as the JSON error answer of {@link handleUnaryJson} (for controllers that
+ * fail before reaching it, e.g. on auth).
+ */
+export function unaryJsonError(err: unknown): UnaryJsonResult {
+  if (isEngineError(err)) {
+    const details = toStruct(err.details);
+    const info = create(EngineErrorInfoSchema, { code: err.code, ...(details ? { details } : {}) });
+    return errorResult(err.httpStatus, {
+      code: connectCodeString(connectCodeOf(err.code)),
+      message: err.message,
+      ironflowCode: err.code,
+      details: [
+        {
+          type: EngineErrorInfoSchema.typeName,
+          value: Buffer.from(toBinary(EngineErrorInfoSchema, info)).toString('base64').replace(/=+$/, ''),
+          debug: toJson(EngineErrorInfoSchema, info),
+        },
+      ],
+    });
+  }
+  if (err instanceof ConnectError) {
+    const ironflowCode = err.metadata.get(IRONFLOW_ERROR_CODE_HEADER) ?? undefined;
+    return errorResult(httpStatusOfConnectCode(err.code), {
+      code: connectCodeString(err.code),
+      message: err.rawMessage,
+      ...(ironflowCode ? { ironflowCode } : {}),
+    });
+  }
+  return errorResult(500, { code: 'internal', message: 'internal error', ironflowCode: 'INTERNAL_ERROR' });
+}
+
+function errorResult(status: number, body: UnaryJsonErrorBody): UnaryJsonResult {
+  return { status, body };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request parsing
+
+function parseRequest(desc: DescMessage, rawBody: Buffer, maxBodyBytes: number) {
+  if (rawBody.length > maxBodyBytes) {
+    throw new EngineError('PAYLOAD_TOO_LARGE', `request body exceeds ${maxBodyBytes} bytes`);
+  }
+  const text = rawBody.toString('utf8').replace(/^\uFEFF/, '');
+  let json: unknown;
+  try {
+    json = text.trim() === '' ? {} : JSON.parse(text);
+  } catch (err) {
+    throw new EngineError('INVALID_JSON', `request body is not valid JSON: ${(err as Error).message}`);
+  }
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) {
+    throw new EngineError('VALIDATION_ERROR', `request body must be a JSON object for ${desc.typeName}`);
+  }
+  const normalized = normalizeMessageJson(desc, json as JsonObject, '');
+  try {
+    return fromJson(desc, normalized, { ignoreUnknownFields: true });
+  } catch (err) {
+    throw new EngineError('VALIDATION_ERROR', (err as Error).message);
+  }
+}
+
+/**
+ * Rewrites a request object for strict protojson parsing: keys renamed to the camelCase JSON
+ * name (camelCase wins over snake_case), unknown keys dropped, enum aliases resolved; nested
+ * messages are walked, well-known types (Struct, Timestamp…) left as they are.
+ */
+function normalizeMessageJson(desc: DescMessage, json: JsonObject, path: string): JsonObject {
+  const out: JsonObject = {};
+  for (const [key, value] of Object.entries(json)) {
+    const field = desc.fields.find((f) => f.jsonName === key || f.name === key);
+    if (!field) continue;
+    if (key !== field.jsonName && Object.prototype.hasOwnProperty.call(json, field.jsonName)) continue;
+    out[field.jsonName] = normalizeFieldValue(field, value, path ? `${path}.${field.jsonName}` : field.jsonName);
+  }
+  return out;
+}
+
+function normalizeFieldValue(field: DescField, value: JsonValue, path: string): JsonValue {
+  if (value === null) return value;
+  switch (field.fieldKind) {
+    case 'enum':
+      return normalizeEnum(field.enum, value, path);
+    case 'message':
+      return normalizeNested(field.message, value, path);
+    case 'list':
+      if (!Array.isArray(value)) return value;
+      if (field.listKind === 'enum') return value.map((v, i) => normalizeEnum(field.enum, v, `${path}[${i}]`));
+      if (field.listKind === 'message') return value.map((v, i) => normalizeNested(field.message, v, `${path}[${i}]`));
+      return value;
+    case 'map': {
+      if (typeof value !== 'object' || Array.isArray(value)) return value;
+      const out: JsonObject = {};
+      for (const [k, v] of Object.entries(value)) {
+        out[k] =
+          field.mapKind === 'enum'
+            ? normalizeEnum(field.enum, v, `${path}.${k}`)
+            : field.mapKind === 'message'
+              ? normalizeNested(field.message, v, `${path}.${k}`)
+              : v;
+      }
+      return out;
+    }
+    case 'scalar':
+      return value;
+  }
+}
+
+function normalizeNested(desc: DescMessage, value: JsonValue, path: string): JsonValue {
+  if (desc.typeName.startsWith('google.protobuf.')) return value;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return value;
+  return normalizeMessageJson(desc, value, path);
+}
+
+/**
+ * Enum aliases (7.1): full name in any case, the name without the enum's shared prefix in any
+ * case (`push` → EXECUTION_MODE_PUSH, `waiting_for_capacity` → RUN_STATUS_WAITING_FOR_CAPACITY),
+ * or a declared number. Anything else → VALIDATION_ERROR.
+ */
+function normalizeEnum(desc: DescEnum, value: JsonValue, path: string): JsonValue {
+  if (typeof value === 'number' && desc.values.some((v) => v.number === value)) return value;
+  if (typeof value === 'string') {
+    const wanted = value.trim().toUpperCase();
+    const prefix = (desc.sharedPrefix ?? '').toUpperCase();
+    const match = desc.values.find((v) => v.name === wanted || v.name === prefix + wanted);
+    if (match) return match.name;
+  }
+  throw new EngineError(
+    'VALIDATION_ERROR',
+    `${path}: ${JSON.stringify(value)} is not a valid ${desc.name} (accepted: ${desc.values
+      .map((v) => v.name)
+      .join(', ')}, the same without the prefix, or the number)`,
+  );
+}

@@ -1,0 +1,158 @@
+import { createClient } from './client';
+import { IronflowClientError, RunCancelledError, RunFailedError } from './errors';
+import { createFunction } from './function';
+import { FakeReply, FakeServer, RecordedRequest, startFakeServer } from './test-support';
+
+const PREFIX = '/ironflow.v1.IronflowService/';
+
+describe('createClient', () => {
+  let server: FakeServer;
+  let replies: Record<string, (req: RecordedRequest) => FakeReply>;
+
+  beforeAll(async () => {
+    server = await startFakeServer((req) => {
+      const method = req.path.startsWith(PREFIX) ? req.path.slice(PREFIX.length) : '';
+      return replies[method]?.(req) ?? { status: 404, body: { code: 'not_found', message: `no route ${req.path}` } };
+    });
+  });
+  beforeEach(() => {
+    replies = {};
+    server.requests.length = 0;
+  });
+  afterAll(() => server.close());
+
+  const client = (extra: Parameters<typeof createClient>[0] = {}) => createClient({ serverUrl: server.url, apiKey: 'k-1', environment: 'prod', ...extra });
+
+  it('emit posts Trigger with camelCase keys and auth/environment headers', async () => {
+    replies.Trigger = () => ({ status: 200, body: { eventId: 'evt-1', runIds: ['run-1', 'run-2'] } });
+    const res = await client().emit('order.created', { orderId: 'o-1' }, { idempotencyKey: 'idem-1' });
+    expect(res).toEqual({ eventId: 'evt-1', runIds: ['run-1', 'run-2'] });
+    const [req] = server.requests;
+    expect(req.method).toBe('POST');
+    expect(req.path).toBe('/ironflow.v1.IronflowService/Trigger');
+    expect(req.body).toEqual({ event: 'order.created', data: { orderId: 'o-1' }, idempotencyKey: 'idem-1' });
+    expect(req.headers['authorization']).toBe('Bearer k-1');
+    expect(req.headers['x-ironflow-environment']).toBe('prod');
+    expect(req.headers['content-type']).toBe('application/json');
+  });
+
+  it('emit answers runIds [] when the server omits them', async () => {
+    replies.Trigger = () => ({ status: 200, body: { eventId: 'evt-2' } });
+    expect(await client().emit('nobody.listens')).toEqual({ eventId: 'evt-2', runIds: [] });
+    expect(server.requests[0].body).toEqual({ event: 'nobody.listens', data: {} });
+  });
+
+  it('emitSync sends timeout_ms (default 30000) and returns the first result', async () => {
+    replies.TriggerSync = () => ({
+      status: 200,
+      body: { eventId: 'evt-3', results: [{ runId: 'run-3', functionId: 'f', status: 'completed', output: { ok: true }, durationMs: 12 }] },
+    });
+    const res = await client().emitSync('order.created', { a: 1 });
+    expect(res).toEqual({ eventId: 'evt-3', runId: 'run-3', functionId: 'f', status: 'completed', output: { ok: true }, durationMs: 12 });
+    expect(server.requests[0].body).toEqual({ event: 'order.created', data: { a: 1 }, timeout_ms: 30_000 });
+    await client().emitSync('x', {}, { timeoutMs: 500 });
+    expect(server.requests[1].body.timeout_ms).toBe(500);
+  });
+
+  it('emitSync throws RunFailedError for "failed", RunCancelledError for "cancelled", NO_RESULTS for none', async () => {
+    replies.TriggerSync = () => ({ status: 200, body: { eventId: 'e', results: [{ runId: 'r', functionId: 'f', status: 'failed', error: { message: 'boom', code: 'STEP_FAILED' } }] } });
+    const failed = await client().emitSync('x').catch((e) => e);
+    expect(failed).toBeInstanceOf(RunFailedError);
+    expect(failed).toMatchObject({ runId: 'r', functionId: 'f', runError: { message: 'boom', code: 'STEP_FAILED' }, code: 'RUN_FAILED' });
+
+    replies.TriggerSync = () => ({ status: 200, body: { eventId: 'e', results: [{ runId: 'r', functionId: 'f', status: 'cancelled' }] } });
+    const cancelled = await client().emitSync('x').catch((e) => e);
+    expect(cancelled).toBeInstanceOf(RunCancelledError);
+
+    replies.TriggerSync = () => ({ status: 200, body: { eventId: 'e', results: [] } });
+    const empty = await client().emitSync('x').catch((e) => e);
+    expect(empty).toBeInstanceOf(IronflowClientError);
+    expect(empty.code).toBe('NO_RESULTS');
+
+    // Only the exact lowercase strings count as failures (WIRE-PROTOCOL.md 5.2).
+    replies.TriggerSync = () => ({ status: 200, body: { eventId: 'e', results: [{ runId: 'r', functionId: 'f', status: 'RUN_STATUS_FAILED' }] } });
+    expect((await client().emitSync('x')).status).toBe('RUN_STATUS_FAILED');
+  });
+
+  it('throws IronflowClientError with code and message from a non-2xx JSON body', async () => {
+    replies.GetRun = () => ({ status: 404, body: { code: 'not_found', message: 'run run-x not found' } });
+    const err = await client().getRun('run-x').catch((e) => e);
+    expect(err).toBeInstanceOf(IronflowClientError);
+    expect(err).toMatchObject({ code: 'not_found', status: 404, retryable: false });
+    expect(err.message).toContain('run run-x not found');
+    expect(server.requests[0].body).toEqual({ id: 'run-x' });
+  });
+
+  it('falls back to HTTP_<status> and the body text when the error body is not JSON', async () => {
+    replies.Health = () => ({ status: 503, body: undefined });
+    const err = await client().health().catch((e) => e);
+    expect(err).toMatchObject({ code: 'HTTP_503', status: 503, retryable: true });
+  });
+
+  it('reports a connection failure as NETWORK_ERROR', async () => {
+    const err = await createClient({ serverUrl: 'http://127.0.0.1:1' })
+      .health()
+      .catch((e) => e);
+    expect(err).toBeInstanceOf(IronflowClientError);
+    expect(err).toMatchObject({ code: 'NETWORK_ERROR', status: 0, retryable: true });
+  });
+
+  it('getRun, listRuns, getRunSteps, cancelRun and health post their bodies and map answers', async () => {
+    const run = { id: 'run-1', functionId: 'f', eventId: 'e', status: 'running', attempt: 1, maxAttempts: 3, createdAt: 't', updatedAt: 't' };
+    replies.GetRun = () => ({ status: 200, body: run });
+    replies.ListRuns = () => ({ status: 200, body: { runs: [run], nextCursor: 'c2', totalCount: 7 } });
+    replies.GetRunSteps = () => ({ status: 200, body: { steps: [{ id: 's' }] } });
+    replies.CancelRun = () => ({ status: 200, body: { ...run, status: 'cancelled' } });
+    replies.Health = () => ({ status: 200, body: { status: 'ok' } });
+
+    const c = client();
+    expect(await c.getRun('run-1')).toEqual(run);
+    expect(await c.listRuns({ functionId: 'f', status: 'running', limit: 10 })).toEqual({ runs: [run], nextCursor: 'c2', totalCount: 7 });
+    expect(await c.getRunSteps('run-1')).toEqual({ steps: [{ id: 's' }], history: [], children: [] });
+    expect((await c.cancelRun('run-1')).status).toBe('cancelled');
+    expect(await c.health()).toEqual({ status: 'ok' });
+
+    expect(server.requests.map((r) => [r.path.slice(PREFIX.length), r.body])).toEqual([
+      ['GetRun', { id: 'run-1' }],
+      ['ListRuns', { functionId: 'f', status: 'running', limit: 10 }],
+      ['GetRunSteps', { id: 'run-1', runId: 'run-1' }],
+      ['CancelRun', { id: 'run-1', reason: '' }],
+      ['Health', {}],
+    ]);
+  });
+
+  it('registerFunction sends the set fields, the raw mode as preferredMode and the endpoint', async () => {
+    replies.RegisterFunction = () => ({ status: 200, body: { created: true, function: { id: 'greet', version: 1 } } });
+    const fn = createFunction(
+      { id: 'greet', mode: 'push', timeoutMs: 60_000, concurrency: { limit: 2, key: 'data.userId' }, cancelOn: [{ event: 'user.deleted', match: 'data.userId' }] },
+      async () => 'hi',
+    );
+    const res = await client().registerFunction(fn, { endpointUrl: 'https://app.example/api/ironflow' });
+    expect(res).toEqual({ created: true, function: { id: 'greet', version: 1 } });
+    expect(server.requests[0].path).toBe('/ironflow.v1.IronflowService/RegisterFunction');
+    expect(server.requests[0].body).toEqual({
+      id: 'greet',
+      timeoutMs: 60_000,
+      concurrency: { limit: 2, key: 'data.userId' },
+      cancelOn: [{ event: 'user.deleted', match: 'data.userId' }],
+      preferredMode: 'push',
+      endpointUrl: 'https://app.example/api/ironflow',
+    });
+
+    await client().registerFunction({ id: 'plain', name: 'Plain', triggers: [{ event: 'a' }], mode: 'pull' });
+    expect(server.requests[1].body).toEqual({ id: 'plain', name: 'Plain', triggers: [{ event: 'a' }], preferredMode: 'pull' });
+  });
+
+  it('sends no environment header when none is configured', async () => {
+    const saved = process.env.IRONFLOW_ENV;
+    delete process.env.IRONFLOW_ENV;
+    try {
+      replies.Health = () => ({ status: 200, body: { status: 'ok' } });
+      await createClient({ serverUrl: server.url }).health();
+      expect(server.requests[0].headers['x-ironflow-environment']).toBeUndefined();
+      expect(server.requests[0].headers['authorization']).toBe(process.env.IRONFLOW_API_KEY ? `Bearer ${process.env.IRONFLOW_API_KEY}` : undefined);
+    } finally {
+      if (saved !== undefined) process.env.IRONFLOW_ENV = saved;
+    }
+  });
+});

@@ -1,0 +1,182 @@
+import type { ListRunsOutput, RunHistoryEntry, RunStatus, RunView, StepView } from '@ironflow/contracts';
+import { IronflowClientError, RunCancelledError, RunErrorInfo, RunFailedError } from './errors';
+import type { FunctionConfig, IronflowFunction } from './function';
+import { baseHeaders, connectUnary } from './http';
+import { REGISTER_FUNCTION_PROCEDURE, clientRegistrationBody } from './register-function';
+import { resolveApiKey, resolveServerUrl } from './settings';
+
+/**
+ * Options of {@link createClient}.
+ * - `serverUrl`: engine base URL; default env `IRONFLOW_SERVER_URL`, else `http://localhost:9123`.
+ * - `apiKey`: sent as `Authorization: Bearer <key>`; default env `IRONFLOW_API_KEY` (empty = unset).
+ * - `environment`: sent as `X-Ironflow-Environment`; default env `IRONFLOW_ENV`; no header when
+ *   neither is set (the engine then uses `"default"`).
+ * - `timeoutMs`: per-request deadline in ms; default 30000 (emitSync uses its own, see there).
+ */
+export interface ClientOptions {
+  serverUrl?: string;
+  apiKey?: string;
+  environment?: string;
+  timeoutMs?: number;
+}
+
+/** A function definition for `registerFunction`: a function's config plus, for push, its URL. */
+export type FunctionRegistration = FunctionConfig & { endpointUrl?: string };
+
+/** Options of `emit`: `idempotencyKey` dedupes the event; `version` (≥ 1) and `metadata` are stored with it. */
+export interface EmitOptions {
+  idempotencyKey?: string;
+  version?: number;
+  metadata?: Record<string, unknown>;
+}
+
+/** Options of `emitSync`: `timeoutMs` is how long the engine waits for the run (default 30000). */
+export interface EmitSyncOptions {
+  timeoutMs?: number;
+  idempotencyKey?: string;
+}
+
+/** The first run's outcome from `emitSync`. `status` is the engine's lowercase run status. */
+export interface EmitSyncResult<T = unknown> {
+  eventId: string;
+  runId: string;
+  functionId: string;
+  status: RunStatus | string;
+  output: T;
+  durationMs: number;
+}
+
+/** Filter of `listRuns`. `status` is lowercase (`"running"`, `"failed"`…); `limit` a page size. */
+export interface ListRunsFilter {
+  functionId?: string;
+  status?: RunStatus;
+  limit?: number;
+  cursor?: string;
+}
+
+/** What `getRunSteps` answers: step rows, the run's history and its child runs. */
+export interface RunSteps {
+  steps: StepView[];
+  history: RunHistoryEntry[];
+  children: RunView[];
+}
+
+/** The engine's client API over Connect unary JSON. Every method throws {@link IronflowClientError} on failure. */
+export interface IronflowClient {
+  /**
+   * Registers (or updates) a function: `RegisterFunction` with the config's set fields,
+   * `preferredMode` = `mode`, `endpointUrl` for push. Resolves to `{created}` (false when an
+   * existing definition was updated or unchanged) and the stored `function` as returned.
+   */
+  registerFunction(def: IronflowFunction<any, any> | FunctionRegistration, options?: { endpointUrl?: string }): Promise<{ created: boolean; function?: unknown }>;
+  /** Emits an event (`Trigger`); resolves to its id and the runs it started (`[]` when none). */
+  emit(event: string, data?: unknown, options?: EmitOptions): Promise<{ eventId: string; runIds: string[] }>;
+  /**
+   * Emits an event and waits for the first run it started (`TriggerSync`, HTTP deadline
+   * `timeoutMs + 5000`). Throws {@link RunFailedError} when that run's status is `"failed"`,
+   * {@link RunCancelledError} when `"cancelled"`, {@link IronflowClientError} `NO_RESULTS` when no
+   * run was started.
+   */
+  emitSync<T = unknown>(event: string, data?: unknown, options?: EmitSyncOptions): Promise<EmitSyncResult<T>>;
+  /** Reads a run (`GetRun`); `not_found` error when it does not exist. */
+  getRun(id: string): Promise<RunView>;
+  /** Lists runs, newest first (`ListRuns`); page with `cursor` = the previous `nextCursor`. */
+  listRuns(filter?: ListRunsFilter): Promise<ListRunsOutput>;
+  /** Reads a run's steps, history and children (`GetRunSteps`). */
+  getRunSteps(id: string): Promise<RunSteps>;
+  /** Cancels a run (`CancelRun`, `reason` default `""`); resolves to the run as it stands. */
+  cancelRun(id: string, reason?: string): Promise<RunView>;
+  /** Engine health (`Health`): `{status}`, e.g. `"ok"`. */
+  health(): Promise<{ status: string }>;
+}
+
+const SERVICE = 'ironflow.v1.IronflowService';
+const DEFAULT_TIMEOUT_MS = 30_000;
+const SYNC_DEADLINE_SLACK_MS = 5_000;
+
+/**
+ * Creates a client of the engine's API (WIRE-PROTOCOL.md 5). Every call is a Connect unary JSON
+ * POST to `<serverUrl>/ironflow.v1.IronflowService/<Method>`; a non-2xx answer throws
+ * {@link IronflowClientError} with the body's `code` and `message`. No automatic retries.
+ */
+export function createClient(options: ClientOptions = {}): IronflowClient {
+  const serverUrl = resolveServerUrl(options.serverUrl);
+  const environment = options.environment || process.env.IRONFLOW_ENV || undefined;
+  const headers = baseHeaders(resolveApiKey(options.apiKey), environment);
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const call = (method: string, body: unknown, deadlineMs = timeoutMs) => connectUnary(serverUrl, `${SERVICE}/${method}`, body, { headers, timeoutMs: deadlineMs });
+
+  return {
+    async registerFunction(def, opts = {}) {
+      const registration: FunctionRegistration = 'kind' in def && def.kind === 'ironflow.function' ? { ...def.config } : { ...(def as FunctionRegistration) };
+      if (opts.endpointUrl !== undefined) registration.endpointUrl = opts.endpointUrl;
+      const res = await connectUnary(serverUrl, REGISTER_FUNCTION_PROCEDURE, clientRegistrationBody(registration), { headers, timeoutMs });
+      return { created: res.created === true, function: res.function };
+    },
+
+    async emit(event, data = {}, opts = {}) {
+      const body: Record<string, unknown> = { event, data };
+      if (opts.version !== undefined) body.version = opts.version;
+      if (opts.idempotencyKey !== undefined) body.idempotencyKey = opts.idempotencyKey;
+      if (opts.metadata !== undefined) body.metadata = opts.metadata;
+      const res = await call('Trigger', body);
+      return { eventId: String(res.eventId ?? ''), runIds: Array.isArray(res.runIds) ? (res.runIds as string[]) : [] };
+    },
+
+    async emitSync<T = unknown>(event: string, data: unknown = {}, opts: EmitSyncOptions = {}): Promise<EmitSyncResult<T>> {
+      const waitMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+      const body: Record<string, unknown> = { event, data, timeout_ms: waitMs };
+      if (opts.idempotencyKey !== undefined) body.idempotencyKey = opts.idempotencyKey;
+      const res = await call('TriggerSync', body, waitMs + SYNC_DEADLINE_SLACK_MS);
+      const results = Array.isArray(res.results) ? (res.results as Record<string, unknown>[]) : [];
+      if (results.length === 0) throw new IronflowClientError(`TriggerSync: event "${event}" started no run`, 'NO_RESULTS', 200);
+      const first = results[0];
+      const runId = String(first.runId ?? '');
+      const functionId = String(first.functionId ?? '');
+      if (first.status === 'failed') throw new RunFailedError(runId, functionId, first.error as RunErrorInfo | undefined);
+      if (first.status === 'cancelled') throw new RunCancelledError(runId, functionId);
+      return {
+        eventId: String(res.eventId ?? ''),
+        runId,
+        functionId,
+        status: first.status as string,
+        output: first.output as T,
+        durationMs: Number(first.durationMs ?? 0),
+      };
+    },
+
+    async getRun(id) {
+      return (await call('GetRun', { id })) as unknown as RunView;
+    },
+
+    async listRuns(filter = {}) {
+      const body: Record<string, unknown> = {};
+      for (const key of ['functionId', 'status', 'limit', 'cursor'] as const) if (filter[key] !== undefined) body[key] = filter[key];
+      const res = await call('ListRuns', body);
+      return {
+        runs: Array.isArray(res.runs) ? (res.runs as RunView[]) : [],
+        nextCursor: typeof res.nextCursor === 'string' ? res.nextCursor : '',
+        totalCount: Number(res.totalCount ?? 0),
+      };
+    },
+
+    async getRunSteps(id) {
+      // The request field's name is not pinned by WIRE-PROTOCOL.md; send both spellings (unknown fields are ignored).
+      const res = await call('GetRunSteps', { id, runId: id });
+      return {
+        steps: Array.isArray(res.steps) ? (res.steps as StepView[]) : [],
+        history: Array.isArray(res.history) ? (res.history as RunHistoryEntry[]) : [],
+        children: Array.isArray(res.children) ? (res.children as RunView[]) : [],
+      };
+    },
+
+    async cancelRun(id, reason = '') {
+      return (await call('CancelRun', { id, reason })) as unknown as RunView;
+    },
+
+    async health() {
+      const res = await call('Health', {});
+      return { status: String(res.status ?? '') };
+    },
+  };
+}

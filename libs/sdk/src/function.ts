@@ -1,0 +1,125 @@
+import type { CancelOnSpec, ConcurrencyConfig, ExecutionMode, FunctionTrigger, RetryConfig } from '@ironflow/contracts';
+import { IronflowError } from './errors';
+import type { StepTools } from './step-tools';
+
+/**
+ * The event a run was started by, as a handler sees it. `timestamp` is parsed with `new Date`
+ * from the wire's ISO string; `version` defaults to 1.
+ */
+export interface IronflowEvent<TData = unknown> {
+  id: string;
+  name: string;
+  data: TData;
+  timestamp: Date;
+  version: number;
+  idempotencyKey?: string;
+  source?: string;
+  metadata?: Record<string, unknown>;
+}
+
+/** The run an invocation belongs to. `attempt` is 1-based (1 on the first try). */
+export interface RunInfo {
+  id: string;
+  attempt: number;
+  functionId: string;
+}
+
+/** What a handler receives on every invocation. */
+export interface HandlerContext<TData = unknown> {
+  event: IronflowEvent<TData>;
+  step: StepTools;
+  run: RunInfo;
+  /** Same as `run.attempt`. */
+  attempt: number;
+  /** Secrets the engine resolved for this run (push `secrets`, pull `context.secrets`). */
+  secrets: { get(name: string): string | undefined };
+  /** Aborted when a pull worker is stopped while the handler runs. Never aborted on push. */
+  signal: AbortSignal;
+}
+
+/** A function body. It is replayed from the top on every invocation (segment) of a run. */
+export type Handler<TData = unknown, TResult = unknown> = (ctx: HandlerContext<TData>) => Promise<TResult> | TResult;
+
+/**
+ * How a function is registered and run. Units are milliseconds.
+ *
+ * - `id` (required): function id; non-empty, no whitespace and none of `. * >` (it must be usable
+ *   as a subject token).
+ * - `name`: display name; default `id` when a worker registers it.
+ * - `triggers`: events (or cron / CEL `expression`) that start a run; default `[]`.
+ * - `retry`: `{maxAttempts, initialDelayMs, backoffFactor, maxDelayMs}`; the engine's defaults
+ *   (3, 1000, 2, 300000) apply to fields left out.
+ * - `timeoutMs`: whole-invocation timeout enforced by the engine (default 600000 there).
+ * - `stepTimeoutMs`: default timeout of each `step.run` (none by default); enforced in the SDK.
+ * - `concurrency`: `{limit, key?}` (key is a JSON path into the event).
+ * - `cancelOn`: `[{event, match?}]`: an event that cancels a running run.
+ * - `mode`: `'push'` (an HTTP endpoint from `serve()`) or `'pull'` (a worker); sent by
+ *   `client.registerFunction` as `preferredMode`. Workers always register `EXECUTION_MODE_PULL`.
+ * - `description`, `metadata`: stored with the function.
+ */
+export interface FunctionConfig {
+  id: string;
+  name?: string;
+  description?: string;
+  triggers?: FunctionTrigger[];
+  retry?: Partial<RetryConfig>;
+  timeoutMs?: number;
+  stepTimeoutMs?: number;
+  concurrency?: ConcurrencyConfig;
+  cancelOn?: CancelOnSpec[];
+  mode?: ExecutionMode;
+  metadata?: Record<string, unknown>;
+}
+
+/** A function built by {@link createFunction}: its config plus its handler. */
+export interface IronflowFunction<TData = unknown, TResult = unknown> {
+  readonly kind: 'ironflow.function';
+  readonly id: string;
+  readonly config: Readonly<FunctionConfig>;
+  readonly handler: Handler<TData, TResult>;
+}
+
+/** The engine's function id rule: letters, digits, ".", "_", ":", "-" (dots name a namespace, e.g. `payment.charge`; function ids never stand in subjects). */
+const VALID_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+
+/**
+ * Declares a durable function.
+ *
+ * ```ts
+ * const fn = createFunction({ id: 'send-welcome', triggers: [{ event: 'user.created' }] },
+ *   async ({ event, step, run, attempt }) => {
+ *     const user = await step.run('load-user', () => loadUser(event.data.userId));
+ *     await step.sleep('cool-down', '1h');
+ *     return { sent: true, user: user.id };
+ *   });
+ * ```
+ *
+ * Returns an {@link IronflowFunction} to hand to `serve()`, `createWorker()` or
+ * `client.registerFunction()`. Throws `IronflowError` (code `VALIDATION_ERROR`) when `config.id`
+ * is empty or not a valid function id, when `handler` is not a function, or when a numeric
+ * option (`timeoutMs`, `stepTimeoutMs`) is not a positive finite number.
+ */
+export function createFunction<TData = unknown, TResult = unknown>(
+  config: FunctionConfig,
+  handler: Handler<TData, TResult>,
+): IronflowFunction<TData, TResult> {
+  const invalid = (message: string) => new IronflowError(message, { code: 'VALIDATION_ERROR' });
+  if (typeof config?.id !== 'string' || config.id === '') throw invalid('function id must be a non-empty string');
+  if (!VALID_ID.test(config.id)) throw invalid(`function id "${config.id}": letters, digits, ".", "_", ":" and "-" only, at most 128`);
+  if (typeof handler !== 'function') throw invalid(`handler of function "${config.id}" must be a function`);
+  for (const key of ['timeoutMs', 'stepTimeoutMs'] as const) {
+    const value = config[key];
+    if (value !== undefined && !(Number.isFinite(value) && value > 0)) throw invalid(`${key} must be a positive number of ms`);
+  }
+  return Object.freeze({ kind: 'ironflow.function' as const, id: config.id, config: Object.freeze({ ...config }), handler });
+}
+
+/** Indexes functions by id. Throws `IronflowError` (`VALIDATION_ERROR`) on a duplicate id. */
+export function indexFunctions(functions: readonly IronflowFunction<any, any>[]): Map<string, IronflowFunction<any, any>> {
+  const byId = new Map<string, IronflowFunction<any, any>>();
+  for (const fn of functions) {
+    if (byId.has(fn.id)) throw new IronflowError(`function "${fn.id}" is listed twice`, { code: 'VALIDATION_ERROR' });
+    byId.set(fn.id, fn);
+  }
+  return byId;
+}

@@ -1,0 +1,108 @@
+import { IronflowClientError, errorMessage } from './errors';
+
+/** A raw HTTP answer: status and body text. */
+export interface RawResponse {
+  status: number;
+  text: string;
+}
+
+/** One HTTP call made with the global `fetch`. */
+export interface RawRequest {
+  method: 'GET' | 'POST' | 'PUT';
+  headers: Record<string, string>;
+  body?: unknown;
+  /** Aborts the call (e.g. worker stop). */
+  signal?: AbortSignal;
+  /** Per-call deadline in ms; none when absent. */
+  timeoutMs?: number;
+}
+
+/**
+ * Sends one request and returns its status and body text. Never throws for an HTTP status;
+ * rejects with the `fetch` error on network failure, with an `AbortError`/`TimeoutError`
+ * DOMException when `signal` aborts or `timeoutMs` passes.
+ */
+export async function sendRaw(url: string, request: RawRequest): Promise<RawResponse> {
+  const signals: AbortSignal[] = [];
+  if (request.signal) signals.push(request.signal);
+  if (request.timeoutMs !== undefined) signals.push(AbortSignal.timeout(request.timeoutMs));
+  const response = await fetch(url, {
+    method: request.method,
+    headers: request.headers,
+    body: request.body === undefined ? undefined : JSON.stringify(request.body),
+    signal: signals.length === 0 ? undefined : signals.length === 1 ? signals[0] : AbortSignal.any(signals),
+  });
+  return { status: response.status, text: await response.text() };
+}
+
+/** Common headers: JSON content type, bearer key when set, environment when set. */
+export function baseHeaders(apiKey: string | undefined, environment: string | undefined): Record<string, string> {
+  const headers: Record<string, string> = { 'Content-Type': 'application/json' };
+  if (apiKey) headers.Authorization = `Bearer ${apiKey}`;
+  if (environment) headers['X-Ironflow-Environment'] = environment;
+  return headers;
+}
+
+/** Parses a JSON body; `undefined` for an empty or non-JSON body. */
+export function parseJson(text: string): unknown {
+  if (text.trim() === '') return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Turns a non-2xx answer into an {@link IronflowClientError}: `code` and `message` from the JSON
+ * body `{code, message}` (Connect's error shape), else `HTTP_<status>` and the first 200
+ * characters of the body.
+ */
+export function httpError(what: string, response: RawResponse): IronflowClientError {
+  const body = parseJson(response.text) as { code?: unknown; message?: unknown; error?: { code?: unknown; message?: unknown } } | undefined;
+  const source = body && typeof body === 'object' ? (body.error && typeof body.error === 'object' ? body.error : body) : undefined;
+  const code = typeof source?.code === 'string' && source.code !== '' ? source.code : `HTTP_${response.status}`;
+  const message =
+    typeof source?.message === 'string' && source.message !== ''
+      ? source.message
+      : response.text.trim() !== ''
+        ? response.text.slice(0, 200)
+        : `HTTP ${response.status}`;
+  return new IronflowClientError(`${what}: ${message}`, code, response.status);
+}
+
+/** Turns a network failure or abort into an {@link IronflowClientError} (`TIMEOUT` or `NETWORK_ERROR`, status 0). */
+export function networkError(what: string, err: unknown): IronflowClientError {
+  const name = (err as { name?: string } | undefined)?.name;
+  const code = name === 'TimeoutError' ? 'TIMEOUT' : name === 'AbortError' ? 'ABORTED' : 'NETWORK_ERROR';
+  return new IronflowClientError(`${what}: ${errorMessage(err)}`, code, 0, { cause: err });
+}
+
+/**
+ * Connect unary JSON call (WIRE-PROTOCOL.md 5.1): `POST <baseUrl>/<service>/<method>` with a JSON
+ * body. Resolves to the parsed JSON answer (`{}` for an empty body). Throws
+ * {@link IronflowClientError} on a non-2xx status (code/message from the body), on a network
+ * failure (`NETWORK_ERROR`), on timeout (`TIMEOUT`) and on a 2xx body that is not JSON
+ * (`INVALID_RESPONSE`).
+ */
+export async function connectUnary(
+  baseUrl: string,
+  procedure: string,
+  body: unknown,
+  options: { headers: Record<string, string>; timeoutMs?: number; signal?: AbortSignal },
+): Promise<Record<string, unknown>> {
+  const what = procedure.slice(procedure.lastIndexOf('/') + 1);
+  let response: RawResponse;
+  try {
+    response = await sendRaw(`${baseUrl}/${procedure}`, { method: 'POST', headers: options.headers, body, timeoutMs: options.timeoutMs, signal: options.signal });
+  } catch (err) {
+    throw networkError(what, err);
+  }
+  if (response.status < 200 || response.status >= 300) throw httpError(what, response);
+  if (response.text.trim() === '') return {};
+  const parsed = parseJson(response.text);
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw new IronflowClientError(`${what}: response is not a JSON object`, 'INVALID_RESPONSE', response.status);
+  }
+  return parsed as Record<string, unknown>;
+}

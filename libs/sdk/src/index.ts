@@ -1,0 +1,40 @@
+/**
+ * Ironflow TypeScript SDK: durable functions (`createFunction`, `step.*`), the push endpoint
+ * (`serve`), the REST pull worker (`createWorker`) and the API client (`createClient`).
+ * Wire formats: `/work/shared/WIRE-PROTOCOL.md` sections 1, 2, 3 and 5.
+ */
+export { createFunction } from './function';
+export type { FunctionConfig, Handler, HandlerContext, IronflowEvent, IronflowFunction, RunInfo } from './function';
+
+export type { Duration } from './duration';
+export { DEFAULT_INVOKE_TIMEOUT_MS, DEFAULT_WAIT_TIMEOUT } from './step-tools';
+export type { InvokeOptions, MemoizedStep, ResumeInfo, RunStepOptions, StepTools, WaitForEventOptions } from './step-tools';
+export { escapeStepName } from './step-id';
+
+export { executeInvocation, toInvocationError } from './execute';
+export type { InvocationInput, InvocationOutcome, Transport } from './execute';
+
+export {
+  IronflowClientError,
+  IronflowError,
+  InvokeError,
+  NonRetryableError,
+  RetryableError,
+  RunCancelledError,
+  RunFailedError,
+  StepError,
+  StepTimeoutError,
+} from './errors';
+export type { IronflowErrorOptions, RunErrorInfo } from './errors';
+
+export { listen, serve } from './serve';
+export type { ServeOptions } from './serve';
+export { signPushBody, verifyPushSignature } from './signature';
+
+export { createWorker } from './worker';
+export type { Worker, WorkerLogger, WorkerOptions } from './worker';
+
+export { createClient } from './client';
+export type { ClientOptions, EmitOptions, EmitSyncOptions, EmitSyncResult, FunctionRegistration, IronflowClient, ListRunsFilter, RunSteps } from './client';
+
+export { DEFAULT_ENVIRONMENT, DEFAULT_SERVER_URL, SDK_VERSION } from './settings';

@@ -1,0 +1,330 @@
+import type { JobAssignment } from '@ironflow/contracts';
+import { createHash } from 'node:crypto';
+import { IronflowClientError } from './errors';
+import { createFunction, Handler } from './function';
+import { FakeReply, FakeServer, RecordedRequest, deferred, startFakeServer, waitFor } from './test-support';
+import { Worker, WorkerOptions, createWorker } from './worker';
+
+const silent = { warn: () => undefined, error: () => undefined };
+const EVENT = { id: 'evt-1', name: 'order.created', data: { orderId: 'o-1', qty: 2 }, timestamp: '2025-01-01T00:00:00.000Z' };
+
+function job(overrides: Partial<JobAssignment> = {}): JobAssignment {
+  return { job_id: 'run-1-3', run_id: 'run-1', function_id: 'orders', attempt: 1, event: EVENT, completed_steps: [], ...overrides };
+}
+
+/**
+ * A fake engine: answers R1/R2/R3 with 200, hands out `polls` one per GET (then 204),
+ * and answers acks and updates through the given functions (default 200).
+ */
+interface EngineScript {
+  polls?: FakeReply[];
+  registerFunction?: (req: RecordedRequest) => FakeReply;
+  ack?: (req: RecordedRequest) => FakeReply;
+  update?: (req: RecordedRequest) => FakeReply;
+}
+
+async function startEngine(script: EngineScript): Promise<FakeServer> {
+  const polls = [...(script.polls ?? [])];
+  return startFakeServer((req) => {
+    if (req.path === '/ironflow.v1.IronflowService/RegisterFunction') return script.registerFunction?.(req) ?? { status: 200, body: { created: true } };
+    if (/^\/api\/v1\/workers\/[^/]+\/register$/.test(req.path)) return { status: 200, body: {} };
+    if (/^\/api\/v1\/workers\/[^/]+\/heartbeat$/.test(req.path)) return { status: 200, body: {} };
+    if (req.method === 'GET' && /^\/api\/v1\/workers\/[^/]+\/jobs$/.test(req.path)) return polls.shift() ?? { status: 204 };
+    if (req.method === 'PUT' && req.path.endsWith('/ack')) return script.ack?.(req) ?? { status: 200, body: {} };
+    if (req.method === 'PUT' && /\/jobs\/[^/]+$/.test(req.path)) return script.update?.(req) ?? { status: 200, body: {} };
+    return { status: 404, body: { code: 'not_found', message: req.path } };
+  });
+}
+
+const updates = (engine: FakeServer) => engine.requests.filter((r) => r.method === 'PUT' && !r.path.endsWith('/ack'));
+const acks = (engine: FakeServer) => engine.requests.filter((r) => r.path.endsWith('/ack'));
+const polls = (engine: FakeServer) => engine.requests.filter((r) => r.method === 'GET');
+const terminal = (engine: FakeServer) => updates(engine).find((r) => r.body?.status !== 'progress');
+
+describe('createWorker (REST pull)', () => {
+  let engine: FakeServer;
+  let worker: Worker | undefined;
+
+  const start = async (fns: WorkerOptions['functions'], options: Partial<WorkerOptions> = {}) => {
+    worker = createWorker({
+      serverUrl: `${engine.url}/`,
+      functions: fns,
+      logger: silent,
+      pollIntervalMs: 10,
+      reconnectDelayMs: 10,
+      pollErrorDelayMs: 10,
+      heartbeatIntervalMs: 60_000,
+      checkpointIntervalMs: 0,
+      ...options,
+    });
+    await worker.start();
+    return worker;
+  };
+
+  afterEach(async () => {
+    await worker?.stop();
+    worker = undefined;
+    await engine?.close();
+  });
+
+  it('registers, polls, acks before user code and completes with the fence echoed', async () => {
+    const calls: string[] = [];
+    const handler: Handler = async ({ event, step, run }) => {
+      calls.push('handler');
+      const loaded = await step.run('load', () => (calls.push('load'), { n: 0 }));
+      const doubled = await step.run('double', () => (calls.push('double'), (loaded as { n: number }).n * 2));
+      return { doubled, orderId: (event.data as { orderId: string }).orderId, attempt: run.attempt };
+    };
+    const orders = createFunction({ id: 'orders', triggers: [{ event: 'order.created' }], retry: { maxAttempts: 5 }, metadata: { team: 'a' } }, handler);
+    const assignment = job({
+      attempt: 2,
+      completed_steps: [{ step_id: 'run-1:load:0', name: 'load', output: { n: 21 } }],
+      step_sequence_base: 4,
+      execution_seq: 3,
+      lease_token: 'tok-abc',
+    });
+    engine = await startEngine({
+      polls: [{ status: 200, body: { jobs: [assignment] } }],
+      ack: () => {
+        calls.push('ack');
+        return { status: 200, body: {} };
+      },
+    });
+    const w = await start([orders], { apiKey: 'key-1', environment: 'staging', maxConcurrentJobs: 2, labels: { zone: 'eu' } });
+
+    const done = await waitFor(() => terminal(engine), 'terminal update');
+    expect(calls).toEqual(['ack', 'handler', 'double']);
+
+    const [r1, r2, r4] = engine.requests;
+    expect(r1.method).toBe('POST');
+    expect(r1.path).toBe('/ironflow.v1.IronflowService/RegisterFunction');
+    expect(r1.body).toEqual({
+      id: 'orders',
+      name: 'orders',
+      triggers: [{ event: 'order.created' }],
+      retry: { maxAttempts: 5 },
+      preferredMode: 'EXECUTION_MODE_PULL',
+      metadata: { team: 'a', __ironflow_code_hash: createHash('sha256').update(handler.toString()).digest('hex').slice(0, 16) },
+    });
+    expect(r1.body.metadata.__ironflow_code_hash).toMatch(/^[0-9a-f]{16}$/);
+    for (const r of engine.requests) {
+      expect(r.headers['authorization']).toBe('Bearer key-1');
+      expect(r.headers['x-ironflow-environment']).toBe('staging');
+      expect(r.headers['content-type']).toBe('application/json');
+    }
+
+    expect(w.workerId).toMatch(/^worker-[0-9a-z]+-[0-9a-z]{6}$/);
+    expect(r2.method).toBe('POST');
+    expect(r2.path).toBe(`/api/v1/workers/${w.workerId}/register`);
+    expect(r2.body).toEqual({
+      worker_id: w.workerId,
+      hostname: process.env.HOSTNAME || 'unknown',
+      function_ids: ['orders'],
+      max_concurrent_jobs: 2,
+      labels: { zone: 'eu' },
+      version: { sdk: expect.any(String), runtime: `node-${process.version}` },
+    });
+
+    expect(r4.method).toBe('GET');
+    expect(r4.path).toBe(`/api/v1/workers/${w.workerId}/jobs`);
+    expect(r4.query.get('available')).toBe('2');
+
+    const [ack] = acks(engine);
+    expect(ack.path).toBe(`/api/v1/workers/${w.workerId}/jobs/run-1-3/ack`);
+    expect(ack.body).toEqual({ run_id: 'run-1', execution_seq: 3, lease_token: 'tok-abc' });
+
+    expect(done.path).toBe(`/api/v1/workers/${w.workerId}/jobs/run-1-3`);
+    expect(done.body).toEqual({
+      status: 'completed',
+      output: { doubled: 42, orderId: 'o-1', attempt: 2 },
+      steps: [expect.objectContaining({ id: 'run-1:double:0', name: 'double', type: 'invoke', status: 'completed', output: 42 })],
+      step_offset: 4,
+      execution_seq: 3,
+      lease_token: 'tok-abc',
+    });
+    expect(updates(engine)).toHaveLength(1);
+  });
+
+  it('drops a job whose ack is refused with 409: no user code, no terminal update', async () => {
+    let ran = 0;
+    const fn = createFunction({ id: 'orders' }, async () => {
+      ran++;
+      return 'never';
+    });
+    engine = await startEngine({
+      polls: [{ status: 200, body: { jobs: [job({ execution_seq: 1, lease_token: 'stale' })] } }],
+      ack: () => ({ status: 409, body: { code: 'STALE_EXECUTION', message: 'superseded' } }),
+    });
+    const w = await start([fn]);
+
+    await waitFor(() => acks(engine).length === 1, 'the ack');
+    // The job entered the active set before its ack; once it has left, its task is over.
+    await waitFor(() => (w as unknown as { active: Map<string, unknown> }).active.size === 0, 'the job to leave the worker');
+    expect(ran).toBe(0);
+    expect(updates(engine)).toEqual([]);
+  });
+
+  it('heartbeats list the active jobs with their start time', async () => {
+    const gate = deferred();
+    const fn = createFunction({ id: 'orders' }, async () => gate.promise);
+    engine = await startEngine({ polls: [{ status: 200, body: job() }] });
+    const w = await start([fn], { heartbeatIntervalMs: 15 });
+    const beat = await waitFor(() => engine.requests.find((r) => r.path.endsWith('/heartbeat') && r.body.active_jobs === 1), 'a heartbeat with the job');
+    expect(beat.path).toBe(`/api/v1/workers/${w.workerId}/heartbeat`);
+    expect(beat.body).toEqual({ worker_id: w.workerId, active_jobs: 1, jobs: [{ job_id: 'run-1-3', started_at: expect.any(String) }] });
+    expect(Date.parse(beat.body.jobs[0].started_at)).not.toBeNaN();
+    gate.resolve();
+    await waitFor(() => terminal(engine), 'terminal update');
+  });
+
+  it('on a yield flushes the steps as progress first, then sends yielded without steps', async () => {
+    const fn = createFunction({ id: 'orders' }, async ({ step }) => {
+      await step.run('a', () => 'A');
+      await step.run('b', () => 'B');
+      await step.sleep('nap', '1h');
+    });
+    engine = await startEngine({ polls: [{ status: 200, body: { jobs: [job({ step_sequence_base: 9, execution_seq: 5, lease_token: 'tok' })] } }] });
+    await start([fn], { checkpointIntervalMs: 60_000 });
+
+    const yielded = await waitFor(() => terminal(engine), 'yielded update');
+    const [progress] = updates(engine);
+    expect(progress.body).toEqual({
+      status: 'progress',
+      steps: [expect.objectContaining({ id: 'run-1:a:0', output: 'A' }), expect.objectContaining({ id: 'run-1:b:0', output: 'B' })],
+      step_offset: 9,
+      execution_seq: 5,
+      lease_token: 'tok',
+    });
+    expect(yielded.body).toEqual({
+      status: 'yielded',
+      yield: { type: 'sleep', step_id: 'run-1:nap:0', until: expect.any(String) },
+      execution_seq: 5,
+      lease_token: 'tok',
+    });
+    expect(updates(engine)).toHaveLength(2);
+  });
+
+  it('accepts a bare (legacy) assignment: no ack, no fence, debounced progress then the tail', async () => {
+    const progressSeen = deferred();
+    const fn = createFunction({ id: 'orders' }, async ({ step }) => {
+      await step.run('a', () => 1);
+      await progressSeen.promise;
+      await step.run('b', () => 2);
+      return 'ok';
+    });
+    engine = await startEngine({
+      polls: [{ status: 200, body: job() }],
+      update: (req) => {
+        if (req.body.status === 'progress') progressSeen.resolve();
+        return { status: 200, body: {} };
+      },
+    });
+    await start([fn], { checkpointIntervalMs: 10 });
+
+    const done = await waitFor(() => terminal(engine), 'completed update');
+    expect(acks(engine)).toEqual([]);
+    const [progress] = updates(engine);
+    expect(progress.body).toEqual({ status: 'progress', steps: [expect.objectContaining({ id: 'run-1:a:0' })], step_offset: 0 });
+    expect(done.body).toEqual({ status: 'completed', output: 'ok', steps: [expect.objectContaining({ id: 'run-1:b:0' })], step_offset: 1 });
+  });
+
+  it('fails a job for an unknown function at once, without an ack, echoing the fence', async () => {
+    const fn = createFunction({ id: 'orders' }, async () => 'x');
+    engine = await startEngine({ polls: [{ status: 200, body: { jobs: [job({ function_id: 'ghost', execution_seq: 2, lease_token: 't2' })] } }] });
+    await start([fn]);
+    const failed = await waitFor(() => terminal(engine), 'failed update');
+    expect(acks(engine)).toEqual([]);
+    expect(failed.body).toEqual({
+      status: 'failed',
+      error: { message: expect.stringContaining('ghost'), code: 'FUNCTION_NOT_FOUND', retryable: false },
+      execution_seq: 2,
+      lease_token: 't2',
+    });
+  });
+
+  it('skips invalid assignments and reports a plain error as retryable over pull, with the unflushed steps', async () => {
+    const fn = createFunction({ id: 'orders' }, async ({ step }) => {
+      await step.run('a', () => 1);
+      throw new Error('downstream unavailable');
+    });
+    const invalid = { ...job({ job_id: 'bad' }), completed_steps: null };
+    engine = await startEngine({ polls: [{ status: 200, body: { jobs: [invalid, job()] } }] });
+    await start([fn]);
+    const failed = await waitFor(() => terminal(engine), 'failed update');
+    expect(failed.path.endsWith('/jobs/run-1-3')).toBe(true);
+    expect(failed.body).toEqual({
+      status: 'failed',
+      error: { message: 'downstream unavailable', code: 'ERROR', retryable: true },
+      steps: [expect.objectContaining({ id: 'run-1:a:0' })],
+      step_offset: 0,
+    });
+    expect(engine.requests.some((r) => r.path.includes('/jobs/bad'))).toBe(false);
+  });
+
+  it('registers again when a poll answers 404', async () => {
+    const fn = createFunction({ id: 'orders' }, async () => 'x');
+    engine = await startEngine({ polls: [{ status: 404, body: { code: 'WORKER_NOT_FOUND', message: 'unknown worker' } }] });
+    await start([fn]);
+    await waitFor(() => polls(engine).length >= 2, 'a poll after the second registration');
+    const paths = engine.requests.map((r) => r.path.replace(/worker-[^/]+/, 'W'));
+    expect(paths.slice(0, 6)).toEqual([
+      '/ironflow.v1.IronflowService/RegisterFunction',
+      '/api/v1/workers/W/register',
+      '/api/v1/workers/W/jobs',
+      '/ironflow.v1.IronflowService/RegisterFunction',
+      '/api/v1/workers/W/register',
+      '/api/v1/workers/W/jobs',
+    ]);
+  });
+
+  it('retries registration after a server error and stops for good on 401', async () => {
+    let attempts = 0;
+    engine = await startEngine({
+      registerFunction: () => (++attempts === 1 ? { status: 503, body: { code: 'unavailable', message: 'starting' } } : { status: 401, body: { code: 'unauthenticated', message: 'bad key' } }),
+    });
+    const fn = createFunction({ id: 'orders' }, async () => 'x');
+    const failure = await start([fn]).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(failure).toBeInstanceOf(IronflowClientError);
+    expect(failure).toMatchObject({ status: 401, code: 'unauthenticated' });
+    expect(attempts).toBe(2);
+    expect(polls(engine)).toEqual([]);
+  });
+
+  it('drain stops polling and waits for the active job to report', async () => {
+    const gate = deferred();
+    const fn = createFunction({ id: 'orders' }, async () => {
+      await gate.promise;
+      return 'drained';
+    });
+    engine = await startEngine({ polls: [{ status: 200, body: job() }] });
+    const w = await start([fn]);
+    await waitFor(() => (w as unknown as { active: Map<string, unknown> }).active.size === 1, 'the job to start');
+    let drained = false;
+    const draining = w.drain().then(() => (drained = true));
+    await new Promise((r) => setImmediate(r));
+    const pollsAtDrain = polls(engine).length;
+    expect(drained).toBe(false);
+    gate.resolve();
+    await draining;
+    expect(terminal(engine)?.body).toEqual({ status: 'completed', output: 'drained', steps: [], step_offset: 0 });
+    expect(polls(engine).length).toBeLessThanOrEqual(pollsAtDrain + 1);
+  });
+
+  it('stop aborts the handler signal and a job that then throws sends nothing', async () => {
+    const started = deferred();
+    const fn = createFunction({ id: 'orders' }, async ({ signal }) => {
+      started.resolve();
+      await new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted'))));
+    });
+    engine = await startEngine({ polls: [{ status: 200, body: job({ execution_seq: 1, lease_token: 't' }) }] });
+    const w = await start([fn]);
+    await started.promise;
+    await w.stop();
+    await waitFor(() => (w as unknown as { active: Map<string, unknown> }).active.size === 0, 'the job to end');
+    expect(updates(engine)).toEqual([]);
+    await expect(w.start()).rejects.toMatchObject({ code: 'WORKER_STOPPED' });
+  });
+});
