@@ -27,7 +27,8 @@ export class CancelSystem {
       if (committed) return { run: committed, committed: true };
       return { run: (await runsSql.getRun(tx, runId))!, committed: false };
     });
-    if (result.committed) this.announcer.announce(result.run);
+    // A user cancel's call waits for its audit row, after the frame (specification, "Audit").
+    if (result.committed) await this.announcer.announce(result.run, 'user-cancel');
     return result.run;
   }
 }

@@ -1,5 +1,5 @@
 import { Bus } from '@ironflow/bus';
-import { FollowUpTracker } from '@ironflow/follow-up';
+import { AuditRecorder, AuditSink, AuditWriter, FollowUpTracker, InProcessAuditSink, SlotSet, slotsFor } from '@ironflow/follow-up';
 import { EngineLogger, EngineMetrics, silentLogger } from '@ironflow/observability';
 import { Clock, Store } from '@ironflow/store';
 import { CancelSystem } from './cancel-system';
@@ -26,6 +26,12 @@ export interface EngineOptions {
   logger?: EngineLogger;
   metrics?: EngineMetrics;
   pausePoints?: PausePoints;
+  /** Where audit rows go; default an in-process writer over `store` (`ironflow dev`, tests). */
+  auditSink?: AuditSink;
+  /** PostgreSQL pool size, for the slot sets (a quarter of it); default 10. */
+  poolSize?: number;
+  /** Replaces the follow-up tracker (fault injection: a crash after the commit). */
+  followUps?: FollowUpTracker;
 }
 
 /** The loops a process runs: a dispatcher pushes, a scheduler ticks. `ironflow dev` runs both. */
@@ -51,12 +57,15 @@ export class Engine {
   readonly push: PushDispatcher;
   readonly api: EngineClientApi;
   private tickTimer?: NodeJS.Timeout;
+  private readonly stopping = new AbortController();
   private tickRunning?: Promise<void>;
   private stopped = false;
 
   constructor(options: EngineOptions) {
     const logger = options.logger ?? silentLogger;
     const metrics = options.metrics ?? new EngineMetrics();
+    const slots = slotsFor(options.store.dialect, options.poolSize ?? 10);
+    const auditSink = options.auditSink ?? new InProcessAuditSink(new AuditWriter(options.store, new SlotSet(slots)));
     this.resources = {
       store: options.store,
       clock: options.clock,
@@ -64,7 +73,7 @@ export class Engine {
       config: { ...DEFAULT_ENGINE_CONFIG, ...options.config },
       logger,
       metrics,
-      followUps: new FollowUpTracker(logger, {
+      followUps: options.followUps ?? new FollowUpTracker(logger, {
         started: (kind) => metrics.followUpAttempts.inc({ kind }),
         ended: (kind, ok, seconds) => {
           if (!ok) metrics.followUpFailures.inc({ kind });
@@ -72,6 +81,8 @@ export class Engine {
         },
       }),
       pausePoints: options.pausePoints ?? noPausePoints,
+      audit: new AuditRecorder(auditSink, { onDrop: (eventType) => metrics.auditWriteFailures.inc({ event_type: eventType }) }),
+      wakeSlots: new SlotSet(slots),
     };
     const r = this.resources;
     const hints = new DispatchHints(r.bus);
@@ -81,7 +92,7 @@ export class Engine {
     this.dispatch = new DispatchSystem(r);
     this.reports = new ReportSystem(r, announcer, hints);
     this.wakes = new WakeSystem(r, announcer, hints);
-    announcer.setParentWake((child) => this.wakes.wakeParent(child, 'commit'));
+    announcer.setParentWake((child) => this.wakes.wakeParent(child));
     this.scheduler = new SchedulerSystem(r, this.wakes, announcer, hints);
     this.cancels = new CancelSystem(r, announcer);
     this.pull = new PullWorkerSystem(r, this.dispatch, this.reports);
@@ -103,7 +114,7 @@ export class Engine {
   private scheduleTick(): void {
     if (this.stopped) return;
     this.tickTimer = setTimeout(() => {
-      this.tickRunning = this.scheduler.tick().finally(() => this.scheduleTick());
+      this.tickRunning = this.scheduler.tick(this.stopping.signal).finally(() => this.scheduleTick());
     }, this.resources.config.tickMs);
   }
 
@@ -114,11 +125,13 @@ export class Engine {
    */
   async stop(drainMs = 30_000): Promise<void> {
     this.stopped = true;
+    this.stopping.abort();
     clearTimeout(this.tickTimer);
     const started = Date.now();
     await this.push.stop(drainMs);
     await this.tickRunning;
     const left = drainMs - (Date.now() - started);
     await this.resources.followUps.drain(Math.max(left, this.resources.config.followUpDrainMs));
+    this.resources.audit.stop();
   }
 }

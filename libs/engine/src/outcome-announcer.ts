@@ -1,12 +1,18 @@
 import { subjects } from '@ironflow/bus';
-import { RunRecord } from '@ironflow/store';
+import { RunRecord, deadLettersSql } from '@ironflow/store';
 import { EngineResources } from './resources';
 import { toRunResultView } from './views';
 
+/** Why an outcome was committed; the audit row's cause. */
+export type OutcomeCause = 'report' | 'user-cancel' | 'invoke-failed' | 'step-timeout' | 'wake';
+
 /**
  * The follow-ups of a committed outcome (specification, "What follows a commit"), announced from
- * the committed row, never from a re-read, each off the caller's path: the RESULTS frame
- * (msg-id `result-{runId}`), the run event (best effort), and the parent wake for a child.
+ * the committed row, never from a re-read, off the caller's path and in this order: the RESULTS
+ * frame (msg-id `result-{runId}`; a failure is counted in
+ * `ironflow_run_result_publish_failures_total` and the caller still sees success), the run event
+ * (best effort: a failure is counted and kept in `dead_letters` without payload), then the audit
+ * row. The parent wake of a child starts at once, in its own follow-up.
  */
 export class OutcomeAnnouncer {
   private wakeParent: (child: RunRecord) => Promise<void> = async () => undefined;
@@ -18,16 +24,55 @@ export class OutcomeAnnouncer {
     this.wakeParent = wake;
   }
 
-  announce(committed: RunRecord): void {
+  /**
+   * Announces `committed`. Resolves when its audit row has landed or been dropped: a user cancel
+   * awaits that; every other caller ignores the promise. Never rejects.
+   */
+  announce(committed: RunRecord, cause: OutcomeCause): Promise<void> {
     this.r.metrics.runOutcomes.inc({ status: committed.status });
-    this.r.followUps.track('results-frame', () =>
-      this.r.bus.publish(subjects.result(committed.project, committed.env, committed.id), toRunResultView(committed), {
-        msgId: `result-${committed.id}`,
-      }),
-    );
-    this.r.followUps.track('run-event', () =>
-      this.r.bus.publish(subjects.runEvent(committed.env, committed.id, committed.status), { runId: committed.id, status: committed.status }),
-    );
     if (committed.parentRunId) this.r.followUps.track('parent-wake', () => this.wakeParent(committed));
+    return new Promise<void>((resolve) => {
+      this.r.followUps.track('announce', async () => {
+        try {
+          await this.publishFrame(committed);
+          await this.publishRunEvent(committed);
+          await this.r.audit.record({
+            project: committed.project,
+            env: committed.env,
+            runId: committed.id,
+            functionId: committed.functionId,
+            eventType: committed.status === 'cancelled' ? 'run.cancelled' : 'run.status_changed',
+            cause,
+            data: { status: committed.status, attempt: committed.attempt, ...(committed.error ? { error: committed.error } : {}) },
+          });
+        } finally {
+          resolve();
+        }
+      });
+    });
+  }
+
+  private async publishFrame(run: RunRecord): Promise<void> {
+    try {
+      await this.r.bus.publish(subjects.result(run.project, run.env, run.id), toRunResultView(run), { msgId: `result-${run.id}` });
+    } catch (err) {
+      this.r.metrics.resultPublishFailures.inc();
+      this.r.logger.warn('RESULTS frame not published; sync callers read the stored run', { runId: run.id, error: String(err) });
+    }
+  }
+
+  /** Publishes a run or step event, best effort (also used for events that do not end a run). */
+  async publishRunEvent(run: RunRecord, event: string = run.status): Promise<void> {
+    const subject = subjects.runEvent(run.env, run.id, event);
+    try {
+      await this.r.bus.publish(subject, { runId: run.id, functionId: run.functionId, status: run.status, attempt: run.attempt });
+    } catch (err) {
+      this.r.metrics.runEventPublishFailures.inc({ event });
+      try {
+        await this.r.store.unitOfWork('deadLetter', (tx) => deadLettersSql.insertDeadLetter(tx, subject, String(err)));
+      } catch (storeErr) {
+        this.r.logger.warn('run event lost and not recorded as a dead letter', { subject, error: String(storeErr) });
+      }
+    }
   }
 }

@@ -1,4 +1,4 @@
-import { PushResponse } from '@ironflow/contracts';
+import { EngineError, PushResponse } from '@ironflow/contracts';
 import { ExecutionFence } from '@ironflow/fencing';
 import { DispatchHints } from './dispatch-hints';
 import { DispatchSystem } from './dispatch-system';
@@ -79,7 +79,15 @@ export class PushDispatcher {
     try {
       await this.reports.apply(run.id, fence, report);
     } catch (err) {
-      this.r.logger.warn('push report not applied', { runId: run.id, error: String(err) });
+      if (!(err instanceof EngineError) || (err.code !== 'VALIDATION_ERROR' && err.code !== 'PAYLOAD_TOO_LARGE')) {
+        this.r.logger.warn('push report not applied', { runId: run.id, error: String(err) });
+        return;
+      }
+      // The endpoint answered something the engine cannot apply: the attempt fails (retryable),
+      // rather than leaving the run running until its lease expires.
+      await this.reports.apply(run.id, fence, failure(`push endpoint answer rejected: ${err.message}`, true)).catch((again: unknown) =>
+        this.r.logger.warn('push failure report not applied', { runId: run.id, error: String(again) }),
+      );
     }
   }
 

@@ -2,13 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { EngineError, InvocationError, RunError, StepResult, YieldInfo } from '@ironflow/contracts';
 import { ExecutionFence, ReportKind, judgeReport } from '@ironflow/fencing';
 import { commitOutcome } from '@ironflow/outcome';
-import { RunRecord, Tx, auditSql, correlationsSql, functionsSql, leasesSql, runsSql, stepsSql } from '@ironflow/store';
+import { RunRecord, Tx, correlationsSql, functionsSql, leasesSql, runsSql, stepsSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { parseDurationMs } from './duration';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
 import { retryDelayMs } from './retry-policy';
 import { valueAtPath } from './json-path';
+import { recordRunCreated } from './run-created-audit';
 
 /** A worker's report of one execution, from any transport. */
 export type SegmentReport = { steps?: StepResult[]; stepOffset?: number } & (
@@ -24,6 +25,16 @@ export type ReportEffect = 'none' | 'progress' | 'outcome' | 'retry' | 'waiting'
 export interface ReportResult {
   effect: ReportEffect;
   run: RunRecord;
+}
+
+/** What a retry's audit row records. */
+interface RetryRecord {
+  failed_attempt: number;
+  next_attempt: number;
+  delay_ms: number;
+  failed_at: number;
+  available_at: number;
+  error: RunError;
 }
 
 const DEFAULT_INVOKE_TIMEOUT_MS = 30_000;
@@ -44,7 +55,7 @@ export class ReportSystem {
 
   async apply(runId: string, fence: ExecutionFence | undefined, report: SegmentReport): Promise<ReportResult> {
     this.checkSize(report);
-    let result: ReportResult & { child?: RunRecord };
+    let result: ReportResult & { child?: RunRecord; retry?: RetryRecord };
     try {
       result = await this.r.store.unitOfWork('applyReport', async (tx) => {
         const run = await runsSql.getRun(tx, runId, { lock: true });
@@ -72,15 +83,33 @@ export class ReportSystem {
       if (err instanceof EngineError) this.r.metrics.reportsRejected.inc({ code: err.code });
       throw err;
     }
-    this.followUp(result);
+    await this.followUp(result);
     return { effect: result.effect, run: result.run };
   }
 
-  private followUp(result: ReportResult & { child?: RunRecord }): void {
+  /**
+   * After the commit: an outcome is announced off this path; a retry's row stays on the
+   * reporter's path (the specification keeps rows of changes that do not end a run there).
+   */
+  private async followUp(result: ReportResult & { child?: RunRecord; retry?: RetryRecord }): Promise<void> {
     const { run } = result;
-    if (result.effect === 'outcome') this.announcer.announce(run);
+    if (result.effect === 'outcome') void this.announcer.announce(run, 'report');
     if (result.effect === 'retry' || result.effect === 'queued') this.hints.queued(run.project, run.env, run.mode);
-    if (result.child) this.hints.queued(result.child.project, result.child.env, result.child.mode);
+    if (result.child) {
+      this.hints.queued(result.child.project, result.child.env, result.child.mode);
+      this.r.followUps.track('run-created-audit', () => recordRunCreated(this.r, result.child!).then(() => undefined));
+    }
+    if (result.retry) {
+      await this.r.audit.record({
+        project: run.project,
+        env: run.env,
+        runId: run.id,
+        functionId: run.functionId,
+        eventType: 'run.retry_scheduled',
+        cause: result.retry.error.message,
+        data: result.retry,
+      });
+    }
   }
 
   private async commit(tx: Tx, run: RunRecord, fence: ExecutionFence, outcome: Parameters<typeof commitOutcome>[2]): Promise<ReportResult> {
@@ -90,7 +119,7 @@ export class ReportSystem {
   }
 
   /** A retryable failure with attempts left re-queues the run after the backoff; otherwise the run fails. */
-  private async fail(tx: Tx, run: RunRecord, fence: ExecutionFence, error: InvocationError): Promise<ReportResult> {
+  private async fail(tx: Tx, run: RunRecord, fence: ExecutionFence, error: InvocationError): Promise<ReportResult & { retry?: RetryRecord }> {
     const runError: RunError = {
       message: error?.message ?? 'invocation failed',
       ...(error?.code ? { code: error.code } : {}),
@@ -106,15 +135,12 @@ export class ReportSystem {
           throw new EngineError('STALE_EXECUTION', `run ${run.id} changed while the report was applied`);
         }
         await leasesSql.deleteLease(tx, run.id, run.executionSeq);
-        await auditSql.insertAudit(tx, {
-          runId: run.id,
-          functionId: run.functionId,
-          eventType: 'run.retry_scheduled',
-          cause: runError.message,
-          data: { failed_attempt: run.attempt, next_attempt: run.attempt + 1, delay_ms: delayMs, failed_at: tx.now, available_at: availableAt, error: runError },
-        });
         this.r.metrics.retriesScheduled.inc();
-        return { effect: 'retry', run: { ...run, status: 'waiting_for_capacity', attempt: run.attempt + 1, availableAt } };
+        return {
+          effect: 'retry',
+          run: { ...run, status: 'waiting_for_capacity', attempt: run.attempt + 1, availableAt },
+          retry: { failed_attempt: run.attempt, next_attempt: run.attempt + 1, delay_ms: delayMs, failed_at: tx.now, available_at: availableAt, error: runError },
+        };
       }
     }
     return this.commit(tx, run, fence, { status: 'failed', error: runError });

@@ -1,5 +1,5 @@
 import { Bus } from '@ironflow/bus';
-import { FollowUpTracker } from '@ironflow/follow-up';
+import { AuditRecorder, FollowUpTracker, SlotSet } from '@ironflow/follow-up';
 import { EngineLogger, EngineMetrics } from '@ironflow/observability';
 import { Clock, Store } from '@ironflow/store';
 import { EngineConfig } from './config';
@@ -15,4 +15,8 @@ export interface EngineResources {
   metrics: EngineMetrics;
   followUps: FollowUpTracker;
   pausePoints: PausePoints;
+  /** Every workflow audit row passes here. */
+  audit: AuditRecorder;
+  /** Slots for follow-up store work (parent wakes): a quarter of the pool, 4 on SQLite. */
+  wakeSlots: SlotSet;
 }

@@ -20,11 +20,12 @@ export class SchedulerSystem {
     private readonly hints: DispatchHints,
   ) {}
 
-  async tick(): Promise<void> {
+  /** One tick; `signal` (the engine stopping) ends the waiting-run pass's loop, not the wakes it started. */
+  async tick(signal?: AbortSignal): Promise<void> {
     this.ticks += 1;
     await this.guard('sleep sweep', () => this.sleepSweep());
     await this.guard('timeout sweep', () => this.timeoutSweep());
-    if (this.ticks % this.r.config.waitingPassEveryTicks === 0) await this.guard('waiting-run pass', () => this.wakes.waitingRunPass());
+    if (this.ticks % this.r.config.waitingPassEveryTicks === 0) await this.guard('waiting-run pass', () => this.wakes.waitingRunPass(signal));
   }
 
   /** Wakes runs whose sleep is due. Returns how many were queued. */
@@ -59,8 +60,10 @@ export class SchedulerSystem {
   private async timeOut(step: StepRecord): Promise<void> {
     const effect = await this.r.store.unitOfWork('stepTimeout', async (tx) => {
       const run = await runsSql.getRun(tx, step.runId, { lock: true });
-      if (!run || run.status !== 'waiting') return null;
+      // The step is ended whatever became of its run, so a run that ended while waiting (a
+      // cancel) leaves no step due forever in front of live ones.
       if (!(await stepsSql.endWaitingStep(tx, step.runId, step.stepId, 'timed_out'))) return null;
+      if (!run || run.status !== 'waiting') return null;
       if (step.type === 'invoke' && run.mode === 'push') {
         return (await runsSql.queueContinuation(tx, run.id)) ? { queued: run, failed: null } : null;
       }
@@ -71,7 +74,7 @@ export class SchedulerSystem {
       return failed ? { queued: null, failed } : null;
     });
     if (effect?.queued) this.hints.queued(effect.queued.project, effect.queued.env, effect.queued.mode);
-    if (effect?.failed) this.announcer.announce(effect.failed);
+    if (effect?.failed) void this.announcer.announce(effect.failed, 'step-timeout');
   }
 
   private async guard(name: string, work: () => Promise<unknown>): Promise<void> {

@@ -32,7 +32,7 @@ export async function loadSegment(tx: Tx, run: RunRecord): Promise<Segment> {
 export function toPushRequest(segment: Segment): PushRequest {
   const steps: PushCompletedStep[] = [];
   for (const s of segment.steps) {
-    if (s.status === 'completed') steps.push({ id: s.stepId, name: s.name, status: 'completed', ...(s.output !== null ? { output: s.output } : {}) });
+    if (s.status === 'completed') steps.push({ id: s.stepId, name: s.name, status: 'completed', ...(s.output !== undefined ? { output: s.output } : {}) });
     else if (s.type === 'invoke' && s.status === 'failed') steps.push({ id: s.stepId, name: s.name, status: 'failed', error: typeof s.error === 'string' ? s.error : JSON.stringify(s.error) });
     else if (s.type === 'invoke' && s.status === 'timed_out') steps.push({ id: s.stepId, name: s.name, status: 'timed_out' });
   }
@@ -43,7 +43,7 @@ export function toPushRequest(segment: Segment): PushRequest {
 export function toJobAssignment(segment: Segment): JobAssignment {
   const completed: PullCompletedStep[] = segment.steps
     .filter((s) => s.status === 'completed')
-    .map((s) => ({ step_id: s.stepId, name: s.name, ...(s.output !== null ? { output: s.output } : {}) }));
+    .map((s) => ({ step_id: s.stepId, name: s.name, ...(s.output !== undefined ? { output: s.output } : {}) }));
   return {
     job_id: jobIdOf(segment.run.id, segment.run.executionSeq),
     run_id: segment.run.id,

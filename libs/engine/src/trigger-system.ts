@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { CallScope, EngineError, TriggerInput, TriggerOutput } from '@ironflow/contracts';
-import { EventRecord, Tx, correlationsSql, eventsSql, functionsSql, runsSql, stepsSql } from '@ironflow/store';
+import { EventRecord, RunRecord, Tx, correlationsSql, eventsSql, functionsSql, runsSql, stepsSql } from '@ironflow/store';
 import { valueAtPath } from './json-path';
+import { recordRunCreated } from './run-created-audit';
 import { EngineResources } from './resources';
 import { DispatchHints } from './dispatch-hints';
 
@@ -30,12 +31,13 @@ export class TriggerSystem {
       });
       if (duplicate) {
         const rows = await tx.query<{ id: string }>(`SELECT id FROM runs WHERE event_id = $1 ORDER BY id`, [event.id]);
-        return { eventId: event.id, runIds: rows.map((row) => row.id), modes: [] as string[] };
+        return { eventId: event.id, runIds: rows.map((row) => row.id), modes: [] as string[], created: [] as RunRecord[] };
       }
       const resumed = await this.satisfyWaits(tx, scope, event);
       const functions = await functionsSql.listFunctionsForEvent(tx, scope.project, scope.env, event.name);
       const runIds: string[] = [];
       const modes: string[] = [...resumed];
+      const created: RunRecord[] = [];
       for (const fn of functions) {
         const run = await runsSql.insertRun(tx, {
           id: randomUUID(),
@@ -50,11 +52,13 @@ export class TriggerSystem {
         });
         runIds.push(run.id);
         modes.push(run.mode);
+        created.push(run);
         this.r.metrics.runsCreated.inc({ function_id: fn.definition.id });
       }
-      return { eventId: event.id, runIds, modes };
+      return { eventId: event.id, runIds, modes, created };
     });
     for (const mode of new Set(result.modes)) this.hints.queued(scope.project, scope.env, mode);
+    for (const run of result.created) this.r.followUps.track('run-created-audit', () => recordRunCreated(this.r, run).then(() => undefined));
     return { eventId: result.eventId, runIds: result.runIds };
   }
 

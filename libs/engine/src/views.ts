@@ -43,7 +43,7 @@ export function toStepView(step: StepRecord): StepView {
     name: step.name,
     type: step.type,
     status: step.status,
-    ...(step.output !== null ? { output: step.output } : {}),
+    ...(step.output !== undefined ? { output: step.output } : {}),
     ...(step.error !== null ? { error: step.error } : {}),
     ...(step.childRunId ? { childRunId: step.childRunId } : {}),
     ...(step.wakeAt !== null ? { wakeAt: iso(step.wakeAt) } : {}),

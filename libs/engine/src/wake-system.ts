@@ -20,7 +20,12 @@ export class WakeSystem {
     private readonly hints: DispatchHints,
   ) {}
 
-  async wakeParent(child: RunRecord, path: 'commit' | 'pass' = 'commit'): Promise<void> {
+  /** The wake from a child's commit: waits for a slot, then applies. */
+  async wakeParent(child: RunRecord): Promise<void> {
+    await this.r.wakeSlots.run(() => this.apply(child, 'commit'));
+  }
+
+  private async apply(child: RunRecord, path: 'commit' | 'pass'): Promise<void> {
     if (!child.parentRunId || !child.parentStepId || !isTerminalRunStatus(child.status)) return;
     const parentRunId = child.parentRunId;
     const parentStepId = child.parentStepId;
@@ -55,26 +60,50 @@ export class WakeSystem {
       await runsSql.clearWakePending(tx, child.id);
       return { failedParent, queued };
     });
-    if (effect.failedParent) this.announcer.announce(effect.failedParent);
+    if (effect.failedParent) void this.announcer.announce(effect.failedParent, 'invoke-failed');
     if (effect.queued) this.hints.queued(effect.queued.project, effect.queued.env, effect.queued.mode);
     if (effect.failedParent || effect.queued) this.r.metrics.parentWakes.inc({ path });
   }
 
+  private passCursor = '';
+
   /**
-   * Recovers lost wakes: reads ended children whose wake never applied (`wake_pending`, a partial
-   * index, so the cost follows the lost wakes, not the waiting runs), a page at a time, and runs
-   * the same wake for each. A failing wake is logged and the pass moves on. Returns wakes tried.
+   * The waiting-run pass (specification, "A parent run is woken once"), run every 10 scheduler
+   * ticks. It first reads ended children whose wake never applied (`wake_pending`, a partial
+   * index, so recovery costs in proportion to the lost wakes, not to the waiting runs), then the
+   * next page of waiting parents after its cursor (the specification's pass). It skips a parent
+   * whose execution holds a lease, and a wake for which no slot is free (a later pass comes
+   * back). Each wake it starts runs as a tracked follow-up that `signal` cannot end; the pass
+   * itself stops starting wakes once `signal` aborts. Returns the wakes started.
    */
-  async waitingRunPass(): Promise<number> {
-    const children = await this.r.store.read('listWakePending', (tx) => runsSql.listWakePending(tx, this.r.config.passPageSize));
-    for (const child of children) {
-      try {
-        await this.wakeParent(child, 'pass');
-      } catch (err) {
-        this.r.logger.warn('waiting-run pass could not wake a parent', { childRunId: child.id, error: String(err) });
-      }
+  async waitingRunPass(signal?: AbortSignal): Promise<number> {
+    const page = this.r.config.passPageSize;
+    const lost = await this.r.store.read('listWakePending', (tx) => runsSql.listWakePending(tx, page));
+    const { waits, nextCursor } = await this.r.store.read('pageEndedInvokeWaits', (tx) => stepsSql.pageEndedInvokeWaits(tx, this.passCursor, page));
+    this.passCursor = nextCursor ?? '';
+    const children = new Map(lost.map((child) => [child.id, child]));
+    const fromPage = waits.filter((w) => !w.parentLeased && !children.has(w.childRunId)).map((w) => w.childRunId);
+    if (fromPage.length) {
+      for (const child of await this.r.store.read('getChildren', (tx) => runsSql.getRuns(tx, fromPage))) children.set(child.id, child);
     }
-    return children.length;
+    let started = 0;
+    for (const child of children.values()) {
+      if (signal?.aborted) break;
+      const release = await this.r.wakeSlots.tryAcquire();
+      if (!release) {
+        this.r.logger.warn('waiting-run pass: no slot free; the wake waits for the next pass', { childRunId: child.id });
+        continue;
+      }
+      started += 1;
+      this.r.followUps.track('parent-wake-pass', async () => {
+        try {
+          await this.apply(child, 'pass');
+        } finally {
+          release();
+        }
+      });
+    }
+    return started;
   }
 }
 

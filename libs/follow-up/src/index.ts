@@ -1,1 +1,6 @@
 export * from './follow-up-tracker';
+export * from './slot-set';
+export * from './audit-recorder';
+export * from './audit-writer';
+export * from './in-process-audit-sink';
+export * from './nats-audit-sink';

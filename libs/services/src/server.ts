@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import { INestApplication, LogLevel, Module, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { MicroserviceOptions, Transport } from '@nestjs/microservices';
 import { createRpcHandlers, listenOnePort, scopeFromHeaders } from '@ironflow/rpc';
 import { ApiGatewayModule } from './api-gateway/api-gateway.module';
 import { AuditWriterModule } from './audit-writer/audit-writer.module';
@@ -49,6 +50,10 @@ export async function startServer(settings: IronflowSettings, services: readonly
   app.useGlobalFilters(new EngineErrorFilter());
   await app.init();
   const runtime = app.get<EngineRuntime>(ENGINE_RUNTIME);
+  if (services.includes('audit-writer') && settings.natsUrl) {
+    app.connectMicroservice<MicroserviceOptions>({ transport: Transport.NATS, options: { servers: [settings.natsUrl], queue: 'ironflow-audit-writer' } });
+    await app.startAllMicroservices();
+  }
   const http2Handler = services.includes('api-gateway')
     ? createRpcHandlers(runtime.engine.api, scopeFromHeaders, { maxBodyBytes: settings.maxPayloadBytes }).http2Handler
     : (_req: unknown, res: { statusCode: number; end(): void }) => { res.statusCode = 404; res.end(); };

@@ -36,6 +36,7 @@ export interface StepRecord {
   name: string;
   type: StepType;
   status: StepStatus;
+  /** `undefined` when the step returned nothing; JSON `null` is kept as `null`. */
   output: unknown;
   error: unknown;
   wakeAt: number | null;
@@ -89,6 +90,11 @@ export function parseJson(v: unknown): unknown {
   return JSON.parse(String(v));
 }
 
+/** JSON text column → value, keeping SQL NULL (absent) apart from JSON `null`: NULL → `undefined`. */
+export function parseOptionalJson(v: unknown): unknown {
+  return v === null || v === undefined ? undefined : JSON.parse(String(v));
+}
+
 /** Value → JSON text column; `undefined` is stored as NULL. */
 export function toJson(v: unknown): string | null {
   return v === undefined ? null : JSON.stringify(v);
@@ -132,7 +138,7 @@ export function mapStep(r: Row): StepRecord {
     name: String(r.name),
     type: r.type as StepType,
     status: r.status as StepStatus,
-    output: parseJson(r.output),
+    output: parseOptionalJson(r.output),
     error: parseJson(r.error),
     wakeAt: numOrNull(r.wake_at),
     childRunId: strOrNull(r.child_run_id),

@@ -1,9 +1,10 @@
 import { Module } from '@nestjs/common';
+import { AuditWriterController } from './audit-writer.controller';
 
 /**
- * The audit-writer service. The NATS request-reply writer comes with the follow-ups issue;
- * until then the engine writes its few audit rows in its own transactions, and the service
- * starts and answers `/health`, `/ready` and `/metrics`.
+ * The audit-writer service: over NATS (request-reply through `@nestjs/microservices`) it writes
+ * the audit rows every other service's `AuditRecorder` sends. Without NATS (`ironflow dev`) the
+ * recorder calls the same writer in-process.
  */
-@Module({})
+@Module({ controllers: [AuditWriterController] })
 export class AuditWriterModule {}

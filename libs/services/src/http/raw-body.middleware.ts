@@ -1,5 +1,7 @@
 import express from 'express';
 import type { NextFunction, Request, Response } from 'express';
+import { EngineError } from '@ironflow/contracts';
+import { unaryJsonError } from '@ironflow/rpc';
 
 /**
  * Reads every body raw (a Buffer on `req.body`) up to `limit` bytes, so each route parses JSON
@@ -13,7 +15,10 @@ export function rawBodyMiddleware(limit: number) {
       if (!err) return next();
       const e = err as { type?: string; status?: number; message?: string };
       if (e.type === 'entity.too.large') {
-        res.status(413).json({ code: 'PAYLOAD_TOO_LARGE', message: `request body is over the ${limit} byte limit` });
+        const error = new EngineError('PAYLOAD_TOO_LARGE', `request body is over the ${limit} byte limit`);
+        // Connect routes answer the Connect error shape; REST routes `{code, message}`.
+        const answer = req.path.startsWith('/ironflow.v1.') ? unaryJsonError(error) : { status: error.httpStatus, body: { code: error.code, message: error.message } };
+        res.status(answer.status).json(answer.body);
         return;
       }
       res.status(e.status ?? 400).json({ code: 'INVALID_REQUEST', message: e.message ?? 'unreadable request body' });

@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { Bus, InProcessBus } from '@ironflow/bus';
+import { Bus, InProcessBus, NatsBus } from '@ironflow/bus';
+import { AuditSink, AuditWriter, InProcessAuditSink, NatsAuditSink, SlotSet, slotsFor } from '@ironflow/follow-up';
 import { Engine } from '@ironflow/engine';
 import { EngineLogger, EngineMetrics } from '@ironflow/observability';
 import { Store, openStore } from '@ironflow/store';
@@ -17,17 +18,26 @@ export class EngineRuntime {
     readonly store: Store,
     readonly bus: Bus,
     readonly metrics: EngineMetrics,
+    /** The audit-writer's side: used by the audit-writer service, and in-process without NATS. */
+    readonly auditWriter: AuditWriter,
   ) {}
 
-  /** Opens the store (running migrations) and builds the engine. Throws when the store cannot be opened. */
+  /**
+   * Opens the store (running migrations), the bus (NATS JetStream when `natsUrl` is set, creating
+   * its streams; else in-process) and builds the engine. Throws when either cannot be opened.
+   */
   static async open(settings: IronflowSettings, logger: EngineLogger): Promise<EngineRuntime> {
     if (settings.databaseUrl.startsWith('sqlite:') && !settings.databaseUrl.includes(':memory:')) {
       mkdirSync(dirname(settings.databaseUrl.slice('sqlite:'.length)) || '.', { recursive: true });
     }
     const { store, clock } = await openStore({ url: settings.databaseUrl, poolSize: settings.poolSize });
-    const bus = new InProcessBus();
+    const bus: Bus = settings.natsUrl ? await NatsBus.connect({ url: settings.natsUrl, name: `ironflow-${settings.nodeId}` }) : new InProcessBus();
     const metrics = new EngineMetrics({ defaultMetrics: true });
+    const auditWriter = new AuditWriter(store, new SlotSet(slotsFor(store.dialect, settings.poolSize)));
+    const auditSink: AuditSink = bus instanceof NatsBus ? new NatsAuditSink(bus) : new InProcessAuditSink(auditWriter);
     const engine = new Engine({
+      auditSink,
+      poolSize: settings.poolSize,
       store,
       clock,
       bus,
@@ -41,7 +51,7 @@ export class EngineRuntime {
         maxPayloadBytes: settings.maxPayloadBytes,
       },
     });
-    return new EngineRuntime(settings, engine, store, bus, metrics);
+    return new EngineRuntime(settings, engine, store, bus, metrics, auditWriter);
   }
 
   private closed = false;

@@ -15,6 +15,7 @@ import { z } from 'zod';
  * | IRONFLOW_TICK_MS | 1000 |
  * | IRONFLOW_DISPATCH_POLL_MS | 1000 |
  * | IRONFLOW_MAX_PAYLOAD_BYTES | 4194304 |
+ * | NATS_URL (or IRONFLOW_NATS_URL) | none: the in-process bus (one process); `nats://…` for a cluster |
  */
 const schema = z.object({
   IRONFLOW_DATABASE_URL: z
@@ -29,6 +30,7 @@ const schema = z.object({
   IRONFLOW_TICK_MS: z.coerce.number().int().min(10).default(1000),
   IRONFLOW_DISPATCH_POLL_MS: z.coerce.number().int().min(10).default(1000),
   IRONFLOW_MAX_PAYLOAD_BYTES: z.coerce.number().int().min(1024).default(4 * 1024 * 1024),
+  IRONFLOW_NATS_URL: z.string().regex(/^nats:\/\//, 'must start with nats://').optional(),
 });
 
 export interface IronflowSettings {
@@ -41,11 +43,15 @@ export interface IronflowSettings {
   tickMs: number;
   dispatchPollMs: number;
   maxPayloadBytes: number;
+  /** NATS JetStream URL; without it the process uses the in-process bus. */
+  natsUrl?: string;
 }
 
 /** Reads and validates settings; throws an Error listing every bad variable. */
 export function loadSettings(env: NodeJS.ProcessEnv = process.env, overrides: Partial<IronflowSettings> = {}): IronflowSettings {
-  const parsed = schema.safeParse(Object.fromEntries(Object.entries(env).filter(([k, v]) => k.startsWith('IRONFLOW_') && v !== '')));
+  const vars = Object.fromEntries(Object.entries(env).filter(([k, v]) => k.startsWith('IRONFLOW_') && v !== ''));
+  if (!vars.IRONFLOW_NATS_URL && env.NATS_URL) vars.IRONFLOW_NATS_URL = env.NATS_URL;
+  const parsed = schema.safeParse(vars);
   if (!parsed.success) {
     throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   }
@@ -60,6 +66,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env, overrides: Pa
     tickMs: e.IRONFLOW_TICK_MS,
     dispatchPollMs: e.IRONFLOW_DISPATCH_POLL_MS,
     maxPayloadBytes: e.IRONFLOW_MAX_PAYLOAD_BYTES,
+    ...(e.IRONFLOW_NATS_URL ? { natsUrl: e.IRONFLOW_NATS_URL } : {}),
     ...overrides,
   };
 }

@@ -7,6 +7,8 @@ export interface AuditRow {
   eventType: string;
   cause?: string;
   data?: unknown;
+  /** Row time in ms; default the inserting unit of work's store time (capped at it when given). */
+  ts?: number;
 }
 
 /** Appends one audit row stamped with the unit of work's store time. */
@@ -15,6 +17,18 @@ export async function insertAudit(tx: Tx, row: AuditRow): Promise<void> {
     `INSERT INTO audit_events (run_id, function_id, event_type, cause, data, ts) VALUES ($1, $2, $3, $4, $5, $6)`,
     [row.runId, row.functionId, row.eventType, row.cause ?? null, toJson(row.data), tx.now],
   );
+}
+
+/** Inserts rows that arrived together in one multi-row statement. */
+export async function insertAuditRows(tx: Tx, rows: AuditRow[]): Promise<void> {
+  if (rows.length === 0) return;
+  const params: unknown[] = [];
+  const values = rows.map((row) => {
+    params.push(row.runId, row.functionId, row.eventType, row.cause ?? null, toJson(row.data), Math.min(row.ts ?? tx.now, tx.now));
+    const k = params.length - 6;
+    return `($${k + 1}, $${k + 2}, $${k + 3}, $${k + 4}, $${k + 5}, $${k + 6})`;
+  });
+  await tx.execute(`INSERT INTO audit_events (run_id, function_id, event_type, cause, data, ts) VALUES ${values.join(', ')}`, params);
 }
 
 export async function listAudit(tx: Tx, runId: string): Promise<{ eventType: string; cause: string | null; data: unknown; ts: number }[]> {

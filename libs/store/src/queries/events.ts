@@ -16,11 +16,19 @@ export async function insertEvent(
     );
     if (rows.length) return { event: mapEvent(rows[0]), duplicate: true };
   }
+  // Two triggers with one key racing: the loser's insert does nothing (on PostgreSQL it waits for
+  // the winner's commit) and it answers with the winner's event.
   const rows = await tx.query(
-    `INSERT INTO events (id, project, env, name, data, idempotency_key, ts) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *`,
+    `INSERT INTO events (id, project, env, name, data, idempotency_key, ts) VALUES ($1, $2, $3, $4, $5, $6, $7)
+     ON CONFLICT (project, env, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING *`,
     [event.id, event.project, event.env, event.name, toJson(event.data ?? {}), event.idempotencyKey ?? null, tx.now],
   );
-  return { event: mapEvent(rows[0]), duplicate: false };
+  if (rows.length) return { event: mapEvent(rows[0]), duplicate: false };
+  const existing = await tx.query(
+    `SELECT * FROM events WHERE project = $1 AND env = $2 AND idempotency_key = $3`,
+    [event.project, event.env, event.idempotencyKey],
+  );
+  return { event: mapEvent(existing[0]), duplicate: true };
 }
 
 export async function getEvent(tx: Tx, id: string): Promise<EventRecord | null> {

@@ -131,3 +131,40 @@ export async function listDueWaitTimeouts(tx: Tx, limit: number): Promise<StepRe
   );
   return rows.map(mapStep);
 }
+
+/** A waiting invoke step whose linked child has ended, as the waiting-run pass reads it. */
+export interface EndedInvokeWait {
+  parentRunId: string;
+  stepId: string;
+  childRunId: string;
+  /** Whether the parent's execution holds a lease (the pass then skips it). */
+  parentLeased: boolean;
+}
+
+/**
+ * One page of the waiting-run pass (specification, "A parent run is woken once"): waiting
+ * parents, ordered by id after `afterRunId`, with a waiting invoke step whose child has ended.
+ * Also returns the last parent id read, the next page's cursor (`null` at the end).
+ */
+export async function pageEndedInvokeWaits(tx: Tx, afterRunId: string, pageSize: number): Promise<{ waits: EndedInvokeWait[]; nextCursor: string | null }> {
+  const parents = await tx.query<{ id: string }>(
+    `SELECT id FROM runs WHERE status = 'waiting' AND id > $1 ORDER BY id LIMIT $2`,
+    [afterRunId, pageSize],
+  );
+  if (parents.length === 0) return { waits: [], nextCursor: null };
+  const ids = parents.map((p) => p.id);
+  const rows = await tx.query(
+    `SELECT s.run_id, s.step_id, s.child_run_id,
+            CASE WHEN EXISTS (SELECT 1 FROM leases l WHERE l.run_id = s.run_id) THEN 1 ELSE 0 END AS parent_leased
+       FROM steps s JOIN runs c ON c.id = s.child_run_id
+      WHERE s.run_id IN (${ids.map((_, i) => `$${i + 1}`).join(', ')})
+        AND s.type = 'invoke' AND s.status = 'waiting'
+        AND c.status IN ('completed', 'failed', 'cancelled')
+      ORDER BY s.run_id`,
+    ids,
+  );
+  return {
+    waits: rows.map((r) => ({ parentRunId: String(r.run_id), stepId: String(r.step_id), childRunId: String(r.child_run_id), parentLeased: Number(r.parent_leased) === 1 })),
+    nextCursor: parents.length < pageSize ? null : ids[ids.length - 1],
+  };
+}
