@@ -1,6 +1,6 @@
 import { CallScope, EngineError, isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
-import { RunRecord, runsSql } from '@ironflow/store';
+import { RunRecord, correlationsSql, runsSql } from '@ironflow/store';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
 
@@ -13,6 +13,10 @@ export class CancelSystem {
   constructor(private readonly r: EngineResources, private readonly announcer: OutcomeAnnouncer) {}
 
   async cancel(scope: CallScope, runId: string, reason: string): Promise<RunRecord> {
+    return this.r.followUps.during(() => this.commitCancel(scope, runId, reason));
+  }
+
+  private async commitCancel(scope: CallScope, runId: string, reason: string): Promise<RunRecord> {
     const result = await this.r.store.unitOfWork('cancelRun', async (tx) => {
       const run = await runsSql.getRun(tx, runId, { lock: true });
       if (!run || run.project !== scope.project || run.env !== scope.env) throw new EngineError('RUN_NOT_FOUND', `run ${runId} does not exist`);
@@ -24,7 +28,10 @@ export class CancelSystem {
         { status: 'cancelled', error: { message: reason || 'cancelled by user', code: 'CANCELLED', retryable: false } },
         { kind: 'not-terminal' },
       );
-      if (committed) return { run: committed, committed: true };
+      if (committed) {
+        if (run.status === 'waiting') await correlationsSql.closeCorrelationsOfRun(tx, runId);
+        return { run: committed, committed: true };
+      }
       return { run: (await runsSql.getRun(tx, runId))!, committed: false };
     });
     // A user cancel's call waits for its audit row, after the frame (specification, "Audit").

@@ -55,6 +55,10 @@ export class ReportSystem {
 
   async apply(runId: string, fence: ExecutionFence | undefined, report: SegmentReport): Promise<ReportResult> {
     this.checkSize(report);
+    return this.r.followUps.during(() => this.applyChecked(runId, fence, report));
+  }
+
+  private async applyChecked(runId: string, fence: ExecutionFence | undefined, report: SegmentReport): Promise<ReportResult> {
     let result: ReportResult & { child?: RunRecord; retry?: RetryRecord };
     try {
       result = await this.r.store.unitOfWork('applyReport', async (tx) => {

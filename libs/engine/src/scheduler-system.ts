@@ -1,5 +1,5 @@
 import { commitOutcome } from '@ironflow/outcome';
-import { StepRecord, runsSql, stepsSql } from '@ironflow/store';
+import { StepRecord, correlationsSql, runsSql, stepsSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
@@ -63,6 +63,7 @@ export class SchedulerSystem {
       // The step is ended whatever became of its run, so a run that ended while waiting (a
       // cancel) leaves no step due forever in front of live ones.
       if (!(await stepsSql.endWaitingStep(tx, step.runId, step.stepId, 'timed_out'))) return null;
+      if (step.type === 'wait_for_event') await correlationsSql.closeCorrelationsOfRun(tx, step.runId);
       if (!run || run.status !== 'waiting') return null;
       if (step.type === 'invoke' && run.mode === 'push') {
         return (await runsSql.queueContinuation(tx, run.id)) ? { queued: run, failed: null } : null;

@@ -44,6 +44,22 @@ export class FollowUpTracker {
     this.running.add(promise);
   }
 
+  /**
+   * Runs `work` on the caller's path but counted as running, so `drain` waits for it: an outcome
+   * write already under way when shutdown begins commits, and the follow-ups it starts are
+   * drained too (specification, "Shutdown"). Returns or throws what `work` does.
+   */
+  async during<T>(work: () => Promise<T>): Promise<T> {
+    let done!: () => void;
+    const promise = new Promise<void>((resolve) => (done = resolve)).finally(() => this.running.delete(promise));
+    this.running.add(promise);
+    try {
+      return await work();
+    } finally {
+      done();
+    }
+  }
+
   get size(): number {
     return this.running.size;
   }

@@ -1,4 +1,7 @@
-import { InProcessBus } from '@ironflow/bus';
+import { Bus, InProcessBus, NatsBus } from '@ironflow/bus';
+import { FollowUpTracker } from '@ironflow/follow-up';
+import { randomBytes } from 'node:crypto';
+import { FaultyBus } from './faulty-bus';
 import { CallScope } from '@ironflow/contracts';
 import { Engine, EngineConfig } from '@ironflow/engine';
 import { Dialect } from '@ironflow/store';
@@ -7,30 +10,60 @@ import { TestStore, openTestStore } from './test-stores';
 
 export const SCOPE: CallScope = { project: 'default', env: 'default' };
 
+export interface TestEngineOptions {
+  /** `nats`: the real NATS JetStream bus (IRONFLOW_TEST_NATS_URL); default in-process. */
+  bus?: 'nats' | 'in-process';
+  /** Replaces the follow-up tracker (e.g. `CrashingFollowUpTracker`). */
+  followUps?: FollowUpTracker;
+}
+
 export interface TestEngine {
   engine: Engine;
   db: TestStore;
   gate: PauseGate;
-  bus: InProcessBus;
+  /** The engine's bus: a `FaultyBus` around the real one. */
+  bus: FaultyBus;
+  /** A scope of its own (unique project and env), so subjects on a shared NATS do not mix. */
+  scope: CallScope;
+  /** A second engine over the same store, as a fresh node after a crash (its own bus and tracker). */
+  restart(options?: TestEngineOptions): Promise<Engine>;
   /** Stops the engine (no loops run unless `start` was called) and disposes the store. */
   close(): Promise<void>;
 }
 
 /** An engine assembled by hand over a fresh store, no HTTP (DESIGN.md "Testing"). No loops run. */
-export async function openTestEngine(dialect: Dialect, config: Partial<EngineConfig> = {}): Promise<TestEngine> {
+export async function openTestEngine(dialect: Dialect, config: Partial<EngineConfig> = {}, options: TestEngineOptions = {}): Promise<TestEngine> {
   const db = await openTestStore(dialect);
   const gate = new PauseGate();
-  const bus = new InProcessBus();
-  const engine = new Engine({ store: db.store, clock: db.clock, bus, pausePoints: gate, config: { leaseMs: 30_000, ...config } });
+  const openBus = async (kind = options.bus): Promise<Bus> => (kind === 'nats' ? NatsBus.connect({ url: natsUrl() }) : new InProcessBus());
+  const bus = new FaultyBus(await openBus());
+  const suffix = randomBytes(4).toString('hex');
+  const scope: CallScope = { project: `p${suffix}`, env: `e${suffix}` };
+  const engine = new Engine({ store: db.store, clock: db.clock, bus, pausePoints: gate, followUps: options.followUps, config: { leaseMs: 30_000, ...config } });
+  const extra: { engine: Engine; bus: Bus }[] = [];
   return {
     engine,
     db,
     gate,
     bus,
+    scope,
+    restart: async (restartOptions = {}) => {
+      const reopened = await db.reopen();
+      const nextBus = await openBus(restartOptions.bus ?? options.bus);
+      const next = new Engine({ store: reopened.store, clock: reopened.clock, bus: nextBus, pausePoints: gate, followUps: restartOptions.followUps, config: { leaseMs: 30_000, ...config } });
+      extra.push({ engine: next, bus: nextBus });
+      return next;
+    },
     close: async () => {
-      await engine.stop(1000);
-      await bus.close();
+      for (const e of [engine, ...extra.map((x) => x.engine)]) await e.stop(1000);
+      for (const b of [bus, ...extra.map((x) => x.bus)]) await b.close();
       await db.dispose();
     },
   };
+}
+
+function natsUrl(): string {
+  const url = process.env.IRONFLOW_TEST_NATS_URL;
+  if (!url) throw new Error('IRONFLOW_TEST_NATS_URL is not set (see libs/testing/src/global-setup.ts)');
+  return url;
 }

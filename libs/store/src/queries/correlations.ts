@@ -39,3 +39,8 @@ export async function closeCorrelation(tx: Tx, runId: string, stepId: string): P
   const r = await tx.execute(`UPDATE waiting_correlations SET satisfied = 1 WHERE run_id = $1 AND step_id = $2 AND satisfied = 0`, [runId, stepId]);
   return r.affected === 1;
 }
+
+/** Closes every open correlation of a run that stopped waiting (timed out, cancelled). */
+export async function closeCorrelationsOfRun(tx: Tx, runId: string): Promise<void> {
+  await tx.execute(`UPDATE waiting_correlations SET satisfied = 1 WHERE run_id = $1 AND satisfied = 0`, [runId]);
+}

@@ -1,0 +1,155 @@
+import { EngineError } from '@ironflow/contracts';
+import { SCOPE, STORES, TestEngine, openTestEngine } from '@ironflow/testing';
+import { WORKER, countRows, fenced, pollAndAck, readRun, registerPull, registerWorker, snapshot } from './engine-kit.test';
+
+/**
+ * Bad input through the engine API answers a stable error code (contracts `ERROR_HTTP_STATUS`)
+ * and writes nothing ("none changes committed state when it throws", contracts client-api.ts).
+ */
+describe.each(STORES)('bad input [%s]', (dialect) => {
+  let t: TestEngine;
+
+  beforeEach(async () => {
+    t = await openTestEngine(dialect, { maxPayloadBytes: 1024 });
+    await registerPull(t, { id: 'flow', triggers: [{ event: 'order.placed' }] });
+    await registerWorker(t, ['flow']);
+  });
+  afterEach(() => t.close());
+
+  async function codeOf(call: Promise<unknown>): Promise<{ code: string; httpStatus: number } | 'resolved'> {
+    return call.then(
+      () => 'resolved' as const,
+      (err: unknown) => {
+        if (!(err instanceof EngineError)) throw err;
+        return { code: err.code, httpStatus: err.httpStatus };
+      },
+    );
+  }
+
+  it('RegisterFunction: a function id that is not a subject token, a push function without endpointUrl, or a bad retry → VALIDATION_ERROR; nothing registered', async () => {
+    const bad = [
+      { id: 'bad id' },
+      { id: '' },
+      { id: 'orders/ship' },
+      { id: '-leading-dash' },
+      { id: 'x'.repeat(129) },
+      { id: 'push-fn', mode: 'push' as const },
+      { id: 'retry-fn', retry: { maxAttempts: 0, initialDelayMs: 1000, backoffFactor: 2, maxDelayMs: 1000 } },
+      { id: 'retry-fn', retry: { maxAttempts: 3, initialDelayMs: 1000, backoffFactor: 0.5, maxDelayMs: 1000 } },
+    ];
+    for (const input of bad) {
+      expect([input, await codeOf(t.engine.api.registerFunction(SCOPE, input))]).toEqual([input, { code: 'VALIDATION_ERROR', httpStatus: 400 }]);
+    }
+    expect((await t.engine.api.listFunctions(SCOPE)).map((f) => f.id)).toEqual(['flow']);
+  });
+
+  it('a yield that invokes an unregistered function fails the run with FUNCTION_NOT_FOUND and starts no child', async () => {
+    const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: {} });
+    const job = await pollAndAck(t);
+    const result = await t.engine.pull.update(WORKER, job.job_id, fenced(job, {
+      status: 'yielded',
+      yield: { type: 'invoke_function', step_id: `${runIds[0]}:nope:0`, function_id: 'nope', input: {} },
+    }));
+    expect(result.effect).toBe('outcome');
+    expect(await readRun(t, runIds[0])).toMatchObject({ status: 'failed', error: { code: 'FUNCTION_NOT_FOUND', retryable: false } });
+    expect(await countRows(t, 'runs')).toBe(1);
+    expect(await countRows(t, 'steps')).toBe(0);
+  });
+
+  it('Trigger with an empty or blank event name → VALIDATION_ERROR; no event or run written', async () => {
+    for (const event of ['', '   ', undefined as unknown as string]) {
+      expect(await codeOf(t.engine.api.trigger(SCOPE, { event, data: {} }))).toEqual({ code: 'VALIDATION_ERROR', httpStatus: 400 });
+    }
+    expect(await countRows(t, 'events')).toBe(0);
+    expect(await countRows(t, 'runs')).toBe(0);
+  });
+
+  it('Trigger with event data over maxPayloadBytes → PAYLOAD_TOO_LARGE; no event or run written; data at the limit is accepted', async () => {
+    const tooBig = { blob: 'x'.repeat(1100) };
+    expect(await codeOf(t.engine.api.trigger(SCOPE, { event: 'order.placed', data: tooBig }))).toEqual({ code: 'PAYLOAD_TOO_LARGE', httpStatus: 413 });
+    expect(await countRows(t, 'events')).toBe(0);
+    expect(await countRows(t, 'runs')).toBe(0);
+
+    // {"blob":"…"} is 11 bytes of framing: exactly 1024 bytes passes.
+    const atLimit = { blob: 'x'.repeat(1024 - 11) };
+    expect(Buffer.byteLength(JSON.stringify(atLimit))).toBe(1024);
+    const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: atLimit });
+    expect(runIds).toHaveLength(1);
+    expect(await countRows(t, 'events')).toBe(1);
+  });
+
+  it('a worker report over maxPayloadBytes → PAYLOAD_TOO_LARGE and the run is unchanged', async () => {
+    const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: {} });
+    const job = await pollAndAck(t);
+    const before = await snapshot(t, runIds[0]);
+    const report = t.engine.pull.update(WORKER, job.job_id, fenced(job, { status: 'completed', output: { blob: 'x'.repeat(2000) } }));
+    expect(await codeOf(report)).toEqual({ code: 'PAYLOAD_TOO_LARGE', httpStatus: 413 });
+    expect(await snapshot(t, runIds[0])).toEqual(before);
+  });
+
+  it('GetRun / GetRunSteps / CancelRun of an unknown id → RUN_NOT_FOUND; an empty id → VALIDATION_ERROR', async () => {
+    const unknown = '00000000-0000-4000-8000-000000000000';
+    expect(await codeOf(t.engine.api.getRun(SCOPE, unknown))).toEqual({ code: 'RUN_NOT_FOUND', httpStatus: 404 });
+    expect(await codeOf(t.engine.api.getRunSteps(SCOPE, unknown))).toEqual({ code: 'RUN_NOT_FOUND', httpStatus: 404 });
+    expect(await codeOf(t.engine.api.cancelRun(SCOPE, unknown, ''))).toEqual({ code: 'RUN_NOT_FOUND', httpStatus: 404 });
+    expect(await codeOf(t.engine.api.getRun(SCOPE, ''))).toEqual({ code: 'VALIDATION_ERROR', httpStatus: 400 });
+  });
+
+  it('a run of another env is RUN_NOT_FOUND there, and a cancel from that env leaves it untouched', async () => {
+    const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: {} });
+    const other = { project: SCOPE.project, env: 'staging' };
+    const before = await readRun(t, runIds[0]);
+    expect(await codeOf(t.engine.api.getRun(other, runIds[0]))).toEqual({ code: 'RUN_NOT_FOUND', httpStatus: 404 });
+    expect(await codeOf(t.engine.api.cancelRun(other, runIds[0], ''))).toEqual({ code: 'RUN_NOT_FOUND', httpStatus: 404 });
+    expect(await readRun(t, runIds[0])).toEqual(before);
+  });
+
+  it('poll and heartbeat by an unregistered worker → WORKER_NOT_FOUND; nothing claimed', async () => {
+    const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: {} });
+    const before = await readRun(t, runIds[0]);
+    expect(await codeOf(t.engine.pull.poll('stranger', 1))).toEqual({ code: 'WORKER_NOT_FOUND', httpStatus: 404 });
+    expect(await codeOf(t.engine.pull.heartbeat('stranger', { worker_id: 'stranger', jobs: [] }))).toEqual({ code: 'WORKER_NOT_FOUND', httpStatus: 404 });
+    expect(await readRun(t, runIds[0])).toEqual(before);
+  });
+
+  it('a worker id that is not a subject token → VALIDATION_ERROR', async () => {
+    for (const id of ['bad id', 'a.b', 'x'.repeat(129), '']) {
+      expect([id, await codeOf(t.engine.pull.register(SCOPE, id, { worker_id: id, function_ids: ['flow'] }))]).toEqual([id, { code: 'VALIDATION_ERROR', httpStatus: 400 }]);
+    }
+  });
+
+  it('ack and update with a malformed job id → JOB_NOT_FOUND; the live run is unchanged', async () => {
+    const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: {} });
+    const job = await pollAndAck(t);
+    const before = await snapshot(t, runIds[0]);
+    const malformed = ['garbage', `${runIds[0]}-0`, `${runIds[0]}-x`, `${runIds[0]}-1.5`, `-1`, `${runIds[0]}`.replace(/-/g, '')];
+    for (const jobId of malformed) {
+      expect([jobId, await codeOf(t.engine.pull.ack(WORKER, jobId, { run_id: job.run_id, execution_seq: 1, lease_token: job.lease_token }))]).toEqual([jobId, { code: 'JOB_NOT_FOUND', httpStatus: 404 }]);
+      expect([jobId, await codeOf(t.engine.pull.update(WORKER, jobId, fenced(job, { status: 'completed', output: 1 })))]).toEqual([jobId, { code: 'JOB_NOT_FOUND', httpStatus: 404 }]);
+    }
+    expect(await snapshot(t, runIds[0])).toEqual(before);
+  });
+
+  it('a well-formed job id of an unknown run → RUN_NOT_FOUND', async () => {
+    const jobId = '00000000-0000-4000-8000-000000000000-1';
+    expect(await codeOf(t.engine.pull.ack(WORKER, jobId, { execution_seq: 1, lease_token: 'x' }))).toEqual({ code: 'RUN_NOT_FOUND', httpStatus: 404 });
+    expect(await codeOf(t.engine.pull.update(WORKER, jobId, { status: 'completed', output: 1, execution_seq: 1, lease_token: 'x' }))).toEqual({ code: 'RUN_NOT_FOUND', httpStatus: 404 });
+  });
+
+  it('an update with an unknown status or a yield without step_id → VALIDATION_ERROR; the run is unchanged', async () => {
+    const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: {} });
+    const job = await pollAndAck(t);
+    const before = await snapshot(t, runIds[0]);
+    const bodies = [
+      fenced(job, { status: 'finished' as never }),
+      fenced(job, { status: 'yielded' }),
+      fenced(job, { status: 'yielded', yield: { type: 'sleep', until: new Date().toISOString() } as never }),
+      fenced(job, { status: 'yielded', yield: { type: 'sleep', step_id: `${runIds[0]}:nap:0`, until: 'not a time' } }),
+      fenced(job, { status: 'yielded', yield: { type: 'teleport', step_id: `${runIds[0]}:x:0` } as never }),
+    ];
+    for (const body of bodies) {
+      expect([body, await codeOf(t.engine.pull.update(WORKER, job.job_id, body))]).toEqual([body, { code: 'VALIDATION_ERROR', httpStatus: 400 }]);
+    }
+    expect(await snapshot(t, runIds[0])).toEqual(before);
+  });
+});

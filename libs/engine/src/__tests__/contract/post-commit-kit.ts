@@ -1,0 +1,78 @@
+import { CallScope, JobAssignment } from '@ironflow/contracts';
+import { Engine } from '@ironflow/engine';
+import { RunRecord, StepRecord, runsSql, stepsSql } from '@ironflow/store';
+import { TestEngine } from '@ironflow/testing';
+
+/** Functions of the post-commit contract tests: a parent that invokes a pull child. */
+export async function registerParentAndChild(t: TestEngine, parentMode: 'push' | 'pull', engine: Engine = t.engine): Promise<void> {
+  await engine.api.registerFunction(t.scope, { id: 'parent', mode: parentMode, endpointUrl: 'http://127.0.0.1:9/never-called', triggers: [{ event: 'go' }] });
+  await engine.api.registerFunction(t.scope, { id: 'child', mode: 'pull', retry: { maxAttempts: 1, initialDelayMs: 1000, backoffFactor: 2, maxDelayMs: 300_000 } });
+  await engine.pull.register(t.scope, 'w1', { worker_id: 'w1', function_ids: ['child', 'parent'] });
+}
+
+export interface ParentWaiting {
+  parentId: string;
+  childId: string;
+  stepId: string;
+}
+
+/** Triggers the parent and drives its first segment to a sync invoke of `child`. */
+export async function parentWaitingOnChild(t: TestEngine, parentMode: 'push' | 'pull', engine: Engine = t.engine, scope: CallScope = t.scope): Promise<ParentWaiting> {
+  const { runIds } = await engine.api.trigger(scope, { event: 'go', data: { order: 7 } });
+  const parentId = runIds[0];
+  const stepId = `${parentId}:child:0`;
+  const y = { kind: 'yielded' as const, yield: { type: 'invoke_function' as const, step_id: stepId, function_id: 'child', input: { n: 1 } } };
+  if (parentMode === 'push') {
+    const [segment] = await engine.dispatch.claim({ mode: 'push', limit: 1, project: scope.project, env: scope.env }, 'node-a');
+    await engine.reports.apply(parentId, { executionSeq: segment.run.executionSeq, leaseToken: segment.run.leaseToken! }, y);
+  } else {
+    const job = await pollOne(engine, parentId);
+    await engine.pull.update('w1', job.job_id, { status: 'yielded', yield: y.yield, execution_seq: job.execution_seq, lease_token: job.lease_token });
+  }
+  const step = await readStep(t, parentId, stepId);
+  return { parentId, childId: step!.childRunId!, stepId };
+}
+
+/** Polls as worker `w1` until the job of `runId` arrives (other jobs are not expected). */
+export async function pollOne(engine: Engine, runId: string): Promise<JobAssignment> {
+  const jobs = await engine.pull.poll('w1', 1);
+  const job = jobs.find((j) => j.run_id === runId);
+  if (!job) throw new Error(`expected the job of ${runId}, polled ${JSON.stringify(jobs.map((j) => j.run_id))}`);
+  return job;
+}
+
+/** Ends the child: completed with `{charged: 42}`, failed non-retryably, or cancelled by a user. */
+export async function endChild(engine: Engine, scope: CallScope, childId: string, how: 'completed' | 'failed' | 'cancelled'): Promise<void> {
+  if (how === 'cancelled') {
+    await engine.api.cancelRun(scope, childId, 'user cancelled the child');
+    return;
+  }
+  const job = await pollOne(engine, childId);
+  const fence = { execution_seq: job.execution_seq, lease_token: job.lease_token };
+  if (how === 'completed') await engine.pull.update('w1', job.job_id, { status: 'completed', output: { charged: 42 }, ...fence });
+  else await engine.pull.update('w1', job.job_id, { status: 'failed', error: { message: 'card declined', retryable: false }, ...fence });
+}
+
+export function readRun(t: TestEngine, id: string): Promise<RunRecord | null> {
+  return t.db.store.read('test', (tx) => runsSql.getRun(tx, id));
+}
+
+export function readStep(t: TestEngine, runId: string, stepId: string): Promise<StepRecord | null> {
+  return t.db.store.read('test', (tx) => stepsSql.getStep(tx, runId, stepId));
+}
+
+export async function auditRows(t: TestEngine, runId: string, eventType: string): Promise<number> {
+  const rows = await t.db.store.read('test', (tx) => tx.query<{ n: unknown }>(`SELECT COUNT(*) AS n FROM audit_events WHERE run_id = $1 AND event_type = $2`, [runId, eventType]));
+  return Number(rows[0].n);
+}
+
+/** A metric's current value (summed over labels matching `labels`). */
+export async function metricValue(engine: Engine, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const metric = engine.resources.metrics.registry.getSingleMetric(name);
+  if (!metric) throw new Error(`no metric ${name}`);
+  const { values } = await metric.get();
+  return values
+    .filter((v) => Object.entries(labels).every(([k, val]) => (v.labels as Record<string, unknown>)[k] === val))
+    .filter((v) => !('metricName' in v) || !String((v as { metricName?: string }).metricName).endsWith('_bucket'))
+    .reduce((sum, v) => sum + v.value, 0);
+}

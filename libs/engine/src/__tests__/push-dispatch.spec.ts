@@ -1,0 +1,84 @@
+import { AddressInfo } from 'node:net';
+import { Server, createServer } from 'node:http';
+import { SCOPE, STORES, TestEngine, openTestEngine, waitFor } from '@ironflow/testing';
+import { readLeases, readRun } from './engine-kit.test';
+
+/**
+ * The push dispatcher applies an endpoint's answer as a fenced report; "a transport failure
+ * (refused, non-200, a body that is not a PushResponse) counts as a retryable failure of the
+ * attempt with code PUSH_DISPATCH_FAILED" (push-dispatcher.ts). An answer the report system
+ * refuses must not leave the run `running` with its lease held and no execution behind it.
+ *
+ * Regression: push-dispatcher.ts `invoke` used to log and swallow a report the report system
+ * rejected (VALIDATION_ERROR, PAYLOAD_TOO_LARGE), leaving the run `running` with its lease.
+ *
+ * Each test answers one POST from a local endpoint, then stops the dispatcher (which waits for
+ * the invocation in flight), so the row is read after the answer was applied, with no sleep.
+ */
+describe.each(STORES)('push dispatch [%s]', (dialect) => {
+  let t: TestEngine;
+  let server: Server;
+  let answer: { status: number; body: unknown };
+  let calls: unknown[];
+
+  beforeEach(async () => {
+    calls = [];
+    server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk) => (body += chunk));
+      req.on('end', () => {
+        calls.push(JSON.parse(body));
+        res.writeHead(answer.status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(answer.body));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    t = await openTestEngine(dialect, { dispatchPollMs: 20, maxPayloadBytes: 1024 });
+    await t.engine.api.registerFunction(SCOPE, { id: 'pushed', mode: 'push', endpointUrl: `http://127.0.0.1:${port}/api/ironflow`, triggers: [{ event: 'push.started' }] });
+  });
+  afterEach(async () => {
+    await t.close();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  /** Triggers one run, lets the dispatcher call the endpoint once, and stops it once the answer is applied. */
+  async function dispatchOnce(): Promise<string> {
+    const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'push.started', data: { n: 1 } });
+    t.engine.start({ pushDispatch: true, scheduler: false });
+    await waitFor('the endpoint to be called', () => calls.length >= 1);
+    await t.engine.push.stop(10_000);
+    expect(calls).toHaveLength(1);
+    return runIds[0];
+  }
+
+  it('applies a completed answer (harness check)', async () => {
+    answer = { status: 200, body: { status: 'completed', result: { ok: 1 }, steps: [] } };
+    const runId = await dispatchOnce();
+    expect(await readRun(t, runId)).toMatchObject({ status: 'completed', output: { ok: 1 } });
+    expect(await readLeases(t, runId)).toEqual([]);
+  });
+
+  it('a non-200 answer is a retryable PUSH_DISPATCH_FAILED failure', async () => {
+    answer = { status: 503, body: { message: 'unavailable' } };
+    const runId = await dispatchOnce();
+    expect(await readRun(t, runId)).toMatchObject({ status: 'waiting_for_capacity', attempt: 2, error: { code: 'PUSH_DISPATCH_FAILED', retryable: true } });
+    expect(await readLeases(t, runId)).toEqual([]);
+  });
+
+  it('a "yielded" answer without a yield is a retryable PUSH_DISPATCH_FAILED failure, not a run left running', async () => {
+    answer = { status: 200, body: { status: 'yielded', steps: [] } };
+    const runId = await dispatchOnce();
+    expect(await readRun(t, runId)).toMatchObject({ status: 'waiting_for_capacity', attempt: 2, error: { code: 'PUSH_DISPATCH_FAILED', retryable: true } });
+    expect(await readLeases(t, runId)).toEqual([]);
+  });
+
+  it('an answer over maxPayloadBytes ends the attempt instead of leaving the run running', async () => {
+    answer = { status: 200, body: { status: 'completed', result: { blob: 'x'.repeat(2000) }, steps: [] } };
+    const runId = await dispatchOnce();
+    const run = await readRun(t, runId);
+    expect(['waiting_for_capacity', 'failed']).toContain(run.status);
+    expect(run.error).toMatchObject({ code: expect.any(String) });
+    expect(await readLeases(t, runId)).toEqual([]);
+  });
+});

@@ -1,0 +1,79 @@
+import { correlationsSql } from '@ironflow/store';
+import { SCOPE, STORES, TestEngine, openTestEngine } from '@ironflow/testing';
+import { WORKER, fenced, pollAndAck, readRun, readStep, registerPull, registerWorker, snapshot, stepId } from './engine-kit.test';
+
+/**
+ * A `waitForEvent` yield records a correlation (DESIGN.md `waiting_correlations`: run_id, step_id,
+ * event name, match, satisfied) that every later trigger of that event name reads, and on
+ * PostgreSQL row-locks (`listOpenCorrelations … FOR UPDATE`). A wait that ends without its event
+ * — it timed out, or its run was cancelled — must close its correlation; otherwise the open set
+ * for an event name only ever grows, every trigger of that name reads and locks all of it, and
+ * concurrent triggers of that name serialize on rows of runs that ended long ago.
+ *
+ * BUG (engine): the two "closes its correlation" tests fail today. Nothing but a matching event
+ * closes a correlation: libs/engine/src/scheduler-system.ts `timeOut` (the wait_for_event branch)
+ * ends the step and fails the run without `correlationsSql.closeCorrelation`, and
+ * libs/engine/src/cancel-system.ts `cancel` leaves the run's open correlations as they are.
+ */
+describe.each(STORES)('waitForEvent correlations [%s]', (dialect) => {
+  let t: TestEngine;
+
+  beforeEach(async () => {
+    t = await openTestEngine(dialect);
+    await registerPull(t, { id: 'flow', triggers: [{ event: 'order.placed' }] });
+    await registerWorker(t, ['flow']);
+  });
+  afterEach(() => t.close());
+
+  const openFor = (eventName: string) =>
+    t.db.store.unitOfWork('test.openCorrelations', (tx) => correlationsSql.listOpenCorrelations(tx, SCOPE.project, SCOPE.env, eventName));
+
+  async function waitingForPayment(orderId: string): Promise<string> {
+    const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: { orderId } });
+    const job = await pollAndAck(t);
+    expect(job.run_id).toBe(runIds[0]);
+    await t.engine.pull.update(WORKER, job.job_id, fenced(job, {
+      status: 'yielded',
+      yield: { type: 'wait_for_event', step_id: stepId(runIds[0], 'paid'), event_filter: { event: 'order.paid', match: 'data.orderId', timeout: '1m' } },
+    }));
+    expect((await readRun(t, runIds[0])).status).toBe('waiting');
+    return runIds[0];
+  }
+
+  it('a satisfied wait closes its correlation', async () => {
+    const runId = await waitingForPayment('A');
+    expect((await openFor('order.paid')).map((c) => c.runId)).toEqual([runId]);
+    await t.engine.api.trigger(SCOPE, { event: 'order.paid', data: { orderId: 'A' } });
+    expect(await openFor('order.paid')).toEqual([]);
+  });
+
+  it('a wait that timed out fails its run with EVENT_WAIT_TIMED_OUT and closes its correlation [BUG: scheduler-system.ts timeOut leaves it open]', async () => {
+    const runId = await waitingForPayment('A');
+    t.db.clock.advance(61_000);
+    await t.engine.scheduler.timeoutSweep();
+    expect(await readRun(t, runId)).toMatchObject({ status: 'failed', error: { code: 'EVENT_WAIT_TIMED_OUT' } });
+    expect(await readStep(t, runId, stepId(runId, 'paid'))).toMatchObject({ status: 'timed_out' });
+    expect(await openFor('order.paid')).toEqual([]);
+  });
+
+  it('a cancelled run’s wait closes its correlation [BUG: cancel-system.ts leaves it open]', async () => {
+    const runId = await waitingForPayment('A');
+    expect((await t.engine.api.cancelRun(SCOPE, runId, 'stop')).status).toBe('cancelled');
+    expect(await openFor('order.paid')).toEqual([]);
+  });
+
+  it('a late matching event changes nothing on a run whose wait timed out or that was cancelled', async () => {
+    const timedOut = await waitingForPayment('A');
+    const cancelled = await waitingForPayment('B');
+    expect((await t.engine.api.cancelRun(SCOPE, cancelled, 'stop')).status).toBe('cancelled');
+    t.db.clock.advance(61_000);
+    await t.engine.scheduler.timeoutSweep();
+    const before = [await snapshot(t, timedOut), await snapshot(t, cancelled)];
+    expect(before.map((s) => s.run.status)).toEqual(['failed', 'cancelled']);
+
+    await t.engine.api.trigger(SCOPE, { event: 'order.paid', data: { orderId: 'A' } });
+    await t.engine.api.trigger(SCOPE, { event: 'order.paid', data: { orderId: 'B' } });
+    expect([(await snapshot(t, timedOut)).run, (await snapshot(t, cancelled)).run]).toEqual(before.map((s) => s.run));
+    expect(await t.engine.pull.poll(WORKER, 5)).toEqual([]);
+  });
+});

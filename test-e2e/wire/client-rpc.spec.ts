@@ -1,0 +1,520 @@
+/**
+ * Golden wire tests: the client RPCs as raw Connect unary JSON (WIRE-PROTOCOL.md section 5,
+ * decisions 7.1–7.3, DESIGN.md "Wire protocols"), plus `/health`, `/ready`, `/metrics`.
+ * Runs are driven by a raw push endpoint or raw REST worker calls. Nothing here comes from
+ * `libs/sdk`.
+ */
+import {
+  connect,
+  findNulls,
+  isIsoTime,
+  isoIn,
+  PushEndpoint,
+  rest,
+  startPushEndpoint,
+  startWireEngine,
+  uid,
+  waitFor,
+  waitForRun,
+  WIRE_STORES,
+  WireEngine,
+} from '../support/wire-harness';
+
+/** Keys the browser client requires on every Run (5.5). */
+const RUN_REQUIRED_KEYS = ['id', 'functionId', 'eventId', 'status', 'attempt', 'maxAttempts', 'createdAt', 'updatedAt'];
+const SDK_RUN_STATUSES = ['running', 'completed', 'failed', 'cancelled', 'paused', 'waiting_for_capacity', 'waiting'];
+/** The engine's step vocabulary (`StepView` in libs/contracts/src/client-api.ts, statuses.ts). */
+const ENGINE_STEP_TYPES = ['run', 'sleep', 'wait_for_event', 'invoke'];
+const ENGINE_STEP_STATUSES = ['completed', 'failed', 'waiting', 'timed_out'];
+
+function expectRunJson(run: any): void {
+  for (const k of RUN_REQUIRED_KEYS) expect(Object.keys(run)).toContain(k);
+  expect(SDK_RUN_STATUSES).toContain(run.status);
+  expect(typeof run.attempt).toBe('number');
+  expect(typeof run.maxAttempts).toBe('number');
+  expect(findNulls(run)).toEqual([]);
+  for (const k of ['createdAt', 'updatedAt', 'startedAt', 'endedAt']) {
+    if (k in run) expect(isIsoTime(run[k])).toBe(true);
+  }
+}
+
+function workerId(): string {
+  return `worker-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8).padEnd(6, '0')}`;
+}
+
+describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) => {
+  let engine: WireEngine;
+  let endpoint: PushEndpoint;
+
+  beforeAll(async () => {
+    endpoint = await startPushEndpoint();
+    engine = await startWireEngine(store);
+  });
+
+  afterAll(async () => {
+    await engine?.close();
+    await endpoint?.close();
+  });
+
+  async function registerPush(fnId: string, event: string, reply: (req: any) => unknown) {
+    endpoint.script(fnId, (req) => ({ body: reply(req.body) }));
+    const res = await connect(engine.url, 'RegisterFunction', { id: fnId, preferredMode: 'push', endpointUrl: `${endpoint.base}/fn/${fnId}`, triggers: [{ event }] });
+    expect(res.status).toBe(200);
+  }
+
+  async function registerPull(fnId: string, event: string) {
+    const res = await connect(engine.url, 'RegisterFunction', { id: fnId, preferredMode: 'pull', triggers: [{ event }] });
+    expect(res.status).toBe(200);
+  }
+
+  async function trigger(event: string, data: unknown = {}): Promise<{ eventId: string; runIds: string[] }> {
+    const res = await connect(engine.url, 'Trigger', { event, data });
+    expect(res.status).toBe(200);
+    return res.json;
+  }
+
+  // ----------------------------------------------------------------------------------------
+  // Operational endpoints
+
+  it('GET /health and /ready answer 200; /metrics is Prometheus text with ironflow_ metrics', async () => {
+    expect((await fetch(`${engine.url}/health`)).status).toBe(200);
+    expect((await fetch(`${engine.url}/ready`)).status).toBe(200);
+    const metrics = await fetch(`${engine.url}/metrics`);
+    expect(metrics.status).toBe(200);
+    expect(metrics.headers.get('content-type') ?? '').toMatch(/^text\/plain/);
+    expect(await metrics.text()).toMatch(/^ironflow_\w+/m);
+  });
+
+  it('Health RPC answers {status}', async () => {
+    const res = await connect(engine.url, 'Health', {});
+    expect(res.status).toBe(200);
+    expect(typeof res.json.status).toBe('string');
+    expect(res.json.status.length).toBeGreaterThan(0);
+  });
+
+  // ----------------------------------------------------------------------------------------
+  // Trigger / TriggerSync
+
+  it('Trigger answers eventId and runIds (one per matching function; [] when none matches)', async () => {
+    const event = uid('trig');
+    const fnA = uid('trig-a');
+    const fnB = uid('trig-b');
+    await registerPull(fnA, event);
+    await registerPull(fnB, event);
+    const res = await connect(engine.url, 'Trigger', { event, data: { a: 1 } });
+    expect(res.status).toBe(200);
+    expect(Object.keys(res.json).sort()).toEqual(['eventId', 'runIds']);
+    expect(typeof res.json.eventId).toBe('string');
+    expect(res.json.eventId.length).toBeGreaterThan(0);
+    expect(res.json.runIds).toHaveLength(2);
+    const fns = await Promise.all(res.json.runIds.map(async (id: string) => (await connect(engine.url, 'GetRun', { id })).json));
+    expect(fns.map((r) => r.functionId).sort()).toEqual([fnA, fnB].sort());
+    expect(fns.every((r) => r.eventId === res.json.eventId)).toBe(true);
+
+    const none = await connect(engine.url, 'Trigger', { event: uid('nobody.listens'), data: {} });
+    expect(none.status).toBe(200);
+    expect(none.json.runIds).toEqual([]);
+    expect(typeof none.json.eventId).toBe('string');
+  });
+
+  it('TriggerSync answers results[] with runId, functionId, lowercase "completed", output and durationMs, plus eventId', async () => {
+    const fnId = uid('sync-ok');
+    const event = uid('sync.ok');
+    await registerPush(fnId, event, (req) => ({ status: 'completed', result: { echoed: req.event.data.v, n: 7 }, steps: [] }));
+    const res = await connect(engine.url, 'TriggerSync', { event, data: { v: 'hello' }, timeout_ms: 10_000 });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type') ?? '').toMatch(/^application\/json/);
+    expect(findNulls(res.json)).toEqual([]);
+    expect(typeof res.json.eventId).toBe('string');
+    expect(res.json.results).toHaveLength(1);
+    const r = res.json.results[0];
+    expect(r.status).toBe('completed');
+    expect(r.functionId).toBe(fnId);
+    expect(typeof r.runId).toBe('string');
+    expect(r.output).toEqual({ echoed: 'hello', n: 7 });
+    expect(typeof r.durationMs).toBe('number');
+    expect(r.durationMs).toBeGreaterThanOrEqual(0);
+    expect(r.error).toBeUndefined();
+    const run = (await connect(engine.url, 'GetRun', { id: r.runId })).json;
+    expect(run.status).toBe('completed');
+    expect(run.eventId).toBe(res.json.eventId);
+  });
+
+  it('TriggerSync of a run that fails answers results[0].status "failed" with error.message', async () => {
+    const fnId = uid('sync-fail');
+    const event = uid('sync.fail');
+    await registerPush(fnId, event, () => ({ status: 'failed', error: { message: 'validation: sku unknown', code: 'NON_RETRYABLE', retryable: false }, steps: [] }));
+    const res = await connect(engine.url, 'TriggerSync', { event, data: {}, timeout_ms: 10_000 });
+    expect(res.status).toBe(200);
+    expect(findNulls(res.json)).toEqual([]);
+    const r = res.json.results[0];
+    expect(r.status).toBe('failed');
+    expect(r.functionId).toBe(fnId);
+    expect(r.error.message).toBe('validation: sku unknown');
+    expect(r.output).toBeUndefined();
+  });
+
+  it('TriggerSync completes through a raw pull worker loop polling meanwhile', async () => {
+    const fnId = uid('sync-pull');
+    const event = uid('sync.pull');
+    const worker = workerId();
+    await registerPull(fnId, event);
+    expect((await rest(engine.url, 'POST', `/api/v1/workers/${worker}/register`, { worker_id: worker, function_ids: [fnId], max_concurrent_jobs: 10, labels: {} })).status).toBe(200);
+    let stop = false;
+    const loop = (async () => {
+      while (!stop) {
+        const poll = await rest(engine.url, 'GET', `/api/v1/workers/${worker}/jobs?available=10`);
+        if (poll.status === 200) {
+          for (const job of poll.json.jobs) {
+            const f = { execution_seq: job.execution_seq, lease_token: job.lease_token };
+            await rest(engine.url, 'PUT', `/api/v1/workers/${worker}/jobs/${job.job_id}/ack`, { run_id: job.run_id, ...f });
+            await rest(engine.url, 'PUT', `/api/v1/workers/${worker}/jobs/${job.job_id}`, { status: 'completed', output: { doubled: job.event.data.n * 2 }, steps: [], step_offset: job.step_sequence_base ?? 0, ...f });
+          }
+        } else await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    try {
+      const res = await connect(engine.url, 'TriggerSync', { event, data: { n: 21 }, timeout_ms: 10_000 });
+      expect(res.status).toBe(200);
+      expect(res.json.results[0]).toMatchObject({ functionId: fnId, status: 'completed', output: { doubled: 42 } });
+    } finally {
+      stop = true;
+      await loop;
+    }
+  });
+
+  // ----------------------------------------------------------------------------------------
+  // GetRun / ListRuns / CancelRun
+
+  it('GetRun returns the Run JSON: lowercase status, attempt/maxAttempts present, ISO string times, no nulls', async () => {
+    const fnId = uid('get');
+    const event = uid('get.ev');
+    await registerPull(fnId, event);
+    const { eventId, runIds } = await trigger(event, { q: 1 });
+    const res = await connect(engine.url, 'GetRun', { id: runIds[0] });
+    expect(res.status).toBe(200);
+    const run = res.json;
+    expectRunJson(run);
+    expect(run.id).toBe(runIds[0]);
+    expect(run.functionId).toBe(fnId);
+    expect(run.eventId).toBe(eventId);
+    expect(run.status).toBe('waiting_for_capacity');
+    expect(run.attempt).toBe(1);
+    expect(run.maxAttempts).toBe(3); // section 6 default
+    expect(run.output).toBeUndefined();
+    expect(run.error).toBeUndefined();
+  });
+
+  it('ListRuns with status "completed" (lowercase) filters; with function_id (snake_case) filters by function', async () => {
+    const event = uid('list.ev');
+    const fnDone = uid('list-done');
+    const fnIdle = uid('list-idle');
+    await registerPush(fnDone, event, () => ({ status: 'completed', result: 1, steps: [] }));
+    await registerPull(fnIdle, event);
+    const { runIds } = await trigger(event);
+    const runs = await Promise.all(runIds.map(async (id) => (await connect(engine.url, 'GetRun', { id })).json));
+    const doneId = runs.find((r) => r.functionId === fnDone).id;
+    const idleId = runs.find((r) => r.functionId === fnIdle).id;
+    await waitForRun(engine.url, doneId, (r) => r.status === 'completed');
+
+    const completed = await connect(engine.url, 'ListRuns', { status: 'completed', limit: 500 });
+    expect(completed.status).toBe(200);
+    expect(findNulls(completed.json)).toEqual([]);
+    expect(Array.isArray(completed.json.runs)).toBe(true);
+    expect(typeof completed.json.nextCursor).toBe('string');
+    expect(typeof completed.json.totalCount).toBe('number');
+    expect(completed.json.runs.length).toBeGreaterThan(0);
+    for (const r of completed.json.runs) {
+      expectRunJson(r);
+      expect(r.status).toBe('completed');
+    }
+    const ids = completed.json.runs.map((r: any) => r.id);
+    expect(ids).toContain(doneId);
+    expect(ids).not.toContain(idleId);
+
+    const byFn = await connect(engine.url, 'ListRuns', { function_id: fnIdle });
+    expect(byFn.status).toBe(200);
+    expect(byFn.json.runs.map((r: any) => r.id)).toEqual([idleId]);
+    expect(byFn.json.totalCount).toBe(1);
+  });
+
+  it('CancelRun returns the run with status "cancelled"', async () => {
+    const fnId = uid('cancel');
+    const event = uid('cancel.ev');
+    await registerPull(fnId, event);
+    const { runIds } = await trigger(event);
+    const res = await connect(engine.url, 'CancelRun', { id: runIds[0], reason: 'customer changed their mind' });
+    expect(res.status).toBe(200);
+    expectRunJson(res.json);
+    expect(res.json.id).toBe(runIds[0]);
+    expect(res.json.status).toBe('cancelled');
+    expect((await connect(engine.url, 'GetRun', { id: runIds[0] })).json.status).toBe('cancelled');
+  });
+
+  // ----------------------------------------------------------------------------------------
+  // Aliases and tolerance (7.1, 7.2)
+
+  it.each([['"pull"', 'pull'], ['"EXECUTION_MODE_PULL"', 'EXECUTION_MODE_PULL'], ['2', 2]])(
+    'RegisterFunction accepts preferredMode %s',
+    async (_label, mode) => {
+      const fnId = uid('mode');
+      const event = uid('mode.ev');
+      // Registered as push first, so the alias must really be read to flip the mode.
+      const push = await connect(engine.url, 'RegisterFunction', { id: fnId, preferredMode: 'push', endpointUrl: `${endpoint.base}/fn/${fnId}`, triggers: [{ event }] });
+      expect(push.status).toBe(200);
+      expect(push.json.function.preferredMode).toBe('EXECUTION_MODE_PUSH');
+      const res = await connect(engine.url, 'RegisterFunction', { id: fnId, preferredMode: mode, triggers: [{ event }] });
+      expect(res.status).toBe(200);
+      expect(typeof res.json.created).toBe('boolean');
+      expect(res.json.function.preferredMode).toBe('EXECUTION_MODE_PULL');
+      // …and the runs go to pull workers.
+      const worker = workerId();
+      await rest(engine.url, 'POST', `/api/v1/workers/${worker}/register`, { worker_id: worker, function_ids: [fnId], max_concurrent_jobs: 10, labels: {} });
+      const { runIds } = await trigger(event);
+      const job = await waitFor('the pull job', async () => {
+        const poll = await rest(engine.url, 'GET', `/api/v1/workers/${worker}/jobs?available=1`);
+        return poll.status === 200 ? poll.json.jobs[0] : undefined;
+      });
+      expect(job.run_id).toBe(runIds[0]);
+    },
+  );
+
+  it('RegisterFunction rejects a preferredMode that is no alias with 400', async () => {
+    const res = await connect(engine.url, 'RegisterFunction', { id: uid('mode-bad'), preferredMode: 'sideways', triggers: [] });
+    expect(res.status).toBe(400);
+    expect(res.json.code).toBe('invalid_argument');
+  });
+
+  it('Trigger reads idempotency_key (snake_case) the same as idempotencyKey', async () => {
+    const fnId = uid('idem');
+    const event = uid('idem.ev');
+    await registerPull(fnId, event);
+    const key = uid('key');
+    const first = await connect(engine.url, 'Trigger', { event, data: { n: 1 }, idempotency_key: key });
+    expect(first.status).toBe(200);
+    expect(first.json.runIds).toHaveLength(1);
+    const again = await connect(engine.url, 'Trigger', { event, data: { n: 2 }, idempotencyKey: key });
+    expect(again.status).toBe(200);
+    expect(again.json.eventId).toBe(first.json.eventId);
+    expect(again.json.runIds).toEqual(first.json.runIds);
+    const runs = await connect(engine.url, 'ListRuns', { functionId: fnId });
+    expect(runs.json.runs).toHaveLength(1);
+  });
+
+  it('TriggerSync reads timeout_ms (snake_case): a run nobody executes is answered as it stands after that time', async () => {
+    const fnId = uid('sync-timeout');
+    const event = uid('sync.timeout');
+    await registerPull(fnId, event);
+    const started = Date.now();
+    const res = await connect(engine.url, 'TriggerSync', { event, data: {}, timeout_ms: 300 });
+    const took = Date.now() - started;
+    expect(res.status).toBe(200);
+    expect(took).toBeGreaterThanOrEqual(250);
+    expect(took).toBeLessThan(5_000); // not the 30 s default
+    expect(res.json.results).toHaveLength(1);
+    expect(res.json.results[0].status).toBe('waiting_for_capacity');
+    expect(findNulls(res.json)).toEqual([]);
+  });
+
+  it('unknown fields are ignored (top level, nested, debounce.max_wait_ms)', async () => {
+    const fnId = uid('unknown');
+    const event = uid('unknown.ev');
+    const reg = await connect(engine.url, 'RegisterFunction', {
+      id: fnId,
+      preferredMode: 'pull',
+      triggers: [{ event, somethingNew: true }],
+      debounce: { period_ms: 1000, key: '', max_wait_ms: 5000 },
+      notInTheProto: { deep: [1, 2] },
+    });
+    expect(reg.status).toBe(200);
+    const trig = await connect(engine.url, 'Trigger', { event, data: { a: 1 }, futureField: 'x', metadata: { source: 'test' } });
+    expect(trig.status).toBe(200);
+    expect(trig.json.runIds).toHaveLength(1);
+    const get = await connect(engine.url, 'GetRun', { id: trig.json.runIds[0], includeEverything: true });
+    expect(get.status).toBe(200);
+    expect(get.json.input).toEqual({ a: 1 });
+  });
+
+  // ----------------------------------------------------------------------------------------
+  // Errors (5.1)
+
+  it('GetRun of an unknown id answers 404 with a JSON error body: Connect code "not_found" and our RUN_NOT_FOUND', async () => {
+    const res = await connect(engine.url, 'GetRun', { id: 'no-such-run' });
+    expect(res.status).toBe(404);
+    expect(res.headers.get('content-type') ?? '').toMatch(/^application\/json/);
+    expect(res.json.code).toBe('not_found');
+    expect(res.json.ironflowCode).toBe('RUN_NOT_FOUND');
+    expect(typeof res.json.message).toBe('string');
+    expect(res.json.message.length).toBeGreaterThan(0);
+  });
+
+  it('a body that is not JSON answers 400 invalid_argument / INVALID_JSON', async () => {
+    const res = await connect(engine.url, 'Trigger', '{"event": "x", "data": ');
+    expect(res.status).toBe(400);
+    expect(res.json.code).toBe('invalid_argument');
+    expect(res.json.ironflowCode).toBe('INVALID_JSON');
+    expect(typeof res.json.message).toBe('string');
+  });
+
+  it('a Trigger body over 4 MiB answers 413', async () => {
+    const big = 'x'.repeat(4 * 1024 * 1024 + 1024);
+    const res = await connect(engine.url, 'Trigger', { event: uid('big'), data: { big } });
+    expect(res.status).toBe(413);
+    expect(typeof res.json?.message).toBe('string');
+  });
+
+  // Regression (engine bug found by this suite): the 413 for an oversized Connect body was written
+  // by the raw-body middleware as `{"code":"PAYLOAD_TOO_LARGE"}` — not a Connect code, no
+  // `ironflowCode` — unlike every other error of this route (libs/rpc/src/unary-json.ts documents
+  // `413 invalid_argument / PAYLOAD_TOO_LARGE`).
+  it('a Trigger body over 4 MiB answers the Connect error shape: code "invalid_argument", ironflowCode PAYLOAD_TOO_LARGE', async () => {
+    const big = 'x'.repeat(4 * 1024 * 1024 + 1024);
+    const res = await connect(engine.url, 'Trigger', { event: uid('big'), data: { big } });
+    expect(res.status).toBe(413);
+    expect(res.json.code).toBe('invalid_argument');
+    expect(res.json.ironflowCode).toBe('PAYLOAD_TOO_LARGE');
+  });
+
+  // ----------------------------------------------------------------------------------------
+  // GetRunSteps
+
+  // Step `type`/`status` must be the engine's lowercase strings (StepView in
+  // libs/contracts/src/client-api.ts), as run statuses are, not protojson `STEP_TYPE_*` /
+  // `STEP_STATUS_*` (the JSON layer rendered those until libs/rpc/src/client-methods.ts
+  // `patchStepJson` patched them).
+  it('GetRunSteps answers step type/status as the lowercase engine strings (run, sleep, invoke; completed, waiting)', async () => {
+    const fnId = uid('steps');
+    const child = uid('steps-child');
+    const event = uid('steps.ev');
+    const worker = workerId();
+    await registerPull(fnId, event);
+    await registerPull(child, uid('never'));
+    expect((await rest(engine.url, 'POST', `/api/v1/workers/${worker}/register`, { worker_id: worker, function_ids: [fnId], max_concurrent_jobs: 10, labels: {} })).status).toBe(200);
+    const poll = () => waitFor('a job', async () => {
+      const r = await rest(engine.url, 'GET', `/api/v1/workers/${worker}/jobs?available=1`);
+      return r.status === 200 ? r.json.jobs[0] : undefined;
+    });
+    const put = (job: any, path: string, body: Record<string, unknown>) =>
+      rest(engine.url, 'PUT', `/api/v1/workers/${worker}/jobs/${job.job_id}${path}`, { ...body, execution_seq: job.execution_seq, lease_token: job.lease_token });
+
+    // Run 1: step `a` completed, a short sleep (completed by the engine), then a long sleep (waiting).
+    const r1 = (await trigger(event)).runIds[0];
+    let job = await poll();
+    await put(job, '/ack', { run_id: r1 });
+    await put(job, '', { status: 'progress', steps: [{ id: `${r1}:a:0`, name: 'a', type: 'invoke', status: 'completed', started_at: isoIn(-1), ended_at: isoIn(0), duration_ms: 1, output: { x: 1 } }], step_offset: 0 });
+    expect((await put(job, '', { status: 'yielded', yield: { type: 'sleep', step_id: `${r1}:nap:0`, until: isoIn(100) } })).status).toBe(200);
+    job = await poll();
+    expect(job.run_id).toBe(r1);
+    await put(job, '/ack', { run_id: r1 });
+    expect((await put(job, '', { status: 'yielded', yield: { type: 'sleep', step_id: `${r1}:long:0`, until: isoIn(3_600_000) } })).status).toBe(200);
+
+    // Run 2: an invoke of a child function (waiting).
+    const r2 = (await trigger(event)).runIds[0];
+    job = await poll();
+    expect(job.run_id).toBe(r2);
+    await put(job, '/ack', { run_id: r2 });
+    expect((await put(job, '', { status: 'yielded', yield: { type: 'invoke_function', step_id: `${r2}:${child}:0`, function_id: child, input: { q: 1 }, invoke_timeout_ms: 3_600_000 } })).status).toBe(200);
+
+    const s1 = await connect(engine.url, 'GetRunSteps', { id: r1 });
+    expect(s1.status).toBe(200);
+    expect(findNulls(s1.json)).toEqual([]);
+    const steps1 = new Map<string, any>(s1.json.steps.map((s: any) => [s.id, s]));
+    for (const s of s1.json.steps) {
+      expect(ENGINE_STEP_TYPES).toContain(s.type);
+      expect(ENGINE_STEP_STATUSES).toContain(s.status);
+    }
+    expect(steps1.get(`${r1}:a:0`)).toMatchObject({ name: 'a', type: 'run', status: 'completed', output: { x: 1 } });
+    expect(steps1.get(`${r1}:nap:0`)).toMatchObject({ name: 'nap', type: 'sleep', status: 'completed' });
+    expect(steps1.get(`${r1}:long:0`)).toMatchObject({ name: 'long', type: 'sleep', status: 'waiting' });
+
+    const s2 = await connect(engine.url, 'GetRunSteps', { id: r2 });
+    expect(s2.status).toBe(200);
+    const inv = s2.json.steps.find((s: any) => s.id === `${r2}:${child}:0`);
+    expect(inv).toMatchObject({ name: child, type: 'invoke', status: 'waiting' });
+    expect(typeof inv.childRunId).toBe('string');
+    // The child shows up as a Run with a lowercase status.
+    expect(s2.json.children.map((c: any) => c.status)).toEqual(['waiting_for_capacity']);
+  });
+
+  it('TriggerSync of a run cancelled while it waits answers results[0].status "cancelled"', async () => {
+    const fnId = uid('sync-cancel');
+    const event = uid('sync.cancel');
+    await registerPull(fnId, event);
+    const pending = connect(engine.url, 'TriggerSync', { event, data: {}, timeout_ms: 10_000 });
+    const runId = await waitFor('the run', async () => {
+      const list = await connect(engine.url, 'ListRuns', { functionId: fnId });
+      return list.json.runs[0]?.id as string | undefined;
+    });
+    expect((await connect(engine.url, 'CancelRun', { id: runId, reason: 'stop' })).json.status).toBe('cancelled');
+    const res = await pending;
+    expect(res.status).toBe(200);
+    expect(res.json.results[0]).toMatchObject({ runId, functionId: fnId, status: 'cancelled' });
+    expect(findNulls(res.json)).toEqual([]);
+  });
+
+  it('ListRuns pages with limit and nextCursor; the last page answers nextCursor ""', async () => {
+    const fnId = uid('page');
+    const event = uid('page.ev');
+    await registerPull(fnId, event);
+    const ids = new Set<string>();
+    for (let i = 0; i < 3; i++) (await trigger(event, { i })).runIds.forEach((id) => ids.add(id));
+    const seen: string[] = [];
+    let cursor = '';
+    for (let page = 0; page < 5; page++) {
+      const res = await connect(engine.url, 'ListRuns', { functionId: fnId, limit: 2, ...(cursor ? { cursor } : {}) });
+      expect(res.status).toBe(200);
+      expect(res.json.totalCount).toBe(3);
+      seen.push(...res.json.runs.map((r: any) => r.id));
+      cursor = res.json.nextCursor;
+      if (cursor === '') break;
+    }
+    expect(cursor).toBe('');
+    expect(seen.sort()).toEqual([...ids].sort());
+  });
+
+  it('Trigger without an event name answers 400 invalid_argument / VALIDATION_ERROR', async () => {
+    const res = await connect(engine.url, 'Trigger', { data: { a: 1 } });
+    expect(res.status).toBe(400);
+    expect(res.json.code).toBe('invalid_argument');
+    expect(res.json.ironflowCode).toBe('VALIDATION_ERROR');
+  });
+
+  it('Emit (IronflowService) takes the Trigger message and answers eventId and runIds', async () => {
+    const fnId = uid('emit');
+    const event = uid('emit.ev');
+    await registerPull(fnId, event);
+    const res = await connect(engine.url, 'Emit', { event, data: { via: 'emit' }, idempotency_key: uid('k') });
+    expect(res.status).toBe(200);
+    expect(typeof res.json.eventId).toBe('string');
+    expect(res.json.runIds).toHaveLength(1);
+    expect((await connect(engine.url, 'GetRun', { id: res.json.runIds[0] })).json.input).toEqual({ via: 'emit' });
+  });
+
+  it('TriggerSync of an event no function listens to answers results: [] (the SDK raises NO_RESULTS)', async () => {
+    const res = await connect(engine.url, 'TriggerSync', { event: uid('nobody'), data: {}, timeout_ms: 1_000 });
+    expect(res.status).toBe(200);
+    expect(res.json.results).toEqual([]);
+    expect(typeof res.json.eventId).toBe('string');
+  });
+
+  it('REST (5.6): GET /api/v1/functions → {functions}, GET /api/v1/workers → {workers}, POST /api/v1/events starts runs', async () => {
+    const fnId = uid('rest-fn');
+    const event = uid('rest.ev');
+    await registerPull(fnId, event);
+    const worker = workerId();
+    expect((await rest(engine.url, 'POST', `/api/v1/workers/${worker}/register`, { worker_id: worker, function_ids: [fnId], max_concurrent_jobs: 10, labels: {} })).status).toBe(200);
+
+    const fns = await rest(engine.url, 'GET', '/api/v1/functions');
+    expect(fns.status).toBe(200);
+    expect(fns.json.functions.map((f: any) => f.id)).toContain(fnId);
+    const workers = await rest(engine.url, 'GET', '/api/v1/workers');
+    expect(workers.status).toBe(200);
+    expect(workers.json.workers.map((w: any) => w.id)).toContain(worker);
+
+    const ev = await rest(engine.url, 'POST', '/api/v1/events', { name: event, data: { from: 'webhook' }, idempotencyKey: uid('wh') });
+    expect(ev.status).toBeGreaterThanOrEqual(200);
+    expect(ev.status).toBeLessThan(300);
+    expect(ev.json.runIds).toHaveLength(1);
+    expect((await connect(engine.url, 'GetRun', { id: ev.json.runIds[0] })).json.eventId).toBe(ev.json.eventId);
+  });
+});
