@@ -21,6 +21,7 @@ export function devCommand(): Command {
         ...(o.port !== undefined ? { port: o.port } : {}),
         ...(process.env.IRONFLOW_DISPATCH_POLL_MS ? {} : { dispatchPollMs: 200 }),
         ...(process.env.IRONFLOW_TICK_MS ? {} : { tickMs: 250 }),
+        ...(process.env.IRONFLOW_SCAN_MS ? {} : { scanMs: 250 }),
       });
       const started = Date.now();
       const server = await startServer(settings, SERVICES, ['warn', 'error']);

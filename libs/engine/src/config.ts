@@ -29,6 +29,10 @@ export interface EngineConfig {
   maxJobsPerPoll: number;
   /** Shutdown: wait for follow-ups at least this long (default 5000). */
   followUpDrainMs: number;
+  /** Consecutive lease recoveries before the run fails with EXECUTION_RECOVERY_EXHAUSTED (default 10). */
+  recoveryCeiling: number;
+  /** Capacity scanner period (default 1000). */
+  scanMs: number;
 }
 
 export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
@@ -44,4 +48,6 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   maxPayloadBytes: DEFAULT_MAX_PAYLOAD_BYTES,
   maxJobsPerPoll: 10,
   followUpDrainMs: 5000,
+  recoveryCeiling: 10,
+  scanMs: 1000,
 };

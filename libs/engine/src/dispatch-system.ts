@@ -18,7 +18,7 @@ export class DispatchSystem {
       const runs = await runsSql.claimRuns(tx, filter, () => randomUUID());
       const loaded: Segment[] = [];
       for (const run of runs) {
-        await leasesSql.insertLease(tx, run.id, run.executionSeq, holder, `${run.functionId}:${run.concurrencyKey ?? ''}`, tx.now + this.r.config.leaseMs);
+        await leasesSql.insertLease(tx, run.id, run.executionSeq, holder, runsSql.laneOf(run.functionId, run.concurrencyKey), tx.now + this.r.config.leaseMs);
         loaded.push(await loadSegment(tx, run));
       }
       return loaded;

@@ -17,6 +17,7 @@ import { EngineResources } from './resources';
 import { SchedulerSystem } from './scheduler-system';
 import { TriggerSystem } from './trigger-system';
 import { WakeSystem } from './wake-system';
+import { LeaseRecoverySystem } from './lease-recovery-system';
 
 export interface EngineOptions {
   store: Store;
@@ -38,6 +39,8 @@ export interface EngineOptions {
 export interface EngineRoles {
   pushDispatch: boolean;
   scheduler: boolean;
+  /** The capacity scanner: lease expiry and recovery. */
+  scanner?: boolean;
 }
 
 /**
@@ -56,6 +59,9 @@ export class Engine {
   readonly pull: PullWorkerSystem;
   readonly push: PushDispatcher;
   readonly api: EngineClientApi;
+  readonly recovery: LeaseRecoverySystem;
+  private scanTimer?: NodeJS.Timeout;
+  private scanRunning?: Promise<unknown>;
   private tickTimer?: NodeJS.Timeout;
   private readonly stopping = new AbortController();
   private tickRunning?: Promise<void>;
@@ -98,6 +104,7 @@ export class Engine {
     this.pull = new PullWorkerSystem(r, this.dispatch, this.reports);
     this.push = new PushDispatcher(r, this.dispatch, this.reports, hints);
     this.api = new EngineClientApi(r, this.functions, this.triggers, this.cancels);
+    this.recovery = new LeaseRecoverySystem(r, announcer, hints);
   }
 
   private ticking = false;
@@ -109,6 +116,15 @@ export class Engine {
       this.ticking = true;
       this.scheduleTick();
     }
+    if (roles.scanner && !this.scanRunning) this.scheduleScan();
+  }
+
+  private scheduleScan(): void {
+    if (this.stopped) return;
+    this.scanRunning = Promise.resolve();
+    this.scanTimer = setTimeout(() => {
+      this.scanRunning = this.recovery.scan().finally(() => this.scheduleScan());
+    }, this.resources.config.scanMs);
   }
 
   private scheduleTick(): void {
@@ -127,9 +143,11 @@ export class Engine {
     this.stopped = true;
     this.stopping.abort();
     clearTimeout(this.tickTimer);
+    clearTimeout(this.scanTimer);
     const started = Date.now();
     await this.push.stop(drainMs);
     await this.tickRunning;
+    await this.scanRunning;
     const left = drainMs - (Date.now() - started);
     await this.resources.followUps.drain(Math.max(left, this.resources.config.followUpDrainMs));
     this.resources.audit.stop();

@@ -4,7 +4,7 @@ import { EngineResources } from './resources';
 import { toRunResultView } from './views';
 
 /** Why an outcome was committed; the audit row's cause. */
-export type OutcomeCause = 'report' | 'user-cancel' | 'invoke-failed' | 'step-timeout' | 'wake';
+export type OutcomeCause = 'report' | 'user-cancel' | 'invoke-failed' | 'step-timeout' | 'wake' | 'recovery-exhausted';
 
 /**
  * The follow-ups of a committed outcome (specification, "What follows a commit"), announced from

@@ -1,5 +1,6 @@
 import { EngineError, PushResponse } from '@ironflow/contracts';
 import { ExecutionFence } from '@ironflow/fencing';
+import { leasesSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { DispatchSystem } from './dispatch-system';
 import { ReportSystem, SegmentReport } from './report-system';
@@ -14,6 +15,9 @@ import { Segment, toPushRequest } from './segment-loader';
  */
 export class PushDispatcher {
   private inFlight = new Set<Promise<void>>();
+  /** Executions whose push call is in flight: their leases are refreshed while they run. */
+  private readonly leased = new Map<string, number>();
+  private refresher?: NodeJS.Timeout;
   private running = false;
   private wakeUp?: () => void;
   private loop?: Promise<void>;
@@ -31,11 +35,27 @@ export class PushDispatcher {
     this.running = true;
     this.unsubscribe = this.hints.onQueued('push', () => this.wakeUp?.());
     this.loop = this.run();
+    this.refresher = setInterval(() => void this.refreshLeases(), Math.max(50, Math.floor(this.r.config.leaseMs / 3)));
+    this.refresher.unref();
+  }
+
+  /** DESIGN.md "Leases and fencing": the dispatcher refreshes the lease of a push call in flight. */
+  private async refreshLeases(): Promise<void> {
+    if (this.leased.size === 0) return;
+    const entries = [...this.leased];
+    try {
+      await this.r.store.unitOfWork('refreshPushLeases', async (tx) => {
+        for (const [runId, seq] of entries) await leasesSql.refreshLease(tx, runId, seq, tx.now + this.r.config.leaseMs);
+      });
+    } catch (err) {
+      this.r.logger.warn('push lease refresh failed; the next refresh tries again', { error: String(err) });
+    }
   }
 
   /** Stops claiming, then waits up to `drainMs` for invocations in flight. */
   async stop(drainMs: number): Promise<void> {
     this.running = false;
+    clearInterval(this.refresher);
     this.unsubscribe?.();
     this.wakeUp?.();
     await this.loop;
@@ -71,6 +91,16 @@ export class PushDispatcher {
   }
 
   private async invoke(segment: Segment): Promise<void> {
+    const { run } = segment;
+    this.leased.set(run.id, run.executionSeq);
+    try {
+      await this.invokeLeased(segment);
+    } finally {
+      this.leased.delete(run.id);
+    }
+  }
+
+  private async invokeLeased(segment: Segment): Promise<void> {
     const { run, definition } = segment;
     const fence: ExecutionFence = { executionSeq: run.executionSeq, leaseToken: run.leaseToken! };
     const report = definition?.endpointUrl

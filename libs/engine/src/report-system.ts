@@ -2,13 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { EngineError, InvocationError, RunError, StepResult, YieldInfo } from '@ironflow/contracts';
 import { ExecutionFence, ReportKind, judgeReport } from '@ironflow/fencing';
 import { commitOutcome } from '@ironflow/outcome';
-import { RunRecord, Tx, correlationsSql, functionsSql, leasesSql, runsSql, stepsSql } from '@ironflow/store';
+import { RunRecord, Tx, correlationsSql, functionsSql, leaseRecoverySql, leasesSql, runsSql, stepsSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { parseDurationMs } from './duration';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
 import { retryDelayMs } from './retry-policy';
 import { valueAtPath } from './json-path';
+import { laneFields } from './concurrency';
 import { recordRunCreated } from './run-created-audit';
 
 /** A worker's report of one execution, from any transport. */
@@ -139,6 +140,7 @@ export class ReportSystem {
           throw new EngineError('STALE_EXECUTION', `run ${run.id} changed while the report was applied`);
         }
         await leasesSql.deleteLease(tx, run.id, run.executionSeq);
+        await this.segmentEndedNormally(tx, run);
         this.r.metrics.retriesScheduled.inc();
         return {
           effect: 'retry',
@@ -198,6 +200,7 @@ export class ReportSystem {
           input: y.input ?? {},
           parentRunId: run.id,
           parentStepId: y.step_id,
+          ...laneFields(target.definition, y.input ?? {}),
         });
         this.r.metrics.runsCreated.inc({ function_id: target.definition.id });
         if (y.type === 'invoke_function') {
@@ -208,6 +211,7 @@ export class ReportSystem {
         await stepsSql.insertWaitStep(tx, { runId: run.id, stepId: y.step_id, name, type: 'invoke', status: 'completed', childRunId: child.id, output: { run_id: child.id }, sequence });
         if (!(await runsSql.queueContinuation(tx, run.id, run))) throw new EngineError('STALE_EXECUTION', `run ${run.id} changed while the report was applied`);
         await leasesSql.deleteLease(tx, run.id, run.executionSeq);
+        await this.segmentEndedNormally(tx, run);
         return { effect: 'queued', run, child };
       }
       default:
@@ -218,7 +222,13 @@ export class ReportSystem {
   private async wait(tx: Tx, run: RunRecord): Promise<ReportResult> {
     if (!(await runsSql.markWaiting(tx, run))) throw new EngineError('STALE_EXECUTION', `run ${run.id} changed while the report was applied`);
     await leasesSql.deleteLease(tx, run.id, run.executionSeq);
+    await this.segmentEndedNormally(tx, run);
     return { effect: 'waiting', run: { ...run, status: 'waiting' } };
+  }
+
+  /** A segment that reported its end breaks a run of lease recoveries: the ceiling counts consecutive ones. */
+  private async segmentEndedNormally(tx: Tx, run: RunRecord): Promise<void> {
+    if (run.recoveries > 0) await leaseRecoverySql.resetRecoveries(tx, run.id);
   }
 
   private checkSize(report: SegmentReport): void {

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { CallScope, EngineError, TriggerInput, TriggerOutput } from '@ironflow/contracts';
 import { EventRecord, RunRecord, Tx, correlationsSql, eventsSql, functionsSql, runsSql, stepsSql } from '@ironflow/store';
 import { valueAtPath } from './json-path';
+import { laneFields } from './concurrency';
 import { recordRunCreated } from './run-created-audit';
 import { EngineResources } from './resources';
 import { DispatchHints } from './dispatch-hints';
@@ -49,6 +50,7 @@ export class TriggerSystem {
           eventId: event.id,
           maxAttempts: fn.definition.retry.maxAttempts,
           input: event.data,
+          ...laneFields(fn.definition, event.data),
         });
         runIds.push(run.id);
         modes.push(run.mode);

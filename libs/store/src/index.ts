@@ -15,3 +15,4 @@ export type { NewWaitStep } from './queries/steps';
 export type { AuditRow } from './queries/audit';
 export * as correlationsSql from './queries/correlations';
 export * as deadLettersSql from './queries/dead-letters';
+export * as leaseRecoverySql from './queries/lease-recovery';

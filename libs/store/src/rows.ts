@@ -21,6 +21,8 @@ export interface RunRecord {
   parentStepId: string | null;
   wakePending: boolean;
   concurrencyKey: string | null;
+  /** The function's lane limit when the run was created; `null` when unlimited. */
+  concurrencyLimit: number | null;
   input: unknown;
   output: unknown;
   error: RunError | null;
@@ -121,6 +123,7 @@ export function mapRun(r: Row): RunRecord {
     parentStepId: strOrNull(r.parent_step_id),
     wakePending: num(r.wake_pending) === 1,
     concurrencyKey: strOrNull(r.concurrency_key),
+    concurrencyLimit: numOrNull(r.concurrency_limit),
     input: parseJson(r.input),
     output: parseJson(r.output),
     error: parseJson(r.error) as RunError | null,

@@ -4,6 +4,9 @@ import { StoreClock } from './clock';
 import { Dialect, toPositional } from './sql';
 import { Store, Tx } from './tx';
 import { InitialSchema1732900000000 } from './migrations/initial-schema';
+import { ConcurrencyLanes1733000000000 } from './migrations/concurrency-lanes';
+
+const MIGRATIONS = [InitialSchema1732900000000, ConcurrencyLanes1733000000000];
 
 export interface StoreOptions {
   /** `postgres://…` for PostgreSQL; `sqlite:<path>` or a path ending in `.db` for SQLite; `sqlite::memory:` for tests. */
@@ -47,7 +50,7 @@ async function openPostgres(options: StoreOptions): Promise<DataSource> {
     url: options.url,
     schema: options.schema,
     extra: { max: options.poolSize ?? 10, ...(options.schema ? { options: `-c search_path="${options.schema}"` } : {}) },
-    migrations: [InitialSchema1732900000000],
+    migrations: MIGRATIONS,
     migrationsTableName: 'ironflow_migrations',
   });
   await ds.initialize();
@@ -60,7 +63,7 @@ async function openSqlite(options: StoreOptions): Promise<DataSource> {
   const ds = new DataSource({
     type: 'better-sqlite3',
     database: path === '' ? ':memory:' : path,
-    migrations: [InitialSchema1732900000000],
+    migrations: MIGRATIONS,
     migrationsTableName: 'ironflow_migrations',
     prepareDatabase: (db: { pragma(s: string): unknown }) => {
       db.pragma('journal_mode = WAL');

@@ -1,8 +1,17 @@
-import { Module } from '@nestjs/common';
+import { Inject, Injectable, Module, OnApplicationBootstrap } from '@nestjs/common';
+import { EngineRuntime } from '../runtime/engine-runtime';
+import { ENGINE_RUNTIME } from '../runtime/tokens';
 
-/**
- * The capacity-scanner service. Lease expiry recovery and the recovery ceiling are not built
- * yet (the cluster issue); the service starts and answers `/health`, `/ready` and `/metrics`.
- */
-@Module({})
+/** Starts the capacity scanner: lease expiry, recovery and the recovery ceiling. */
+@Injectable()
+export class CapacityScannerLoop implements OnApplicationBootstrap {
+  constructor(@Inject(ENGINE_RUNTIME) private readonly runtime: EngineRuntime) {}
+
+  onApplicationBootstrap(): void {
+    this.runtime.engine.start({ pushDispatch: false, scheduler: false, scanner: true });
+  }
+}
+
+/** The capacity-scanner service. */
+@Module({ providers: [CapacityScannerLoop] })
 export class CapacityScannerModule {}

@@ -48,6 +48,7 @@ export class EngineRuntime {
         leaseMs: settings.leaseMs,
         tickMs: settings.tickMs,
         dispatchPollMs: settings.dispatchPollMs,
+        scanMs: settings.scanMs,
         maxPayloadBytes: settings.maxPayloadBytes,
       },
     });

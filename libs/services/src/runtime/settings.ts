@@ -14,6 +14,7 @@ import { z } from 'zod';
  * | IRONFLOW_LEASE_MS | 90000 |
  * | IRONFLOW_TICK_MS | 1000 |
  * | IRONFLOW_DISPATCH_POLL_MS | 1000 |
+ * | IRONFLOW_SCAN_MS | 1000 (capacity scanner period) |
  * | IRONFLOW_MAX_PAYLOAD_BYTES | 4194304 |
  * | NATS_URL (or IRONFLOW_NATS_URL) | none: the in-process bus (one process); `nats://…` for a cluster |
  */
@@ -29,6 +30,7 @@ const schema = z.object({
   IRONFLOW_LEASE_MS: z.coerce.number().int().min(100).default(90_000),
   IRONFLOW_TICK_MS: z.coerce.number().int().min(10).default(1000),
   IRONFLOW_DISPATCH_POLL_MS: z.coerce.number().int().min(10).default(1000),
+  IRONFLOW_SCAN_MS: z.coerce.number().int().min(10).default(1000),
   IRONFLOW_MAX_PAYLOAD_BYTES: z.coerce.number().int().min(1024).default(4 * 1024 * 1024),
   IRONFLOW_NATS_URL: z.string().regex(/^nats:\/\//, 'must start with nats://').optional(),
 });
@@ -42,6 +44,7 @@ export interface IronflowSettings {
   leaseMs: number;
   tickMs: number;
   dispatchPollMs: number;
+  scanMs: number;
   maxPayloadBytes: number;
   /** NATS JetStream URL; without it the process uses the in-process bus. */
   natsUrl?: string;
@@ -65,6 +68,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env, overrides: Pa
     leaseMs: e.IRONFLOW_LEASE_MS,
     tickMs: e.IRONFLOW_TICK_MS,
     dispatchPollMs: e.IRONFLOW_DISPATCH_POLL_MS,
+    scanMs: e.IRONFLOW_SCAN_MS,
     maxPayloadBytes: e.IRONFLOW_MAX_PAYLOAD_BYTES,
     ...(e.IRONFLOW_NATS_URL ? { natsUrl: e.IRONFLOW_NATS_URL } : {}),
     ...overrides,

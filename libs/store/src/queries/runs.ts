@@ -21,6 +21,7 @@ export interface NewRun {
   parentRunId?: string;
   parentStepId?: string;
   concurrencyKey?: string | null;
+  concurrencyLimit?: number | null;
 }
 
 /** Inserts a run in `waiting_for_capacity`, available now, attempt 1. Returns the row. */
@@ -28,11 +29,11 @@ export async function insertRun(tx: Tx, run: NewRun): Promise<RunRecord> {
   const rows = await tx.query(
     `INSERT INTO runs (id, project, env, function_id, function_version, mode, event_id, status, version,
        attempt, max_attempts, execution_seq, available_at, recoveries, parent_run_id, parent_step_id,
-       wake_pending, concurrency_key, input, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, 'waiting_for_capacity', 1, 1, $8, 0, $9, 0, $10, $11, 0, $12, $13, $9, $9)
+       wake_pending, concurrency_key, concurrency_limit, input, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, 'waiting_for_capacity', 1, 1, $8, 0, $9, 0, $10, $11, 0, $12, $14, $13, $9, $9)
      RETURNING *`,
     [run.id, run.project, run.env, run.functionId, run.functionVersion, run.mode, run.eventId, run.maxAttempts,
-      tx.now, run.parentRunId ?? null, run.parentStepId ?? null, run.concurrencyKey ?? null, toJson(run.input ?? null)],
+      tx.now, run.parentRunId ?? null, run.parentStepId ?? null, run.concurrencyKey ?? null, toJson(run.input ?? null), run.concurrencyLimit ?? null],
   );
   return mapRun(rows[0]);
 }
@@ -110,13 +111,24 @@ export async function claimRuns(tx: Tx, filter: ClaimFilter, newToken: () => str
     where.push(`function_id IN (${placeholders(params.length + 1, filter.functionIds.length)})`);
     params.push(...filter.functionIds);
   }
-  params.push(filter.limit);
-  const candidates = await tx.query<{ id: string }>(
-    `SELECT id FROM runs WHERE ${where.join(' AND ')} ORDER BY available_at, id LIMIT $${params.length}${tx.forUpdateSkipLocked}`,
+  // Read past the limit so runs of a full lane do not hide the runs behind them.
+  params.push(filter.limit + LANE_LOOKAHEAD);
+  const candidates = await tx.query<{ id: string; function_id: string; concurrency_key: string | null; concurrency_limit: unknown }>(
+    `SELECT id, function_id, concurrency_key, concurrency_limit FROM runs WHERE ${where.join(' AND ')}
+     ORDER BY available_at, id LIMIT $${params.length}${tx.forUpdateSkipLocked}`,
     params,
   );
   const claimed: RunRecord[] = [];
-  for (const { id } of candidates) {
+  const taken = new Map<string, number>();
+  for (const candidate of candidates) {
+    if (claimed.length >= filter.limit) break;
+    const { id } = candidate;
+    if (candidate.concurrency_limit !== null && candidate.concurrency_limit !== undefined) {
+      const lane = laneOf(candidate.function_id, candidate.concurrency_key);
+      const occupied = (taken.get(lane) ?? 0) + (await laneOccupancy(tx, lane));
+      if (occupied >= Number(candidate.concurrency_limit)) continue;
+      taken.set(lane, (taken.get(lane) ?? 0) + 1);
+    }
     const rows = await tx.query(
       `UPDATE runs SET status = 'running', execution_seq = execution_seq + 1, lease_token = $2,
          version = version + 1, started_at = COALESCE(started_at, $3), updated_at = $3
@@ -126,6 +138,25 @@ export async function claimRuns(tx: Tx, filter: ClaimFilter, newToken: () => str
     if (rows.length) claimed.push(mapRun(rows[0]));
   }
   return claimed;
+}
+
+/** How many queued runs past `limit` a claim reads, so a full lane does not starve the others. */
+const LANE_LOOKAHEAD = 50;
+
+/** A lane: one function and one concurrency key (DESIGN.md "concurrency_lanes"). */
+export function laneOf(functionId: string, concurrencyKey: string | null): string {
+  return `${functionId}:${concurrencyKey ?? ''}`;
+}
+
+/**
+ * A lane's occupancy: the count of its lease rows. On PostgreSQL the lane is locked for the rest
+ * of the claim first (a transaction-scoped advisory lock), so two claimers cannot both fill the
+ * last slot; on SQLite units of work already run one at a time.
+ */
+async function laneOccupancy(tx: Tx, lane: string): Promise<number> {
+  if (tx.dialect === 'postgres') await tx.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [lane]);
+  const rows = await tx.query<{ n: unknown }>(`SELECT COUNT(*) AS n FROM leases WHERE lane = $1`, [lane]);
+  return Number(rows[0].n);
 }
 
 /**

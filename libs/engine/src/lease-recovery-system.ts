@@ -1,0 +1,67 @@
+import { RUN_ERROR_CODES } from '@ironflow/contracts';
+import { commitOutcome } from '@ironflow/outcome';
+import { RunRecord, leaseRecoverySql, leasesSql, runsSql } from '@ironflow/store';
+import { DispatchHints } from './dispatch-hints';
+import { OutcomeAnnouncer } from './outcome-announcer';
+import { EngineResources } from './resources';
+
+/** What one expired lease came to. */
+export type RecoveryEffect = 'requeued' | 'exhausted' | 'released' | 'none';
+
+/**
+ * Lease expiry and recovery (DESIGN.md `capacity-scanner`): an execution whose lease expired is
+ * queued again with the same attempt; the `recoveryCeiling + 1`-th consecutive recovery (the 11th
+ * by default) fails the run with `EXECUTION_RECOVERY_EXHAUSTED`, announced like any failure. A
+ * lease left by a run that already ended (a crash between its outcome and the release) or by an
+ * execution that is no longer live is deleted, freeing the slot without running anything again.
+ * Each lease is its own unit of work, so one bad row costs only itself.
+ */
+export class LeaseRecoverySystem {
+  constructor(
+    private readonly r: EngineResources,
+    private readonly announcer: OutcomeAnnouncer,
+    private readonly hints: DispatchHints,
+  ) {}
+
+  /** One scan: recovers up to a page of expired leases. Returns each lease's effect. */
+  async scan(): Promise<RecoveryEffect[]> {
+    const expired = await this.r.store.read('listExpiredLeases', (tx) => leaseRecoverySql.listExpiredLeases(tx, this.r.config.passPageSize));
+    const effects: RecoveryEffect[] = [];
+    for (const lease of expired) {
+      try {
+        effects.push(await this.recover(lease.runId, lease.executionSeq));
+      } catch (err) {
+        this.r.logger.warn('lease recovery failed; the next scan tries again', { runId: lease.runId, error: String(err) });
+        effects.push('none');
+      }
+    }
+    return effects;
+  }
+
+  private async recover(runId: string, executionSeq: number): Promise<RecoveryEffect> {
+    const result = await this.r.store.unitOfWork('recoverLease', async (tx) => {
+      const run = await runsSql.getRun(tx, runId, { lock: true });
+      const lease = (await tx.query<{ expires_at: unknown }>(`SELECT expires_at FROM leases WHERE run_id = $1 AND execution_seq = $2`, [runId, executionSeq]))[0];
+      if (!lease || Number(lease.expires_at) > tx.now) return { effect: 'none' as const }; // refreshed meanwhile
+      if (!run || run.status !== 'running' || run.executionSeq !== executionSeq) {
+        await leasesSql.deleteLease(tx, runId, executionSeq);
+        return { effect: 'released' as const };
+      }
+      if (run.recoveries + 1 > this.r.config.recoveryCeiling) {
+        const failed = await commitOutcome(tx, runId, {
+          status: 'failed',
+          error: { message: `execution lost its lease ${run.recoveries + 1} times in a row`, code: RUN_ERROR_CODES.EXECUTION_RECOVERY_EXHAUSTED, retryable: false },
+        }, { kind: 'version', status: 'running', version: run.version });
+        return failed ? { effect: 'exhausted' as const, run: failed } : { effect: 'none' as const };
+      }
+      const requeued = await leaseRecoverySql.requeueRecovered(tx, run);
+      return requeued ? { effect: 'requeued' as const, run: requeued } : { effect: 'none' as const };
+    });
+    if (result.effect === 'exhausted' && 'run' in result) void this.announcer.announce(result.run as RunRecord, 'recovery-exhausted');
+    if (result.effect === 'requeued' && 'run' in result) {
+      const run = result.run as RunRecord;
+      this.hints.queued(run.project, run.env, run.mode);
+    }
+    return result.effect;
+  }
+}

@@ -1,0 +1,38 @@
+import { mapRun, RunRecord } from '../rows';
+import { Tx } from '../tx';
+
+export interface ExpiredLease {
+  runId: string;
+  executionSeq: number;
+  holder: string;
+  expiresAt: number;
+}
+
+/** Leases whose `expires_at` has passed, oldest first. */
+export async function listExpiredLeases(tx: Tx, limit: number): Promise<ExpiredLease[]> {
+  const rows = await tx.query(`SELECT * FROM leases WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2`, [tx.now, limit]);
+  return rows.map((r) => ({ runId: String(r.run_id), executionSeq: Number(r.execution_seq), holder: String(r.holder), expiresAt: Number(r.expires_at) }));
+}
+
+/**
+ * Queues again the execution whose lease expired (DESIGN.md `capacity-scanner`): status
+ * `waiting_for_capacity` with the same attempt, `recoveries + 1`, the lease token cleared so a
+ * late report of the lost execution is stale, and the lease row deleted. Only while that
+ * execution is still the live one. Returns the row as written, or `null`.
+ */
+export async function requeueRecovered(tx: Tx, run: RunRecord): Promise<RunRecord | null> {
+  const rows = await tx.query(
+    `UPDATE runs SET status = 'waiting_for_capacity', lease_token = NULL, recoveries = recoveries + 1,
+       available_at = $2, version = version + 1, updated_at = $2
+     WHERE id = $1 AND status = 'running' AND execution_seq = $3 AND version = $4 RETURNING *`,
+    [run.id, tx.now, run.executionSeq, run.version],
+  );
+  if (rows.length === 0) return null;
+  await tx.execute(`DELETE FROM leases WHERE run_id = $1 AND execution_seq = $2`, [run.id, run.executionSeq]);
+  return mapRun(rows[0]);
+}
+
+/** Resets the consecutive-recovery count once an execution of the run reported normally. */
+export async function resetRecoveries(tx: Tx, runId: string): Promise<void> {
+  await tx.execute(`UPDATE runs SET recoveries = 0 WHERE id = $1 AND recoveries > 0`, [runId]);
+}
