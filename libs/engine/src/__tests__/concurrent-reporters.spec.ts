@@ -46,6 +46,15 @@ describe('concurrent reporters of one run [postgres]', () => {
     return settled.reason instanceof EngineError ? `error:${settled.reason.code}` : `unexpected:${String(settled.reason)}`;
   }
 
+  /**
+   * A claim must lock only the rows it takes: `FOR UPDATE SKIP LOCKED` makes every other claimer
+   * skip what it holds, so a claimer that locks more than it claims hides work from the others.
+   *
+   * Regression: commit 9bbc134's libs/store/src/queries/runs.ts `claimRuns` read
+   * `filter.limit + LANE_LOOKAHEAD` (limit + 50) candidates `FOR UPDATE SKIP LOCKED` and kept the
+   * ones it passed over locked until its commit: one poll locked all 40 queued runs, claimed 5,
+   * and the 9 concurrent polls got nothing. Claims now lock a batch of `limit` at a time.
+   */
   it('concurrent polls by 10 workers claim each queued run exactly once', async () => {
     for (let w = 2; w <= 10; w++) await registerWorker(t, ['flow'], `w${w}`);
     const workers = [WORKER, ...Array.from({ length: 9 }, (_v, i) => `w${i + 2}`)];

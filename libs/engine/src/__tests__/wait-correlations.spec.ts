@@ -10,10 +10,9 @@ import { WORKER, fenced, pollAndAck, readRun, readStep, registerPull, registerWo
  * for an event name only ever grows, every trigger of that name reads and locks all of it, and
  * concurrent triggers of that name serialize on rows of runs that ended long ago.
  *
- * BUG (engine): the two "closes its correlation" tests fail today. Nothing but a matching event
- * closes a correlation: libs/engine/src/scheduler-system.ts `timeOut` (the wait_for_event branch)
- * ends the step and fails the run without `correlationsSql.closeCorrelation`, and
- * libs/engine/src/cancel-system.ts `cancel` leaves the run's open correlations as they are.
+ * Regression: this was a bug (found by these tests, then fixed): nothing but a matching event
+ * closed a correlation; scheduler-system.ts `timeOut` ended the step and failed the run without
+ * closing it, and cancel-system.ts `cancel` left the run's open correlations as they were.
  */
 describe.each(STORES)('waitForEvent correlations [%s]', (dialect) => {
   let t: TestEngine;
@@ -47,7 +46,7 @@ describe.each(STORES)('waitForEvent correlations [%s]', (dialect) => {
     expect(await openFor('order.paid')).toEqual([]);
   });
 
-  it('a wait that timed out fails its run with EVENT_WAIT_TIMED_OUT and closes its correlation [BUG: scheduler-system.ts timeOut leaves it open]', async () => {
+  it('a wait that timed out fails its run with EVENT_WAIT_TIMED_OUT and closes its correlation', async () => {
     const runId = await waitingForPayment('A');
     t.db.clock.advance(61_000);
     await t.engine.scheduler.timeoutSweep();
@@ -56,7 +55,7 @@ describe.each(STORES)('waitForEvent correlations [%s]', (dialect) => {
     expect(await openFor('order.paid')).toEqual([]);
   });
 
-  it('a cancelled run’s wait closes its correlation [BUG: cancel-system.ts leaves it open]', async () => {
+  it('a cancelled run’s wait closes its correlation', async () => {
     const runId = await waitingForPayment('A');
     expect((await t.engine.api.cancelRun(SCOPE, runId, 'stop')).status).toBe('cancelled');
     expect(await openFor('order.paid')).toEqual([]);

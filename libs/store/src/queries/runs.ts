@@ -111,37 +111,60 @@ export async function claimRuns(tx: Tx, filter: ClaimFilter, newToken: () => str
     where.push(`function_id IN (${placeholders(params.length + 1, filter.functionIds.length)})`);
     params.push(...filter.functionIds);
   }
-  // Read past the limit so runs of a full lane do not hide the runs behind them.
-  params.push(filter.limit + LANE_LOOKAHEAD);
-  const candidates = await tx.query<{ id: string; function_id: string; concurrency_key: string | null; concurrency_limit: unknown }>(
-    `SELECT id, function_id, concurrency_key, concurrency_limit FROM runs WHERE ${where.join(' AND ')}
-     ORDER BY available_at, id LIMIT $${params.length}${tx.forUpdateSkipLocked}`,
-    params,
-  );
+  // Candidates are read (and locked) a batch of `limit` at a time; a further batch is read only
+  // when a full lane skipped some, so a claimer locks about what it claims and concurrent
+  // claimers are not starved, while a full lane does not hide the runs behind it.
   const claimed: RunRecord[] = [];
   const taken = new Map<string, number>();
-  for (const candidate of candidates) {
-    if (claimed.length >= filter.limit) break;
-    const { id } = candidate;
-    if (candidate.concurrency_limit !== null && candidate.concurrency_limit !== undefined) {
-      const lane = laneOf(candidate.function_id, candidate.concurrency_key);
-      const occupied = (taken.get(lane) ?? 0) + (await laneOccupancy(tx, lane));
-      if (occupied >= Number(candidate.concurrency_limit)) continue;
-      taken.set(lane, (taken.get(lane) ?? 0) + 1);
-    }
-    const rows = await tx.query(
-      `UPDATE runs SET status = 'running', execution_seq = execution_seq + 1, lease_token = $2,
-         version = version + 1, started_at = COALESCE(started_at, $3), updated_at = $3
-       WHERE id = $1 AND status = 'waiting_for_capacity' RETURNING *`,
-      [id, newToken(), tx.now],
+  type Candidate = { id: string; available_at: unknown; function_id: string; concurrency_key: string | null; concurrency_limit: unknown };
+  let after: { availableAt: number; id: string } | null = null;
+  for (let batch = 0; batch < MAX_CLAIM_BATCHES && claimed.length < filter.limit; batch += 1) {
+    const cursor: { availableAt: number; id: string } | null = after;
+    const batchWhere: string[] = cursor ? [...where, `(available_at > $${params.length + 1} OR (available_at = $${params.length + 1} AND id > $${params.length + 2}))`] : where;
+    const batchParams: unknown[] = cursor ? [...params, cursor.availableAt, cursor.id] : [...params];
+    batchParams.push(filter.limit - claimed.length);
+    const candidates: Candidate[] = await tx.query<Candidate>(
+      `SELECT id, available_at, function_id, concurrency_key, concurrency_limit FROM runs WHERE ${batchWhere.join(' AND ')}
+       ORDER BY available_at, id LIMIT $${batchParams.length}${tx.forUpdateSkipLocked}`,
+      batchParams,
     );
-    if (rows.length) claimed.push(mapRun(rows[0]));
+    if (candidates.length === 0) break;
+    let skipped = 0;
+    for (const candidate of candidates) {
+      after = { availableAt: Number(candidate.available_at), id: candidate.id };
+      const claimedOne = await claimCandidate(tx, candidate, taken, newToken);
+      if (claimedOne) claimed.push(claimedOne);
+      else skipped += 1;
+    }
+    if (skipped === 0) break;
   }
   return claimed;
 }
 
-/** How many queued runs past `limit` a claim reads, so a full lane does not starve the others. */
-const LANE_LOOKAHEAD = 50;
+async function claimCandidate(
+  tx: Tx,
+  candidate: { id: string; function_id: string; concurrency_key: string | null; concurrency_limit: unknown },
+  taken: Map<string, number>,
+  newToken: () => string,
+): Promise<RunRecord | null> {
+  const { id } = candidate;
+  if (candidate.concurrency_limit !== null && candidate.concurrency_limit !== undefined) {
+    const lane = laneOf(candidate.function_id, candidate.concurrency_key);
+    const occupied = (taken.get(lane) ?? 0) + (await laneOccupancy(tx, lane));
+    if (occupied >= Number(candidate.concurrency_limit)) return null;
+    taken.set(lane, (taken.get(lane) ?? 0) + 1);
+  }
+  const rows = await tx.query(
+    `UPDATE runs SET status = 'running', execution_seq = execution_seq + 1, lease_token = $2,
+       version = version + 1, started_at = COALESCE(started_at, $3), updated_at = $3
+     WHERE id = $1 AND status = 'waiting_for_capacity' RETURNING *`,
+    [id, newToken(), tx.now],
+  );
+  return rows.length ? mapRun(rows[0]) : null;
+}
+
+/** How many batches a claim reads past runs of full lanes before it gives up for this round. */
+const MAX_CLAIM_BATCHES = 5;
 
 /** A lane: one function and one concurrency key (DESIGN.md "concurrency_lanes"). */
 export function laneOf(functionId: string, concurrencyKey: string | null): string {

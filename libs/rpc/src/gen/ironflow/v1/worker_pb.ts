@@ -21,7 +21,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ironflow/v1/worker.proto.
  */
 export const file_ironflow_v1_worker: GenFile = /*@__PURE__*/
-  fileDesc("Chhpcm9uZmxvdy92MS93b3JrZXIucHJvdG8SC2lyb25mbG93LnYxItIDCg1Xb3JrZXJNZXNzYWdlEi8KCHJlZ2lzdGVyGAEgASgLMhsuaXJvbmZsb3cudjEuV29ya2VyUmVnaXN0ZXJIABIxCgloZWFydGJlYXQYAiABKAsyHC5pcm9uZmxvdy52MS5Xb3JrZXJIZWFydGJlYXRIABIwCgxzdGVwX3N0YXJ0ZWQYAyABKAsyGC5pcm9uZmxvdy52MS5TdGVwU3RhcnRlZEgAEjQKDnN0ZXBfY29tcGxldGVkGAQgASgLMhouaXJvbmZsb3cudjEuU3RlcENvbXBsZXRlZEgAEi4KC3N0ZXBfZmFpbGVkGAUgASgLMhcuaXJvbmZsb3cudjEuU3RlcEZhaWxlZEgAEjAKDHN0ZXBfeWllbGRlZBgGIAEoCzIYLmlyb25mbG93LnYxLlN0ZXBZaWVsZGVkSAASMgoNam9iX2NvbXBsZXRlZBgHIAEoCzIZLmlyb25mbG93LnYxLkpvYkNvbXBsZXRlZEgAEiwKCmpvYl9mYWlsZWQYCCABKAsyFi5pcm9uZmxvdy52MS5Kb2JGYWlsZWRIABImCgdqb2JfYWNrGAkgASgLMhMuaXJvbmZsb3cudjEuSm9iQWNrSABCCQoHcGF5bG9hZCL9AQoOV29ya2VyUmVnaXN0ZXISEQoJd29ya2VyX2lkGAEgASgJEhAKCGhvc3RuYW1lGAIgASgJEhQKDGZ1bmN0aW9uX2lkcxgDIAMoCRIbChNtYXhfY29uY3VycmVudF9qb2JzGAQgASgFEjcKBmxhYmVscxgFIAMoCzInLmlyb25mbG93LnYxLldvcmtlclJlZ2lzdGVyLkxhYmVsc0VudHJ5EisKB3ZlcnNpb24YBiABKAsyGi5pcm9uZmxvdy52MS5Xb3JrZXJWZXJzaW9uGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiLQoNV29ya2VyVmVyc2lvbhILCgNzZGsYASABKAkSDwoHcnVudGltZRgCIAEoCSKMAQoPV29ya2VySGVhcnRiZWF0EhEKCXdvcmtlcl9pZBgBIAEoCRITCgthY3RpdmVfam9icxgCIAEoBRIkCgRqb2JzGAMgAygLMhYuaXJvbmZsb3cudjEuQWN0aXZlSm9iEisKB21ldHJpY3MYBCABKAsyGi5pcm9uZmxvdy52MS5Xb3JrZXJNZXRyaWNzIocBCglBY3RpdmVKb2ISDgoGam9iX2lkGAEgASgJEi4KCnN0YXJ0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnJ1bl9pZBgDIAEoCRIVCg1leGVjdXRpb25fc2VxGAQgASgDEhMKC2xlYXNlX3Rva2VuGAUgASgJImkKDVdvcmtlck1ldHJpY3MSEwoLY3B1X3BlcmNlbnQYASABKAESFgoObWVtb3J5X3BlcmNlbnQYAiABKAESFgoOam9ic19jb21wbGV0ZWQYAyABKAMSEwoLam9ic19mYWlsZWQYBCABKAMikgEKC1N0ZXBTdGFydGVkEg4KBmpvYl9pZBgBIAEoCRIPCgdzdGVwX2lkGAIgASgJEgwKBG5hbWUYAyABKAkSKAoJc3RlcF90eXBlGAQgASgOMhUuaXJvbmZsb3cudjEuU3RlcFR5cGUSFQoNZXhlY3V0aW9uX3NlcRgFIAEoAxITCgtsZWFzZV90b2tlbhgGIAEoCSKaAQoNU3RlcENvbXBsZXRlZBIOCgZqb2JfaWQYASABKAkSDwoHc3RlcF9pZBgCIAEoCRInCgZvdXRwdXQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhMKC2R1cmF0aW9uX21zGAQgASgFEhUKDWV4ZWN1dGlvbl9zZXEYBSABKAMSEwoLbGVhc2VfdG9rZW4YBiABKAkikQEKClN0ZXBGYWlsZWQSDgoGam9iX2lkGAEgASgJEg8KB3N0ZXBfaWQYAiABKAkSIQoFZXJyb3IYAyABKAsyEi5pcm9uZmxvdy52MS5FcnJvchITCgtkdXJhdGlvbl9tcxgEIAEoBRIVCg1leGVjdXRpb25fc2VxGAUgASgDEhMKC2xlYXNlX3Rva2VuGAYgASgJIsUBCgtTdGVwWWllbGRlZBIOCgZqb2JfaWQYASABKAkSDwoHc3RlcF9pZBgCIAEoCRIoCgVzbGVlcBgDIAEoCzIXLmlyb25mbG93LnYxLlNsZWVwWWllbGRIABIxCgp3YWl0X2V2ZW50GAQgASgLMhsuaXJvbmZsb3cudjEuV2FpdEV2ZW50WWllbGRIABIVCg1leGVjdXRpb25fc2VxGAUgASgDEhMKC2xlYXNlX3Rva2VuGAYgASgJQgwKCnlpZWxkX2luZm8iNwoKU2xlZXBZaWVsZBIpCgV1bnRpbBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAigAEKDldhaXRFdmVudFlpZWxkEhIKCmV2ZW50X25hbWUYASABKAkSGAoQbWF0Y2hfZXhwcmVzc2lvbhgCIAEoCRITCgttYXRjaF92YWx1ZRgDIAEoCRIrCgd0aW1lb3V0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKIAQoMSm9iQ29tcGxldGVkEg4KBmpvYl9pZBgBIAEoCRInCgZvdXRwdXQYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhMKC2R1cmF0aW9uX21zGAMgASgFEhUKDWV4ZWN1dGlvbl9zZXEYBCABKAMSEwoLbGVhc2VfdG9rZW4YBSABKAkiqQEKCUpvYkZhaWxlZBIOCgZqb2JfaWQYASABKAkSIQoFZXJyb3IYAiABKAsyEi5pcm9uZmxvdy52MS5FcnJvchITCgtkdXJhdGlvbl9tcxgDIAEoBRIoCgVzdGVwcxgEIAMoCzIZLmlyb25mbG93LnYxLkV4ZWN1dGVkU3RlcBIVCg1leGVjdXRpb25fc2VxGAUgASgDEhMKC2xlYXNlX3Rva2VuGAYgASgJIsEBCgxFeGVjdXRlZFN0ZXASCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIMCgR0eXBlGAMgASgJEg4KBnN0YXR1cxgEIAEoCRInCgZvdXRwdXQYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiEKBWVycm9yGAYgASgLMhIuaXJvbmZsb3cudjEuRXJyb3ISGAoQY29tcGVuc2F0aW9uX2ZvchgHIAEoCRITCgtkdXJhdGlvbl9tcxgIIAEoBSJUCgZKb2JBY2sSDgoGam9iX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIVCg1leGVjdXRpb25fc2VxGAMgASgDEhMKC2xlYXNlX3Rva2VuGAQgASgJIt0CCg1FbmdpbmVNZXNzYWdlEjMKCnJlZ2lzdGVyZWQYASABKAsyHS5pcm9uZmxvdy52MS5Xb3JrZXJSZWdpc3RlcmVkSAASKQoDam9iGAIgASgLMhouaXJvbmZsb3cudjEuSm9iQXNzaWdubWVudEgAEigKCHN0ZXBfYWNrGAMgASgLMhQuaXJvbmZsb3cudjEuU3RlcEFja0gAEigKBnJlc3VtZRgEIAEoCzIWLmlyb25mbG93LnYxLlJlc3VtZUpvYkgAEigKBmNhbmNlbBgFIAEoCzIWLmlyb25mbG93LnYxLkNhbmNlbEpvYkgAEikKCHNodXRkb3duGAYgASgLMhUuaXJvbmZsb3cudjEuU2h1dGRvd25IABI4Cg1sZWFzZV9yZWZyZXNoGAcgASgLMh8uaXJvbmZsb3cudjEuTGVhc2VSZWZyZXNoUmVzdWx0SABCCQoHcGF5bG9hZCJEChBXb3JrZXJSZWdpc3RlcmVkEhEKCXdvcmtlcl9pZBgBIAEoCRIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKAUiywIKDUpvYkFzc2lnbm1lbnQSDgoGam9iX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRITCgtmdW5jdGlvbl9pZBgDIAEoCRIhCgVldmVudBgEIAEoCzISLmlyb25mbG93LnYxLkV2ZW50EjMKD2NvbXBsZXRlZF9zdGVwcxgFIAMoCzIaLmlyb25mbG93LnYxLkNvbXBsZXRlZFN0ZXASEAoIYWN0b3JfaWQYBiABKAkSDwoHYXR0ZW1wdBgHIAEoBRIoCgdjb250ZXh0GAggASgLMhcuaXJvbmZsb3cudjEuSm9iQ29udGV4dBIVCg1leGVjdXRpb25fc2VxGAkgASgDEhMKC2xlYXNlX3Rva2VuGAogASgJEjQKEGxlYXNlX2V4cGlyZXNfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlcKDUNvbXBsZXRlZFN0ZXASDwoHc3RlcF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEicKBm91dHB1dBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3Qi7wEKCkpvYkNvbnRleHQSEAoIdHJhY2VfaWQYASABKAkSNwoIbWV0YWRhdGEYAiADKAsyJS5pcm9uZmxvdy52MS5Kb2JDb250ZXh0Lk1ldGFkYXRhRW50cnkSNQoHc2VjcmV0cxgDIAMoCzIkLmlyb25mbG93LnYxLkpvYkNvbnRleHQuU2VjcmV0c0VudHJ5Gi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARouCgxTZWNyZXRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI7CgdTdGVwQWNrEg8KB3N0ZXBfaWQYASABKAkSEAoIYWNjZXB0ZWQYAiABKAgSDQoFZXJyb3IYAyABKAkibwoJUmVzdW1lSm9iEg4KBmpvYl9pZBgBIAEoCRIPCgdzdGVwX2lkGAIgASgJEhMKC3Jlc3VtZV90eXBlGAMgASgJEiwKC3Jlc3VtZV9kYXRhGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIrCglDYW5jZWxKb2ISDgoGam9iX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSI0CghTaHV0ZG93bhIOCgZyZWFzb24YASABKAkSGAoQZHJhaW5fdGltZW91dF9tcxgCIAEoBSJHChJMZWFzZVJlZnJlc2hSZXN1bHQSMQoIc2VnbWVudHMYASADKAsyHy5pcm9uZmxvdy52MS5TZWdtZW50TGVhc2VTdGF0dXMiYwoSU2VnbWVudExlYXNlU3RhdHVzEg4KBnJ1bl9pZBgBIAEoCRIVCg1leGVjdXRpb25fc2VxGAIgASgDEiYKBXN0YXRlGAMgASgOMhcuaXJvbmZsb3cudjEuTGVhc2VTdGF0ZTJWCg1Xb3JrZXJTZXJ2aWNlEkUKB0Nvbm5lY3QSGi5pcm9uZmxvdy52MS5Xb3JrZXJNZXNzYWdlGhouaXJvbmZsb3cudjEuRW5naW5lTWVzc2FnZSgBMAFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_ironflow_v1_types]);
+  fileDesc("Chhpcm9uZmxvdy92MS93b3JrZXIucHJvdG8SC2lyb25mbG93LnYxIoIECg1Xb3JrZXJNZXNzYWdlEi8KCHJlZ2lzdGVyGAEgASgLMhsuaXJvbmZsb3cudjEuV29ya2VyUmVnaXN0ZXJIABIxCgloZWFydGJlYXQYAiABKAsyHC5pcm9uZmxvdy52MS5Xb3JrZXJIZWFydGJlYXRIABIwCgxzdGVwX3N0YXJ0ZWQYAyABKAsyGC5pcm9uZmxvdy52MS5TdGVwU3RhcnRlZEgAEjQKDnN0ZXBfY29tcGxldGVkGAQgASgLMhouaXJvbmZsb3cudjEuU3RlcENvbXBsZXRlZEgAEi4KC3N0ZXBfZmFpbGVkGAUgASgLMhcuaXJvbmZsb3cudjEuU3RlcEZhaWxlZEgAEjAKDHN0ZXBfeWllbGRlZBgGIAEoCzIYLmlyb25mbG93LnYxLlN0ZXBZaWVsZGVkSAASMgoNam9iX2NvbXBsZXRlZBgHIAEoCzIZLmlyb25mbG93LnYxLkpvYkNvbXBsZXRlZEgAEiwKCmpvYl9mYWlsZWQYCCABKAsyFi5pcm9uZmxvdy52MS5Kb2JGYWlsZWRIABImCgdqb2JfYWNrGAkgASgLMhMuaXJvbmZsb3cudjEuSm9iQWNrSAASLgoLam9iX3lpZWxkZWQYZCABKAsyFy5pcm9uZmxvdy52MS5Kb2JZaWVsZGVkSABCCQoHcGF5bG9hZCL9AQoOV29ya2VyUmVnaXN0ZXISEQoJd29ya2VyX2lkGAEgASgJEhAKCGhvc3RuYW1lGAIgASgJEhQKDGZ1bmN0aW9uX2lkcxgDIAMoCRIbChNtYXhfY29uY3VycmVudF9qb2JzGAQgASgFEjcKBmxhYmVscxgFIAMoCzInLmlyb25mbG93LnYxLldvcmtlclJlZ2lzdGVyLkxhYmVsc0VudHJ5EisKB3ZlcnNpb24YBiABKAsyGi5pcm9uZmxvdy52MS5Xb3JrZXJWZXJzaW9uGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiLQoNV29ya2VyVmVyc2lvbhILCgNzZGsYASABKAkSDwoHcnVudGltZRgCIAEoCSKMAQoPV29ya2VySGVhcnRiZWF0EhEKCXdvcmtlcl9pZBgBIAEoCRITCgthY3RpdmVfam9icxgCIAEoBRIkCgRqb2JzGAMgAygLMhYuaXJvbmZsb3cudjEuQWN0aXZlSm9iEisKB21ldHJpY3MYBCABKAsyGi5pcm9uZmxvdy52MS5Xb3JrZXJNZXRyaWNzIocBCglBY3RpdmVKb2ISDgoGam9iX2lkGAEgASgJEi4KCnN0YXJ0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnJ1bl9pZBgDIAEoCRIVCg1leGVjdXRpb25fc2VxGAQgASgDEhMKC2xlYXNlX3Rva2VuGAUgASgJImkKDVdvcmtlck1ldHJpY3MSEwoLY3B1X3BlcmNlbnQYASABKAESFgoObWVtb3J5X3BlcmNlbnQYAiABKAESFgoOam9ic19jb21wbGV0ZWQYAyABKAMSEwoLam9ic19mYWlsZWQYBCABKAMikgEKC1N0ZXBTdGFydGVkEg4KBmpvYl9pZBgBIAEoCRIPCgdzdGVwX2lkGAIgASgJEgwKBG5hbWUYAyABKAkSKAoJc3RlcF90eXBlGAQgASgOMhUuaXJvbmZsb3cudjEuU3RlcFR5cGUSFQoNZXhlY3V0aW9uX3NlcRgFIAEoAxITCgtsZWFzZV90b2tlbhgGIAEoCSKaAQoNU3RlcENvbXBsZXRlZBIOCgZqb2JfaWQYASABKAkSDwoHc3RlcF9pZBgCIAEoCRInCgZvdXRwdXQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhMKC2R1cmF0aW9uX21zGAQgASgFEhUKDWV4ZWN1dGlvbl9zZXEYBSABKAMSEwoLbGVhc2VfdG9rZW4YBiABKAkikQEKClN0ZXBGYWlsZWQSDgoGam9iX2lkGAEgASgJEg8KB3N0ZXBfaWQYAiABKAkSIQoFZXJyb3IYAyABKAsyEi5pcm9uZmxvdy52MS5FcnJvchITCgtkdXJhdGlvbl9tcxgEIAEoBRIVCg1leGVjdXRpb25fc2VxGAUgASgDEhMKC2xlYXNlX3Rva2VuGAYgASgJIsUBCgtTdGVwWWllbGRlZBIOCgZqb2JfaWQYASABKAkSDwoHc3RlcF9pZBgCIAEoCRIoCgVzbGVlcBgDIAEoCzIXLmlyb25mbG93LnYxLlNsZWVwWWllbGRIABIxCgp3YWl0X2V2ZW50GAQgASgLMhsuaXJvbmZsb3cudjEuV2FpdEV2ZW50WWllbGRIABIVCg1leGVjdXRpb25fc2VxGAUgASgDEhMKC2xlYXNlX3Rva2VuGAYgASgJQgwKCnlpZWxkX2luZm8iNwoKU2xlZXBZaWVsZBIpCgV1bnRpbBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAigAEKDldhaXRFdmVudFlpZWxkEhIKCmV2ZW50X25hbWUYASABKAkSGAoQbWF0Y2hfZXhwcmVzc2lvbhgCIAEoCRITCgttYXRjaF92YWx1ZRgDIAEoCRIrCgd0aW1lb3V0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLHAQoMSm9iQ29tcGxldGVkEg4KBmpvYl9pZBgBIAEoCRInCgZvdXRwdXQYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhMKC2R1cmF0aW9uX21zGAMgASgFEhUKDWV4ZWN1dGlvbl9zZXEYBCABKAMSEwoLbGVhc2VfdG9rZW4YBSABKAkSKAoFc3RlcHMYZCADKAsyGS5pcm9uZmxvdy52MS5FeGVjdXRlZFN0ZXASEwoLb3V0cHV0X2pzb24YZSABKAkimwEKCkpvYllpZWxkZWQSDgoGam9iX2lkGAEgASgJEhUKDWV4ZWN1dGlvbl9zZXEYAiABKAMSEwoLbGVhc2VfdG9rZW4YAyABKAkSEgoKeWllbGRfanNvbhgEIAEoCRIoCgVzdGVwcxgFIAMoCzIZLmlyb25mbG93LnYxLkV4ZWN1dGVkU3RlcBITCgtkdXJhdGlvbl9tcxgGIAEoBSKpAQoJSm9iRmFpbGVkEg4KBmpvYl9pZBgBIAEoCRIhCgVlcnJvchgCIAEoCzISLmlyb25mbG93LnYxLkVycm9yEhMKC2R1cmF0aW9uX21zGAMgASgFEigKBXN0ZXBzGAQgAygLMhkuaXJvbmZsb3cudjEuRXhlY3V0ZWRTdGVwEhUKDWV4ZWN1dGlvbl9zZXEYBSABKAMSEwoLbGVhc2VfdG9rZW4YBiABKAki1gEKDEV4ZWN1dGVkU3RlcBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEgwKBHR5cGUYAyABKAkSDgoGc3RhdHVzGAQgASgJEicKBm91dHB1dBgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSIQoFZXJyb3IYBiABKAsyEi5pcm9uZmxvdy52MS5FcnJvchIYChBjb21wZW5zYXRpb25fZm9yGAcgASgJEhMKC2R1cmF0aW9uX21zGAggASgFEhMKC291dHB1dF9qc29uGGQgASgJIlQKBkpvYkFjaxIOCgZqb2JfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEhUKDWV4ZWN1dGlvbl9zZXEYAyABKAMSEwoLbGVhc2VfdG9rZW4YBCABKAki3QIKDUVuZ2luZU1lc3NhZ2USMwoKcmVnaXN0ZXJlZBgBIAEoCzIdLmlyb25mbG93LnYxLldvcmtlclJlZ2lzdGVyZWRIABIpCgNqb2IYAiABKAsyGi5pcm9uZmxvdy52MS5Kb2JBc3NpZ25tZW50SAASKAoIc3RlcF9hY2sYAyABKAsyFC5pcm9uZmxvdy52MS5TdGVwQWNrSAASKAoGcmVzdW1lGAQgASgLMhYuaXJvbmZsb3cudjEuUmVzdW1lSm9iSAASKAoGY2FuY2VsGAUgASgLMhYuaXJvbmZsb3cudjEuQ2FuY2VsSm9iSAASKQoIc2h1dGRvd24YBiABKAsyFS5pcm9uZmxvdy52MS5TaHV0ZG93bkgAEjgKDWxlYXNlX3JlZnJlc2gYByABKAsyHy5pcm9uZmxvdy52MS5MZWFzZVJlZnJlc2hSZXN1bHRIAEIJCgdwYXlsb2FkIkQKEFdvcmtlclJlZ2lzdGVyZWQSEQoJd29ya2VyX2lkGAEgASgJEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgCIAEoBSLkAgoNSm9iQXNzaWdubWVudBIOCgZqb2JfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEhMKC2Z1bmN0aW9uX2lkGAMgASgJEiEKBWV2ZW50GAQgASgLMhIuaXJvbmZsb3cudjEuRXZlbnQSMwoPY29tcGxldGVkX3N0ZXBzGAUgAygLMhouaXJvbmZsb3cudjEuQ29tcGxldGVkU3RlcBIQCghhY3Rvcl9pZBgGIAEoCRIPCgdhdHRlbXB0GAcgASgFEigKB2NvbnRleHQYCCABKAsyFy5pcm9uZmxvdy52MS5Kb2JDb250ZXh0EhUKDWV4ZWN1dGlvbl9zZXEYCSABKAMSEwoLbGVhc2VfdG9rZW4YCiABKAkSNAoQbGVhc2VfZXhwaXJlc19hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPZXZlbnRfZGF0YV9qc29uGGQgASgJImwKDUNvbXBsZXRlZFN0ZXASDwoHc3RlcF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEicKBm91dHB1dBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEwoLb3V0cHV0X2pzb24YZCABKAki7wEKCkpvYkNvbnRleHQSEAoIdHJhY2VfaWQYASABKAkSNwoIbWV0YWRhdGEYAiADKAsyJS5pcm9uZmxvdy52MS5Kb2JDb250ZXh0Lk1ldGFkYXRhRW50cnkSNQoHc2VjcmV0cxgDIAMoCzIkLmlyb25mbG93LnYxLkpvYkNvbnRleHQuU2VjcmV0c0VudHJ5Gi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARouCgxTZWNyZXRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI7CgdTdGVwQWNrEg8KB3N0ZXBfaWQYASABKAkSEAoIYWNjZXB0ZWQYAiABKAgSDQoFZXJyb3IYAyABKAkibwoJUmVzdW1lSm9iEg4KBmpvYl9pZBgBIAEoCRIPCgdzdGVwX2lkGAIgASgJEhMKC3Jlc3VtZV90eXBlGAMgASgJEiwKC3Jlc3VtZV9kYXRhGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIrCglDYW5jZWxKb2ISDgoGam9iX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSI0CghTaHV0ZG93bhIOCgZyZWFzb24YASABKAkSGAoQZHJhaW5fdGltZW91dF9tcxgCIAEoBSJHChJMZWFzZVJlZnJlc2hSZXN1bHQSMQoIc2VnbWVudHMYASADKAsyHy5pcm9uZmxvdy52MS5TZWdtZW50TGVhc2VTdGF0dXMiYwoSU2VnbWVudExlYXNlU3RhdHVzEg4KBnJ1bl9pZBgBIAEoCRIVCg1leGVjdXRpb25fc2VxGAIgASgDEiYKBXN0YXRlGAMgASgOMhcuaXJvbmZsb3cudjEuTGVhc2VTdGF0ZTJWCg1Xb3JrZXJTZXJ2aWNlEkUKB0Nvbm5lY3QSGi5pcm9uZmxvdy52MS5Xb3JrZXJNZXNzYWdlGhouaXJvbmZsb3cudjEuRW5naW5lTWVzc2FnZSgBMAFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_ironflow_v1_types]);
 
 /**
  * @generated from message ironflow.v1.WorkerMessage
@@ -98,6 +98,15 @@ export type WorkerMessage = Message<"ironflow.v1.WorkerMessage"> & {
      */
     value: JobAck;
     case: "jobAck";
+  } | {
+    /**
+     * Ours (the v0.29 SDK sends nothing when it yields): an invocation of the Ironflow TS SDK's
+     * stream worker that ended at a wait. Engines without it see an unknown field and ignore it.
+     *
+     * @generated from field: ironflow.v1.JobYielded job_yielded = 100;
+     */
+    value: JobYielded;
+    case: "jobYielded";
   } | { case: undefined; value?: undefined };
 };
 
@@ -533,6 +542,21 @@ export type JobCompleted = Message<"ironflow.v1.JobCompleted"> & {
    * @generated from field: string lease_token = 5;
    */
   leaseToken: string;
+
+  /**
+   * Ours: every step executed in this invocation, in order (the v0.29 SDK sends none).
+   *
+   * @generated from field: repeated ironflow.v1.ExecutedStep steps = 100;
+   */
+  steps: ExecutedStep[];
+
+  /**
+   * Ours: the result as JSON text (any JSON value, so a number or an array survives); when set it
+   * wins over `output`. Empty = no result (the handler returned undefined) unless `output` is set.
+   *
+   * @generated from field: string output_json = 101;
+   */
+  outputJson: string;
 };
 
 /**
@@ -541,6 +565,56 @@ export type JobCompleted = Message<"ironflow.v1.JobCompleted"> & {
  */
 export const JobCompletedSchema: GenMessage<JobCompleted> = /*@__PURE__*/
   messageDesc(file_ironflow_v1_worker, 12);
+
+/**
+ * Ours. An invocation that ended at a wait (WIRE-PROTOCOL.md 1.1, 1.5): the yield and the steps
+ * run before it, fenced like the terminals. The engine applies it as a `yielded` report.
+ *
+ * @generated from message ironflow.v1.JobYielded
+ */
+export type JobYielded = Message<"ironflow.v1.JobYielded"> & {
+  /**
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * @generated from field: int64 execution_seq = 2;
+   */
+  executionSeq: bigint;
+
+  /**
+   * @generated from field: string lease_token = 3;
+   */
+  leaseToken: string;
+
+  /**
+   * The yield object of WIRE-PROTOCOL.md 1.5 as JSON text with its snake_case keys, e.g.
+   * {"type":"sleep","step_id":"<runId>:nap:0","until":"2025-01-02T03:04:05.000Z"}.
+   *
+   * @generated from field: string yield_json = 4;
+   */
+  yieldJson: string;
+
+  /**
+   * Every step executed in this invocation, in order.
+   *
+   * @generated from field: repeated ironflow.v1.ExecutedStep steps = 5;
+   */
+  steps: ExecutedStep[];
+
+  /**
+   * @generated from field: int32 duration_ms = 6;
+   */
+  durationMs: number;
+};
+
+/**
+ * Describes the message ironflow.v1.JobYielded.
+ * Use `create(JobYieldedSchema)` to create a new message.
+ */
+export const JobYieldedSchema: GenMessage<JobYielded> = /*@__PURE__*/
+  messageDesc(file_ironflow_v1_worker, 13);
 
 /**
  * Failure of one invocation. `steps` holds every step of the invocation (incl. compensations)
@@ -585,7 +659,7 @@ export type JobFailed = Message<"ironflow.v1.JobFailed"> & {
  * Use `create(JobFailedSchema)` to create a new message.
  */
 export const JobFailedSchema: GenMessage<JobFailed> = /*@__PURE__*/
-  messageDesc(file_ironflow_v1_worker, 13);
+  messageDesc(file_ironflow_v1_worker, 14);
 
 /**
  * @generated from message ironflow.v1.ExecutedStep
@@ -638,6 +712,13 @@ export type ExecutedStep = Message<"ironflow.v1.ExecutedStep"> & {
    * @generated from field: int32 duration_ms = 8;
    */
   durationMs: number;
+
+  /**
+   * Ours: the output as JSON text (any JSON value); when set it wins over `output`.
+   *
+   * @generated from field: string output_json = 100;
+   */
+  outputJson: string;
 };
 
 /**
@@ -645,7 +726,7 @@ export type ExecutedStep = Message<"ironflow.v1.ExecutedStep"> & {
  * Use `create(ExecutedStepSchema)` to create a new message.
  */
 export const ExecutedStepSchema: GenMessage<ExecutedStep> = /*@__PURE__*/
-  messageDesc(file_ironflow_v1_worker, 14);
+  messageDesc(file_ironflow_v1_worker, 15);
 
 /**
  * The v0.29 SDK sets `job_id`, `execution_seq` and `lease_token`; `run_id` stays empty.
@@ -679,7 +760,7 @@ export type JobAck = Message<"ironflow.v1.JobAck"> & {
  * Use `create(JobAckSchema)` to create a new message.
  */
 export const JobAckSchema: GenMessage<JobAck> = /*@__PURE__*/
-  messageDesc(file_ironflow_v1_worker, 15);
+  messageDesc(file_ironflow_v1_worker, 16);
 
 /**
  * @generated from message ironflow.v1.EngineMessage
@@ -746,7 +827,7 @@ export type EngineMessage = Message<"ironflow.v1.EngineMessage"> & {
  * Use `create(EngineMessageSchema)` to create a new message.
  */
 export const EngineMessageSchema: GenMessage<EngineMessage> = /*@__PURE__*/
-  messageDesc(file_ironflow_v1_worker, 16);
+  messageDesc(file_ironflow_v1_worker, 17);
 
 /**
  * @generated from message ironflow.v1.WorkerRegistered
@@ -768,7 +849,7 @@ export type WorkerRegistered = Message<"ironflow.v1.WorkerRegistered"> & {
  * Use `create(WorkerRegisteredSchema)` to create a new message.
  */
 export const WorkerRegisteredSchema: GenMessage<WorkerRegistered> = /*@__PURE__*/
-  messageDesc(file_ironflow_v1_worker, 17);
+  messageDesc(file_ironflow_v1_worker, 18);
 
 /**
  * @generated from message ironflow.v1.JobAssignment
@@ -832,6 +913,14 @@ export type JobAssignment = Message<"ironflow.v1.JobAssignment"> & {
    * @generated from field: google.protobuf.Timestamp lease_expires_at = 11;
    */
   leaseExpiresAt?: Timestamp | undefined;
+
+  /**
+   * Ours: `event.data` as JSON text (any JSON value). `event.data` is a Struct, so a non-object
+   * value travels there wrapped as {"value": v}; the Ironflow TS SDK reads this field instead.
+   *
+   * @generated from field: string event_data_json = 100;
+   */
+  eventDataJson: string;
 };
 
 /**
@@ -839,10 +928,11 @@ export type JobAssignment = Message<"ironflow.v1.JobAssignment"> & {
  * Use `create(JobAssignmentSchema)` to create a new message.
  */
 export const JobAssignmentSchema: GenMessage<JobAssignment> = /*@__PURE__*/
-  messageDesc(file_ironflow_v1_worker, 18);
+  messageDesc(file_ironflow_v1_worker, 19);
 
 /**
- * Struct-only: a non-object step output cannot cross the stream as-is (4.6, 7.7).
+ * Struct-only: a non-object step output cannot cross the stream as-is (4.6, 7.7). The engine
+ * sends a non-object output wrapped as {"value": v} and a null or absent one as no `output`.
  *
  * @generated from message ironflow.v1.CompletedStep
  */
@@ -861,6 +951,14 @@ export type CompletedStep = Message<"ironflow.v1.CompletedStep"> & {
    * @generated from field: google.protobuf.Struct output = 3;
    */
   output?: JsonObject | undefined;
+
+  /**
+   * Ours: the output as JSON text (any JSON value; empty = none). The Ironflow TS SDK reads this
+   * field, so its memoized values round-trip exactly.
+   *
+   * @generated from field: string output_json = 100;
+   */
+  outputJson: string;
 };
 
 /**
@@ -868,7 +966,7 @@ export type CompletedStep = Message<"ironflow.v1.CompletedStep"> & {
  * Use `create(CompletedStepSchema)` to create a new message.
  */
 export const CompletedStepSchema: GenMessage<CompletedStep> = /*@__PURE__*/
-  messageDesc(file_ironflow_v1_worker, 19);
+  messageDesc(file_ironflow_v1_worker, 20);
 
 /**
  * @generated from message ironflow.v1.JobContext
@@ -895,7 +993,7 @@ export type JobContext = Message<"ironflow.v1.JobContext"> & {
  * Use `create(JobContextSchema)` to create a new message.
  */
 export const JobContextSchema: GenMessage<JobContext> = /*@__PURE__*/
-  messageDesc(file_ironflow_v1_worker, 20);
+  messageDesc(file_ironflow_v1_worker, 21);
 
 /**
  * @generated from message ironflow.v1.StepAck
@@ -922,7 +1020,7 @@ export type StepAck = Message<"ironflow.v1.StepAck"> & {
  * Use `create(StepAckSchema)` to create a new message.
  */
 export const StepAckSchema: GenMessage<StepAck> = /*@__PURE__*/
-  messageDesc(file_ironflow_v1_worker, 21);
+  messageDesc(file_ironflow_v1_worker, 22);
 
 /**
  * @generated from message ironflow.v1.ResumeJob
@@ -958,7 +1056,7 @@ export type ResumeJob = Message<"ironflow.v1.ResumeJob"> & {
  * Use `create(ResumeJobSchema)` to create a new message.
  */
 export const ResumeJobSchema: GenMessage<ResumeJob> = /*@__PURE__*/
-  messageDesc(file_ironflow_v1_worker, 22);
+  messageDesc(file_ironflow_v1_worker, 23);
 
 /**
  * @generated from message ironflow.v1.CancelJob
@@ -980,7 +1078,7 @@ export type CancelJob = Message<"ironflow.v1.CancelJob"> & {
  * Use `create(CancelJobSchema)` to create a new message.
  */
 export const CancelJobSchema: GenMessage<CancelJob> = /*@__PURE__*/
-  messageDesc(file_ironflow_v1_worker, 23);
+  messageDesc(file_ironflow_v1_worker, 24);
 
 /**
  * @generated from message ironflow.v1.Shutdown
@@ -1004,7 +1102,7 @@ export type Shutdown = Message<"ironflow.v1.Shutdown"> & {
  * Use `create(ShutdownSchema)` to create a new message.
  */
 export const ShutdownSchema: GenMessage<Shutdown> = /*@__PURE__*/
-  messageDesc(file_ironflow_v1_worker, 24);
+  messageDesc(file_ironflow_v1_worker, 25);
 
 /**
  * @generated from message ironflow.v1.LeaseRefreshResult
@@ -1021,7 +1119,7 @@ export type LeaseRefreshResult = Message<"ironflow.v1.LeaseRefreshResult"> & {
  * Use `create(LeaseRefreshResultSchema)` to create a new message.
  */
 export const LeaseRefreshResultSchema: GenMessage<LeaseRefreshResult> = /*@__PURE__*/
-  messageDesc(file_ironflow_v1_worker, 25);
+  messageDesc(file_ironflow_v1_worker, 26);
 
 /**
  * @generated from message ironflow.v1.SegmentLeaseStatus
@@ -1048,7 +1146,7 @@ export type SegmentLeaseStatus = Message<"ironflow.v1.SegmentLeaseStatus"> & {
  * Use `create(SegmentLeaseStatusSchema)` to create a new message.
  */
 export const SegmentLeaseStatusSchema: GenMessage<SegmentLeaseStatus> = /*@__PURE__*/
-  messageDesc(file_ironflow_v1_worker, 26);
+  messageDesc(file_ironflow_v1_worker, 27);
 
 /**
  * @generated from service ironflow.v1.WorkerService
