@@ -15,6 +15,7 @@ import { PushDispatcher } from './push-dispatcher';
 import { ReportSystem } from './report-system';
 import { EngineResources } from './resources';
 import { SchedulerSystem } from './scheduler-system';
+import { StreamWorkerSystem } from './stream-worker-system';
 import { TriggerSystem } from './trigger-system';
 import { WakeSystem } from './wake-system';
 import { LeaseRecoverySystem } from './lease-recovery-system';
@@ -58,6 +59,8 @@ export class Engine {
   readonly cancels: CancelSystem;
   readonly pull: PullWorkerSystem;
   readonly push: PushDispatcher;
+  /** Streaming pull workers (`WorkerService.Connect`); its loop runs while a stream is open. */
+  readonly streams: StreamWorkerSystem;
   readonly api: EngineClientApi;
   readonly recovery: LeaseRecoverySystem;
   private scanTimer?: NodeJS.Timeout;
@@ -103,6 +106,7 @@ export class Engine {
     this.cancels = new CancelSystem(r, announcer);
     this.pull = new PullWorkerSystem(r, this.dispatch, this.reports);
     this.push = new PushDispatcher(r, this.dispatch, this.reports, hints);
+    this.streams = new StreamWorkerSystem(r, this.dispatch, this.reports, this.pull, hints);
     this.api = new EngineClientApi(r, this.functions, this.triggers, this.cancels);
     this.recovery = new LeaseRecoverySystem(r, announcer, hints);
   }
@@ -135,7 +139,8 @@ export class Engine {
   }
 
   /**
-   * Stops the loops, drains push invocations in flight (up to `drainMs`, default 30000), then waits
+   * Stops the loops, drains push invocations in flight (up to `drainMs`, default 30000) while
+   * stream workers get `shutdown` and drain (up to 25000 ms), then waits
    * for follow-ups (at least `followUpDrainMs`), so an outcome committed during shutdown is still
    * announced. Does not close the store or the bus: their owner does.
    */
@@ -145,7 +150,7 @@ export class Engine {
     clearTimeout(this.tickTimer);
     clearTimeout(this.scanTimer);
     const started = Date.now();
-    await this.push.stop(drainMs);
+    await Promise.all([this.push.stop(drainMs), this.streams.stop(drainMs)]);
     await this.tickRunning;
     await this.scanRunning;
     const left = drainMs - (Date.now() - started);

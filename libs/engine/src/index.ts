@@ -8,3 +8,4 @@ export * from './segment-loader';
 export * from './views';
 export * from './push-dispatcher';
 export * from './client-api';
+export * from './stream-worker-system';

@@ -1,7 +1,8 @@
 /**
  * Ironflow TypeScript SDK: durable functions (`createFunction`, `step.*`), the push endpoint
- * (`serve`), the REST pull worker (`createWorker`) and the API client (`createClient`).
- * Wire formats: `/work/shared/WIRE-PROTOCOL.md` sections 1, 2, 3 and 5.
+ * (`serve`), the pull workers (`createWorker`: REST, or `transport: 'stream'` / `createStreamWorker`
+ * for the `WorkerService.Connect` stream over gRPC) and the API client (`createClient`).
+ * Wire formats: `/work/shared/WIRE-PROTOCOL.md` sections 1–5.
  */
 export { createFunction } from './function';
 export type { FunctionConfig, Handler, HandlerContext, IronflowEvent, IronflowFunction, RunInfo } from './function';
@@ -31,8 +32,11 @@ export { listen, serve } from './serve';
 export type { ServeOptions } from './serve';
 export { signPushBody, verifyPushSignature } from './signature';
 
-export { createWorker } from './worker';
+export { createWorker } from './worker-factory';
+export type { AnyWorkerOptions } from './worker-factory';
 export type { Worker, WorkerLogger, WorkerOptions } from './worker';
+export { createStreamWorker } from './stream-worker';
+export type { StreamWorker, StreamWorkerOptions } from './stream-worker';
 
 export { createClient } from './client';
 export type { ClientOptions, EmitOptions, EmitSyncOptions, EmitSyncResult, FunctionRegistration, IronflowClient, ListRunsFilter, RunSteps } from './client';

@@ -7,6 +7,7 @@ import { ApiGatewayModule } from './api-gateway/api-gateway.module';
 import { AuditWriterModule } from './audit-writer/audit-writer.module';
 import { CapacityScannerModule } from './capacity-scanner/capacity-scanner.module';
 import { DispatcherModule } from './dispatcher/dispatcher.module';
+import { workerServiceHttp2Handler, workerServiceRoutes } from './dispatcher/stream/worker-service';
 import { EngineErrorFilter } from './http/engine-error.filter';
 import { rawBodyMiddleware } from './http/raw-body.middleware';
 import { CoreModule } from './runtime/core.module';
@@ -54,9 +55,14 @@ export async function startServer(settings: IronflowSettings, services: readonly
     app.connectMicroservice<MicroserviceOptions>({ transport: Transport.NATS, options: { servers: [settings.natsUrl], queue: 'ironflow-audit-writer' } });
     await app.startAllMicroservices();
   }
+  // The dispatcher serves the worker stream (`WorkerService.Connect`) on the HTTP/2 side.
+  const streamOptions = { scopeOf: scopeFromHeaders, logger: runtime.engine.resources.logger, maxBodyBytes: settings.maxPayloadBytes };
+  const routes = services.includes('dispatcher') ? workerServiceRoutes(runtime.engine.streams, streamOptions) : undefined;
   const http2Handler = services.includes('api-gateway')
-    ? createRpcHandlers(runtime.engine.api, scopeFromHeaders, { maxBodyBytes: settings.maxPayloadBytes }).http2Handler
-    : (_req: unknown, res: { statusCode: number; end(): void }) => { res.statusCode = 404; res.end(); };
+    ? createRpcHandlers(runtime.engine.api, scopeFromHeaders, { maxBodyBytes: settings.maxPayloadBytes, routes }).http2Handler
+    : routes
+      ? workerServiceHttp2Handler(runtime.engine.streams, streamOptions)
+      : (_req: unknown, res: { statusCode: number; end(): void }) => { res.statusCode = 404; res.end(); };
   const listener = await listenOnePort({ port: settings.port, host: settings.host, http1: app.getHttpServer(), http2Handler });
   const host = settings.host === '0.0.0.0' ? 'localhost' : settings.host;
   let closing: Promise<void> | undefined;

@@ -54,7 +54,16 @@ async function openPostgres(options: StoreOptions): Promise<DataSource> {
     migrationsTableName: 'ironflow_migrations',
   });
   await ds.initialize();
-  await ds.runMigrations({ transaction: 'each' });
+  // Several services start at once on one database: one runs the migrations, the others wait.
+  const runner = ds.createQueryRunner();
+  await runner.connect();
+  try {
+    await runner.query(`SELECT pg_advisory_lock(hashtext('ironflow_migrations'))`);
+    await ds.runMigrations({ transaction: 'each' });
+  } finally {
+    await runner.query(`SELECT pg_advisory_unlock(hashtext('ironflow_migrations'))`).catch(() => undefined);
+    await runner.release();
+  }
   return ds;
 }
 

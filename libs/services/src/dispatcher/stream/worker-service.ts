@@ -1,0 +1,128 @@
+/**
+ * `ironflow.v1.WorkerService/Connect` (WIRE-PROTOCOL.md section 4): the bidirectional worker stream
+ * on the dispatcher's HTTP/2 side. ConnectRPC's Node adapter serves it over the Connect protocol
+ * (binary protobuf, what the Ironflow SDK's streaming worker speaks) and gRPC (what our SDK's
+ * `createStreamWorker` speaks, via `@grpc/grpc-js`) from the same router.
+ *
+ * A thin edge: it parses messages and hands each to the engine's `StreamConnection`, one at a
+ * time in arrival order; everything the engine decides to send goes out in order.
+ */
+import type { ConnectRouter, HandlerContext, ServiceImpl } from '@connectrpc/connect';
+import { Code, ConnectError } from '@connectrpc/connect';
+import { connectNodeAdapter } from '@connectrpc/connect-node';
+import { type CallScope, DEFAULT_MAX_PAYLOAD_BYTES } from '@ironflow/contracts';
+import type { StreamConnection, StreamWorkerSystem } from '@ironflow/engine';
+import type { EngineLogger } from '@ironflow/observability';
+import { scopeFromHeaders, toConnectError, v1 } from '@ironflow/rpc';
+import { AsyncQueue } from './async-queue';
+import { EngineMessageInit, fenceOf, fromHeartbeat, fromJobCompleted, fromJobFailed, fromJobYielded, fromRegister, toEngineMessage } from './stream-mapping';
+
+export interface WorkerServiceOptions {
+  /** Request headers → scope; default `scopeFromHeaders` (project `default`, env from `X-Ironflow-Environment`). */
+  scopeOf?: (headers: Headers) => CallScope;
+  /** Where protocol problems are logged; default silent. */
+  logger?: EngineLogger;
+}
+
+/**
+ * The `WorkerService` implementation over `streams`. Stream errors (ended with a Connect error):
+ * `invalid_argument` when the first message is not `register` or the registration is invalid;
+ * `deadline_exceeded` when the engine ends a stream that stayed silent past the heartbeat
+ * timeout. A stream that ends for any reason forgets its jobs (their leases expire).
+ */
+export function createWorkerServiceImpl(streams: StreamWorkerSystem, options: WorkerServiceOptions = {}): ServiceImpl<typeof v1.WorkerService> {
+  const scopeOf = options.scopeOf ?? scopeFromHeaders;
+  return {
+    connect: (requests: AsyncIterable<v1.WorkerMessage>, context: HandlerContext) =>
+      serveStream(streams, scopeOf(context.requestHeader), requests, context.signal, options.logger),
+  };
+}
+
+/** `(router) => router.service(WorkerService, impl)`, for `createRpcHandlers(..., { routes })`. */
+export function workerServiceRoutes(streams: StreamWorkerSystem, options: WorkerServiceOptions = {}): (router: ConnectRouter) => void {
+  const impl = createWorkerServiceImpl(streams, options);
+  return (router) => {
+    router.service(v1.WorkerService, impl);
+  };
+}
+
+/**
+ * An HTTP/2 handler serving only `WorkerService` (a dispatcher process without the api-gateway);
+ * unknown paths → 404. Messages are capped at `maxBodyBytes` (default 4 MiB).
+ */
+export function workerServiceHttp2Handler(streams: StreamWorkerSystem, options: WorkerServiceOptions & { maxBodyBytes?: number } = {}) {
+  return connectNodeAdapter({ routes: workerServiceRoutes(streams, options), readMaxBytes: options.maxBodyBytes ?? DEFAULT_MAX_PAYLOAD_BYTES });
+}
+
+async function* serveStream(
+  streams: StreamWorkerSystem,
+  scope: CallScope,
+  requests: AsyncIterable<v1.WorkerMessage>,
+  signal: AbortSignal,
+  logger: EngineLogger | undefined,
+): AsyncGenerator<EngineMessageInit> {
+  const out = new AsyncQueue<EngineMessageInit>();
+  let conn: StreamConnection | undefined;
+  const onAbort = () => out.close();
+  signal.addEventListener('abort', onAbort);
+  const reader = (async () => {
+    try {
+      const incoming = requests[Symbol.asyncIterator]();
+      const first = await incoming.next();
+      if (first.done) return out.close();
+      if (first.value.payload.case !== 'register') throw new ConnectError('the first message of a worker stream must be `register`', Code.InvalidArgument);
+      conn = await streams.open(scope, fromRegister(first.value.payload.value), {
+        send: (message) => out.push(toEngineMessage(message)),
+        end: (reason) => out.fail(new ConnectError(reason, Code.DeadlineExceeded)),
+      });
+      for (;;) {
+        const next = await incoming.next();
+        if (next.done || conn.closed) break;
+        await handle(conn, next.value, logger);
+      }
+      out.close();
+    } catch (err) {
+      if (!signal.aborted) out.fail(toConnectError(err));
+    } finally {
+      conn?.close();
+    }
+  })();
+  try {
+    yield* out;
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+    out.close();
+    conn?.close();
+    void reader;
+  }
+}
+
+/** One worker message (4.2). Messages the v0.29 SDK never sends (`step_*`) and repeats of `register` are ignored. */
+async function handle(conn: StreamConnection, message: v1.WorkerMessage, logger: EngineLogger | undefined): Promise<void> {
+  const { payload } = message;
+  switch (payload.case) {
+    case 'heartbeat':
+      await conn.heartbeat(fromHeartbeat(payload.value));
+      return;
+    case 'jobAck':
+      conn.ack(payload.value.jobId);
+      return;
+    case 'jobCompleted':
+      await conn.report(payload.value.jobId, fenceOf(payload.value), fromJobCompleted(payload.value));
+      return;
+    case 'jobFailed':
+      await conn.report(payload.value.jobId, fenceOf(payload.value), fromJobFailed(payload.value));
+      return;
+    case 'jobYielded':
+      await conn.report(payload.value.jobId, fenceOf(payload.value), fromJobYielded(payload.value));
+      return;
+    case 'register':
+    case 'stepStarted':
+    case 'stepCompleted':
+    case 'stepFailed':
+    case 'stepYielded':
+    case undefined:
+      logger?.log('worker stream message ignored', { worker_id: conn.workerId, message: payload.case ?? 'unknown' });
+      return;
+  }
+}

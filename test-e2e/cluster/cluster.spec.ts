@@ -1,0 +1,153 @@
+import { createServer, Server } from 'node:http';
+import { randomBytes } from 'node:crypto';
+import { AddressInfo } from 'node:net';
+import { DataSource } from 'typeorm';
+import { createClient, createFunction, createWorker, serve, Worker } from '@ironflow/sdk';
+import { ServiceProcess, createTestDatabase, freePort, startIngress } from '../support/service-processes';
+
+/**
+ * The cluster (issue "five services as separate processes"): api-gateway, two dispatchers,
+ * scheduler, capacity-scanner and audit-writer as separate OS processes from the build output,
+ * on one PostgreSQL and one NATS, pools of 8, short leases and ticks. A batch of parent/child
+ * runs; one dispatcher is killed with SIGKILL mid-batch and restarted. Every run ends with
+ * exactly one outcome, every parent is woken once, and no lease row is left after the lease period.
+ */
+const LEASE_MS = 3000;
+const quiet = { warn: () => undefined, error: () => undefined };
+const PARENTS = 20;
+
+describe('cluster of separate service processes on PostgreSQL and NATS', () => {
+  let db: { url: string; drop(): Promise<void> };
+  let services: ServiceProcess[] = [];
+  let dispatcher1: ServiceProcess;
+  let dispatcher2: ServiceProcess;
+  let gateway: ServiceProcess;
+  let pushServer: Server;
+  const workers: Worker[] = [];
+  const ingresses: { url: string; close(): Promise<void> }[] = [];
+  const env = `e2e${randomBytes(4).toString('hex')}`;
+  const childCalls = new Map<string, number>();
+
+  /** Segments of the parent each transport executed. */
+  const executedBy = { rest: 0, stream: 0 };
+  const parentFor = (transport: 'rest' | 'stream') =>
+    createFunction({ id: 'e2e.parent', mode: 'pull', triggers: [{ event: 'e2e.go' }] }, async ({ event, step }) => {
+      executedBy[transport] += 1;
+      const n = (event.data as { n: number }).n;
+      const prepared = await step.run('prepare', async () => ({ n }));
+      const child = (await step.invoke('e2e.child', { n: prepared.n })) as { doubled: number };
+      return { n, doubled: child.doubled };
+    });
+  const child = createFunction({ id: 'e2e.child', mode: 'push' }, async ({ event, step, run }) => {
+    childCalls.set(run.id, (childCalls.get(run.id) ?? 0) + 1);
+    const n = (event.data as { n: number }).n;
+    return step.run('work', async () => {
+      await new Promise((r) => setTimeout(r, 150)); // long enough to be cut by the kill
+      return { doubled: n * 2 };
+    });
+  });
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    const common = {
+      IRONFLOW_DATABASE_URL: db.url,
+      NATS_URL: process.env.IRONFLOW_TEST_NATS_URL!,
+      IRONFLOW_POOL_SIZE: '8',
+      IRONFLOW_LEASE_MS: String(LEASE_MS),
+      IRONFLOW_TICK_MS: '200',
+      IRONFLOW_SCAN_MS: '200',
+      IRONFLOW_DISPATCH_POLL_MS: '100',
+    };
+    const make = async (app: ServiceProcess['app'], node: string) => new ServiceProcess(app, await freePort(), { ...common, IRONFLOW_NODE_ID: node });
+    gateway = await make('api-gateway', 'gw-1');
+    dispatcher1 = await make('dispatcher', 'dispatcher-1');
+    dispatcher2 = await make('dispatcher', 'dispatcher-2');
+    services = [gateway, dispatcher1, dispatcher2, await make('scheduler', 'scheduler-1'), await make('capacity-scanner', 'scanner-1'), await make('audit-writer', 'audit-1')];
+    await Promise.all(services.map((s) => s.start()));
+
+    pushServer = createServer(serve({ functions: [child] }));
+    await new Promise<void>((r) => pushServer.listen(0, '127.0.0.1', r));
+    const client = createClient({ serverUrl: gateway.url, environment: env });
+    await client.registerFunction(child, { endpointUrl: `http://127.0.0.1:${(pushServer.address() as AddressInfo).port}/` });
+    for (const d of [dispatcher1, dispatcher2]) {
+      const ingress = await startIngress(gateway, d);
+      ingresses.push(ingress);
+      const w = createWorker({ serverUrl: ingress.url, environment: env, functions: [parentFor('rest')], pollIntervalMs: 50, pollErrorDelayMs: 100, reconnectDelayMs: 100, heartbeatIntervalMs: 500, maxConcurrentJobs: 8, logger: quiet });
+      await w.start();
+      workers.push(w);
+      // A stream worker on each dispatcher too (our SDK's transport over @grpc/grpc-js, h2c);
+      // its functions are registered through the gateway, as the ingress would route R1.
+      const s = createWorker({ transport: 'stream', serverUrl: d.url, environment: env, functions: [parentFor('stream')], registerFunctions: false, reconnectDelayMs: 100, heartbeatIntervalMs: 500, maxConcurrentJobs: 4, logger: quiet });
+      await s.start();
+      workers.push(s);
+    }
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const w of workers) await w.stop();
+    for (const i of ingresses) await i.close();
+    await Promise.all(services.map((s) => s.stop()));
+    await new Promise((r) => pushServer?.close(r));
+    await db?.drop();
+  }, 60_000);
+
+  it('survives a dispatcher killed with SIGKILL mid-batch: one outcome per run, every parent woken once, no lease left', async () => {
+    const client = createClient({ serverUrl: gateway.url, environment: env });
+    const runIds: string[] = [];
+    for (let n = 1; n <= PARENTS; n += 1) runIds.push(...(await client.emit('e2e.go', { n })).runIds);
+    expect(runIds).toHaveLength(PARENTS);
+
+    // Mid-batch: some children are running on the dispatchers' push calls.
+    await waitUntil('children in flight', async () => (await client.listRuns({ functionId: 'e2e.child', status: 'running' })).runs.length > 0);
+    const dispatchedBy1 = await pushDispatches(dispatcher1);
+    await dispatcher1.kill9();
+    await dispatcher1.restart();
+
+    const finished = await waitUntil('every parent completed', async () => {
+      const runs = await Promise.all(runIds.map((id) => client.getRun(id)));
+      return runs.every((r) => r.status === 'completed') ? runs : undefined;
+    }, 60_000);
+    for (const run of finished) expect(run.output).toEqual({ n: (run.input as { n: number }).n, doubled: 2 * (run.input as { n: number }).n });
+
+    const ds = new DataSource({ type: 'postgres', url: db.url });
+    await ds.initialize();
+    try {
+      const children = await ds.query(`SELECT id, parent_run_id, status, wake_pending, version FROM runs WHERE function_id = 'e2e.child' AND env = $1`, [env]);
+      expect(children).toHaveLength(PARENTS);
+      expect(new Set(children.map((c: { parent_run_id: string }) => c.parent_run_id))).toEqual(new Set(runIds));
+      expect(children.every((c: { status: string; wake_pending: number }) => c.status === 'completed' && Number(c.wake_pending) === 0)).toBe(true);
+      const steps = await ds.query(`SELECT run_id, status, output FROM steps WHERE type = 'invoke' AND run_id = ANY($1)`, [runIds]);
+      expect(steps).toHaveLength(PARENTS);
+      expect(steps.every((s: { status: string }) => s.status === 'completed')).toBe(true);
+      // Exactly one outcome per run: one terminal audit row at most (audit is best effort across a kill).
+      const outcomes = await ds.query(`SELECT run_id, COUNT(*)::int AS n FROM audit_events WHERE event_type = 'run.status_changed' GROUP BY run_id HAVING COUNT(*) > 1`);
+      expect(outcomes).toEqual([]);
+      await waitUntil('no lease left after the lease period', async () => Number((await ds.query(`SELECT COUNT(*)::int AS n FROM leases`))[0].n) === 0, LEASE_MS * 3);
+    } finally {
+      await ds.destroy();
+    }
+    // Workers over REST and over the stream both executed parent segments.
+    expect(executedBy.rest).toBeGreaterThan(0);
+    expect(executedBy.stream).toBeGreaterThan(0);
+    // Both dispatchers executed runs (dispatcher-1 before it was killed).
+    expect(dispatchedBy1 + (await pushDispatches(dispatcher1))).toBeGreaterThan(0);
+    expect(await pushDispatches(dispatcher2)).toBeGreaterThan(0);
+  }, 120_000);
+});
+
+/** Push segments a dispatcher process claimed since it started, from its own /metrics. */
+async function pushDispatches(service: ServiceProcess): Promise<number> {
+  const text = await (await fetch(`${service.url}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith('ironflow_segments_dispatched_total{mode="push"}'));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
+
+async function waitUntil<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined && v !== false) return v as T;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

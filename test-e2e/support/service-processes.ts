@@ -1,0 +1,130 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
+import { resolve } from 'node:path';
+import { DataSource } from 'typeorm';
+
+const ROOT = resolve(__dirname, '../..');
+
+export type ServiceApp = 'api-gateway' | 'dispatcher' | 'scheduler' | 'capacity-scanner' | 'audit-writer';
+
+export function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.once('error', rej);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => res(port));
+    });
+  });
+}
+
+/** A PostgreSQL database of its own for one test file; `drop()` removes it. */
+export async function createTestDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const base = process.env.IRONFLOW_TEST_DATABASE_URL;
+  if (!base) throw new Error('IRONFLOW_TEST_DATABASE_URL is not set');
+  const name = `ironflow_e2e_${randomBytes(5).toString('hex')}`;
+  const admin = new DataSource({ type: 'postgres', url: base });
+  await admin.initialize();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.destroy();
+  const url = new URL(base);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const ds = new DataSource({ type: 'postgres', url: base });
+      await ds.initialize();
+      await ds.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await ds.destroy();
+    },
+  };
+}
+
+/**
+ * One service as its own OS process, started from the build output (`dist/apps/<app>`) and
+ * configured by environment, as in a cluster. `kill9()` is a crash; `restart()` starts it again
+ * with the same configuration.
+ */
+export class ServiceProcess {
+  private child?: ChildProcess;
+  private exited?: Promise<number | null>;
+  readonly log: string[] = [];
+
+  constructor(
+    readonly app: ServiceApp,
+    readonly port: number,
+    private readonly env: Record<string, string>,
+  ) {}
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  async start(): Promise<void> {
+    const child = spawn(process.execPath, [resolve(ROOT, `dist/apps/${this.app}/src/main.js`)], {
+      env: { ...process.env, ...this.env, IRONFLOW_PORT: String(this.port), IRONFLOW_HOST: '127.0.0.1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child = child;
+    child.stdout!.on('data', (d) => this.log.push(String(d)));
+    child.stderr!.on('data', (d) => this.log.push(String(d)));
+    this.exited = new Promise((res) => child.on('exit', (code) => res(code)));
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`${this.app} exited with ${child.exitCode}: ${this.log.join('').slice(-2000)}`);
+      try {
+        const res = await fetch(`${this.url}/ready`);
+        if (res.status === 200) return;
+      } catch {
+        // not listening yet
+      }
+      if (Date.now() > deadline) throw new Error(`${this.app} not ready after 20 s: ${this.log.join('').slice(-2000)}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  /** SIGKILL: no drain, no follow-ups, connections cut. */
+  async kill9(): Promise<void> {
+    this.child?.kill('SIGKILL');
+    await this.exited;
+  }
+
+  /** SIGTERM and wait for the drain. Resolves with the exit code. */
+  async stop(): Promise<number | null> {
+    if (!this.child || this.child.exitCode !== null) return this.child?.exitCode ?? null;
+    this.child.kill('SIGTERM');
+    return this.exited!;
+  }
+
+  async restart(): Promise<void> {
+    await this.start();
+  }
+}
+
+/**
+ * The cluster's ingress (DESIGN.md "One port, several protocols"): `/api/v1/workers/*` and
+ * `/ironflow.v1.WorkerService/*` go to `dispatcher`, everything else to `gateway`. HTTP/1.1 only
+ * (REST and Connect JSON), enough for REST workers and clients. Returns its URL and a closer.
+ */
+export async function startIngress(gateway: ServiceProcess, dispatcher: ServiceProcess): Promise<{ url: string; close(): Promise<void> }> {
+  const http = await import('node:http');
+  const server = http.createServer((req, res) => {
+    const target = req.url?.startsWith('/api/v1/workers') || req.url?.startsWith('/ironflow.v1.WorkerService/') ? dispatcher : gateway;
+    const upstream = http.request({ host: '127.0.0.1', port: target.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+      res.writeHead(answer.statusCode ?? 502, answer.headers);
+      answer.pipe(res);
+    });
+    upstream.on('error', (err) => {
+      res.writeHead(502, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ code: 'BAD_GATEWAY', message: String(err) }));
+    });
+    req.pipe(upstream);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as { port: number }).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () => new Promise((r) => { server.closeAllConnections(); server.close(() => r()); }),
+  };
+}
