@@ -54,20 +54,32 @@ export class EngineClientApi implements ClientApi {
   async triggerSync(scope: CallScope, input: TriggerInput & { timeoutMs?: number }): Promise<{ eventId: string; results: RunResultView[] }> {
     const timeoutMs = input.timeoutMs && input.timeoutMs > 0 ? input.timeoutMs : this.r.config.syncDefaultTimeoutMs;
     const deadline = Date.now() + timeoutMs;
-    let nudge: (() => void) | undefined;
-    const sub = this.r.bus.subscribe(subjects.result(scope.project, scope.env, '*'), () => nudge?.());
+    // A frame for one of this call's runs that arrives while a store read is in flight sets
+    // `nudged`, so the next wait is skipped instead of costing a whole poll period.
+    let wanted = new Set<string>();
+    let nudged = false;
+    let wake: (() => void) | undefined;
+    const sub = this.r.bus.subscribe(subjects.result(scope.project, scope.env, '*'), (message) => {
+      const runId = (message.data as { runId?: string } | null)?.runId;
+      if (runId && !wanted.has(runId)) return;
+      nudged = true;
+      wake?.();
+    });
     try {
       const { eventId, runIds } = await this.triggers.trigger(scope, input);
+      wanted = new Set(runIds);
       for (;;) {
+        nudged = false;
         const runs = await this.r.store.read('readSyncRuns', (tx) => runsSql.getRuns(tx, runIds));
         if (runs.every((run) => isTerminalRunStatus(run.status)) || Date.now() >= deadline) {
           const byId = new Map(runs.map((run) => [run.id, run]));
           return { eventId, results: runIds.map((id) => byId.get(id)).filter((run): run is RunRecord => !!run).map(toRunResultView) };
         }
+        if (nudged) continue;
         await new Promise<void>((resolve) => {
           const timer = setTimeout(done, Math.min(this.r.config.syncPollMs, Math.max(0, deadline - Date.now())));
-          function done() { clearTimeout(timer); resolve(); }
-          nudge = done;
+          function done() { clearTimeout(timer); wake = undefined; resolve(); }
+          wake = done;
         });
       }
     } finally {

@@ -33,6 +33,8 @@ export interface EngineConfig {
   recoveryCeiling: number;
   /** Capacity scanner period (default 1000). */
   scanMs: number;
+  /** PostgreSQL row-lock wait of a wake (default 1000): a wake on a locked parent gives up and a later pass retries it. */
+  wakeLockTimeoutMs: number;
 }
 
 export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
@@ -50,4 +52,5 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   followUpDrainMs: 5000,
   recoveryCeiling: 10,
   scanMs: 1000,
+  wakeLockTimeoutMs: 1000,
 };

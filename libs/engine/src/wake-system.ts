@@ -30,6 +30,7 @@ export class WakeSystem {
     const parentRunId = child.parentRunId;
     const parentStepId = child.parentStepId;
     const effect = await this.r.store.unitOfWork('wakeParent', async (tx) => {
+      await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
       const parent = await runsSql.getRun(tx, parentRunId, { lock: true });
       await this.r.pausePoints.reached('wake.afterRead', parentRunId);
       if (!parent || isTerminalRunStatus(parent.status)) {

@@ -43,7 +43,7 @@ export async function commitOutcome(tx: Tx, runId: string, outcome: Outcome, gua
     condition += ` AND status = $6 AND version = $7`;
   }
   const rows = await tx.query(
-    `UPDATE runs SET status = $2, output = $3, error = COALESCE($4, error), version = version + 1,
+    `UPDATE runs SET status = $2, output = $3, error = CASE WHEN $2 = 'completed' THEN NULL ELSE COALESCE($4, error) END, version = version + 1,
        ended_at = $5, updated_at = $5,
        wake_pending = CASE WHEN parent_run_id IS NULL THEN 0 ELSE 1 END
      WHERE id = $1 AND ${condition} RETURNING *`,

@@ -15,6 +15,11 @@ export interface Tx {
   readonly forUpdate: string;
   /** ` FOR UPDATE SKIP LOCKED` on PostgreSQL; empty on SQLite. */
   readonly forUpdateSkipLocked: string;
+  /**
+   * Bounds how long this unit of work waits for any row lock (PostgreSQL `SET LOCAL lock_timeout`;
+   * nothing on SQLite, where units run one at a time). A wait past it throws, and the unit rolls back.
+   */
+  setLockTimeout(ms: number): Promise<void>;
 }
 
 /**

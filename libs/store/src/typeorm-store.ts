@@ -5,8 +5,9 @@ import { Dialect, toPositional } from './sql';
 import { Store, Tx } from './tx';
 import { InitialSchema1732900000000 } from './migrations/initial-schema';
 import { ConcurrencyLanes1733000000000 } from './migrations/concurrency-lanes';
+import { WaitingRunsIndex1733100000000 } from './migrations/waiting-runs-index';
 
-const MIGRATIONS = [InitialSchema1732900000000, ConcurrencyLanes1733000000000];
+const MIGRATIONS = [InitialSchema1732900000000, ConcurrencyLanes1733000000000, WaitingRunsIndex1733100000000];
 
 export interface StoreOptions {
   /** `postgres://…` for PostgreSQL; `sqlite:<path>` or a path ending in `.db` for SQLite; `sqlite::memory:` for tests. */
@@ -160,6 +161,9 @@ class TypeormStore implements Store {
       forUpdateSkipLocked: dialect === 'postgres' ? ' FOR UPDATE SKIP LOCKED' : '',
       execute,
       query: async <R>(sql: string, params?: readonly unknown[]) => (await execute<R>(sql, params)).rows,
+      setLockTimeout: async (ms: number) => {
+        if (dialect === 'postgres') await runner.query(`SET LOCAL lock_timeout = '${Math.max(1, Math.floor(ms))}ms'`);
+      },
     };
   }
 
