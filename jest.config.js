@@ -13,7 +13,10 @@ const swc = ['@swc/jest', {
 module.exports = {
   testEnvironment: 'node',
   transform: { '^.+\\.ts$': swc },
-  moduleNameMapper: { '^@ironflow/(.*)$': '<rootDir>/libs/$1/src/index.ts' },
+  moduleNameMapper: {
+    '^@ironflow/contracts/proto$': '<rootDir>/libs/contracts/src/proto.ts',
+    '^@ironflow/(.*)$': '<rootDir>/libs/$1/src/index.ts',
+  },
   testMatch: ['<rootDir>/libs/**/*.spec.ts', '<rootDir>/apps/**/*.spec.ts', '<rootDir>/test-e2e/**/*.spec.ts'],
   globalSetup: '<rootDir>/libs/testing/src/global-setup.ts',
   testTimeout: 60000,

@@ -28,7 +28,7 @@ import { FollowUpTracker } from '@ironflow/follow-up';
 import { OpenedStore, Store, openStore, runsSql, stepsSql } from '@ironflow/store';
 import { Client } from 'pg';
 import { DATABASE_URL, benchSchema, dropSchema, intArg, machineInfo, nowMs, schemaClient, summarize, table, writeResults } from './lib/common';
-import { CrashingFollowUpTracker } from './lib/fault-hooks';
+import { CrashingFollowUpTracker } from '@ironflow/testing';
 import { progress } from './lib/progress';
 
 const POOL_SIZE = 10;

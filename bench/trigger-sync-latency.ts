@@ -24,7 +24,7 @@ import { Engine } from '@ironflow/engine';
 import { openStore } from '@ironflow/store';
 import { DATABASE_URL, NATS_URL, Summary, benchSchema, dropSchema, flagArg, intArg, machineInfo, nowMs, purgeScope, schemaClient, sleep, summarize, table, writeResults } from './lib/common';
 import { CountingStore, perCall } from './lib/counting-store';
-import { FaultyBus, isResultsSubject } from './lib/fault-hooks';
+import { FaultyBus, isResultsSubject } from '@ironflow/testing';
 import { progress } from './lib/progress';
 
 const WORKER_ID = 'bench-worker';

@@ -50,8 +50,8 @@ export class SchedulerSystem {
    */
   async timeoutSweep(): Promise<number> {
     const due = await this.r.store.read('listDueTimeouts', async (tx) => [
-      ...(await stepsSql.listDueInvokeTimeouts(tx, this.r.config.passPageSize)),
-      ...(await stepsSql.listDueWaitTimeouts(tx, this.r.config.passPageSize)),
+      ...(await stepsSql.listDueTimeouts(tx, 'invoke', this.r.config.passPageSize)),
+      ...(await stepsSql.listDueTimeouts(tx, 'wait_for_event', this.r.config.passPageSize)),
     ]);
     for (const step of due) await this.timeOut(step);
     return due.length;

@@ -29,7 +29,7 @@ import type {
   StepSchema,
   TriggerRequest,
   TriggerSyncRequest,
-} from './gen/ironflow/v1/service_pb';
+} from '@ironflow/contracts/proto';
 import {
   type ErrorSchema,
   ExecutionMode,
@@ -37,7 +37,7 @@ import {
   RunStatus,
   StepStatus,
   StepType,
-} from './gen/ironflow/v1/types_pb';
+} from '@ironflow/contracts/proto';
 
 // ---------------------------------------------------------------------------------------------
 // Enums (exhaustive: a new contracts status fails to compile until it is mapped here)

@@ -17,7 +17,7 @@ import {
   toJsonValue,
   triggerInputFromProto,
 } from './client-mapping';
-import { IronflowService } from './gen/ironflow/v1/service_pb';
+import { IronflowService } from '@ironflow/contracts/proto';
 
 type Methods = typeof IronflowService.method;
 /** The local (camelCase) name of an IronflowService RPC, e.g. `getRun`. */

@@ -2,7 +2,7 @@ import { ConnectError, type ServiceImpl } from '@connectrpc/connect';
 import { type CallScope, type ClientApi, isEngineError } from '@ironflow/contracts';
 import { CLIENT_METHODS, type ClientMethodBinding, type ClientMethodName, defaultHealth } from './client-methods';
 import { toConnectError } from './errors';
-import { IronflowService } from './gen/ironflow/v1/service_pb';
+import { IronflowService } from '@ironflow/contracts/proto';
 
 export interface ClientServiceOptions {
   /** Answers `Health`; default: `"ok"` whenever the process answers. */

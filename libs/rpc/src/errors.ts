@@ -5,7 +5,7 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import { type EngineErrorCode, isEngineError } from '@ironflow/contracts';
 import { toStruct } from './client-mapping';
-import { EngineErrorInfoSchema } from './gen/ironflow/v1/service_pb';
+import { EngineErrorInfoSchema } from '@ironflow/contracts/proto';
 
 /** Response header / gRPC trailer carrying our engine code next to the Connect code. */
 export const IRONFLOW_ERROR_CODE_HEADER = 'ironflow-error-code';

@@ -8,7 +8,7 @@ import type { ConnectRouter } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { type CallScope, type ClientApi, DEFAULT_MAX_PAYLOAD_BYTES } from '@ironflow/contracts';
 import { createIronflowServiceImpl } from './client-service';
-import { IronflowService } from './gen/ironflow/v1/service_pb';
+import { IronflowService } from '@ironflow/contracts/proto';
 import { scopeFromHeaders, toFetchHeaders } from './scope';
 import { handleUnaryJson, type UnaryJsonOptions, type UnaryJsonResult } from './unary-json';
 

@@ -31,7 +31,7 @@ import {
   httpStatusOfConnectCode,
   IRONFLOW_ERROR_CODE_HEADER,
 } from './errors';
-import { EngineErrorInfoSchema, IronflowService } from './gen/ironflow/v1/service_pb';
+import { EngineErrorInfoSchema, IronflowService } from '@ironflow/contracts/proto';
 
 /** What the HTTP/1.1 controller sends back: `status` and a JSON `body` (`application/json`). */
 export interface UnaryJsonResult {

@@ -1,5 +1,5 @@
 import { create } from '@bufbuild/protobuf';
-import { JobAssignmentSchema } from './gen/ironflow/v1/worker_pb';
+import { JobAssignmentSchema } from '@ironflow/contracts/proto';
 import { eventOf, memoOf, toExecutedStep, toStruct, toWireError } from './stream-codec';
 
 describe('stream codec', () => {

@@ -20,7 +20,7 @@ import {
   type WorkerMessage,
   WorkerMessageSchema,
   WorkerService,
-} from './gen/ironflow/v1/worker_pb';
+} from '@ironflow/contracts/proto';
 
 /** gRPC path of the stream: `/ironflow.v1.WorkerService/Connect`. */
 export const CONNECT_METHOD_PATH = `/${WorkerService.typeName}/${WorkerService.method.connect.name}`;

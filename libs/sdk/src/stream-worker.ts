@@ -1,3 +1,4 @@
+import { WakeableSleeps } from './wakeable-sleeps';
 import * as grpc from '@grpc/grpc-js';
 import { IronflowClientError, IronflowError, errorMessage } from './errors';
 import { executeInvocation } from './execute';
@@ -20,8 +21,8 @@ import {
   workerMessage,
   yieldJson,
 } from './stream-codec';
-import { EngineMessage, JobAssignment, WorkerMessage } from './gen/ironflow/v1/worker_pb';
-import { LeaseState } from './gen/ironflow/v1/types_pb';
+import { EngineMessage, JobAssignment, WorkerMessage } from '@ironflow/contracts/proto';
+import { LeaseState } from '@ironflow/contracts/proto';
 import type { Worker, WorkerLogger } from './worker';
 
 /**
@@ -120,7 +121,7 @@ class GrpcStreamWorker implements StreamWorker {
   private call?: grpc.ClientDuplexStream<WorkerMessage, EngineMessage>;
   private readonly active = new Map<string, ActiveJob>();
   private readonly idleWaiters: (() => void)[] = [];
-  private readonly sleepers = new Set<() => void>();
+  private readonly sleeps = new WakeableSleeps();
   private heartbeatTimer?: NodeJS.Timeout;
   private loop?: Promise<void>;
   private startPromise?: Promise<void>;
@@ -160,7 +161,7 @@ class GrpcStreamWorker implements StreamWorker {
       this.stopHeartbeat();
       for (const job of this.active.values()) job.abort.abort();
       this.call?.cancel();
-      this.wakeSleepers();
+      this.sleeps.wakeAll();
       this.settleStart?.resolve();
     }
     await this.loop;
@@ -191,7 +192,7 @@ class GrpcStreamWorker implements StreamWorker {
           if (err instanceof IronflowClientError && (err.status === 401 || err.status === 403)) return this.refused(err);
           if (!this.running) break;
           this.log.warn('function registration failed; retrying', { worker_id: this.workerId, error: errorMessage(err), retry_in_ms: this.reconnectMs });
-          await this.sleep(this.reconnectMs);
+          await this.sleeps.sleep(this.reconnectMs);
           continue;
         }
       }
@@ -207,7 +208,7 @@ class GrpcStreamWorker implements StreamWorker {
       const clean = status.code === grpc.status.OK;
       const delay = clean && Date.now() - opened >= 1_000 ? 0 : this.reconnectMs;
       this.log.warn('worker stream ended; reconnecting', { worker_id: this.workerId, code: status.code, details: status.details, retry_in_ms: delay });
-      if (delay > 0) await this.sleep(delay);
+      if (delay > 0) await this.sleeps.sleep(delay);
     }
   }
 
@@ -394,22 +395,6 @@ class GrpcStreamWorker implements StreamWorker {
         },
       },
     });
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const wake = () => {
-        clearTimeout(timer);
-        this.sleepers.delete(wake);
-        resolve();
-      };
-      const timer = setTimeout(wake, ms);
-      this.sleepers.add(wake);
-    });
-  }
-
-  private wakeSleepers(): void {
-    for (const wake of [...this.sleepers]) wake();
   }
 
   private whenIdle(): Promise<void> {

@@ -1,3 +1,4 @@
+import { WakeableSleeps } from './wakeable-sleeps';
 import type { JobAckBody, JobAssignment, JobUpdateBody, WorkerHeartbeatBody, WorkerRegisterBody } from '@ironflow/contracts';
 import { Checkpointer, MAX_STEPS_PER_CHECKPOINT } from './checkpointer';
 import { IronflowClientError, IronflowError, errorMessage } from './errors';
@@ -106,7 +107,7 @@ class PullWorker implements Worker {
 
   private readonly active = new Map<string, ActiveJob>();
   private readonly idleWaiters: (() => void)[] = [];
-  private readonly sleepers = new Set<() => void>();
+  private readonly sleeps = new WakeableSleeps();
   private readonly pollAbort = new AbortController();
   private heartbeatTimer?: NodeJS.Timeout;
   private heartbeatInFlight = false;
@@ -146,7 +147,7 @@ class PullWorker implements Worker {
       this.heartbeatTimer = undefined;
       this.pollAbort.abort();
       for (const job of this.active.values()) job.abort.abort();
-      this.wakeSleepers();
+      this.sleeps.wakeAll();
       this.settleStart?.resolve();
     }
     await this.loop;
@@ -156,7 +157,7 @@ class PullWorker implements Worker {
     if (this.state === 'stopped') return this.stop();
     this.state = 'draining';
     this.pollAbort.abort();
-    this.wakeSleepers();
+    this.sleeps.wakeAll();
     await this.loop;
     await this.whenIdle();
     await this.stop();
@@ -176,7 +177,7 @@ class PullWorker implements Worker {
         if (err instanceof IronflowClientError && isAuthStatus(err.status)) return this.refused(err);
         if (!this.running) break;
         this.log.warn('registration failed; retrying', { worker_id: this.workerId, error: errorMessage(err), retry_in_ms: this.reconnectMs });
-        await this.sleep(this.reconnectMs);
+        await this.sleeps.sleep(this.reconnectMs);
         continue;
       }
       if (!this.running) break;
@@ -254,7 +255,7 @@ class PullWorker implements Worker {
     while (this.state === 'connected') {
       const available = this.maxJobs - this.active.size;
       if (available < 1) {
-        await this.sleep(this.pollMs);
+        await this.sleeps.sleep(this.pollMs);
         continue;
       }
       let res: RawResponse;
@@ -263,21 +264,21 @@ class PullWorker implements Worker {
       } catch (err) {
         if (this.state !== 'connected') break;
         this.log.warn('poll failed', { worker_id: this.workerId, error: errorMessage(err), retry_in_ms: this.pollErrorMs });
-        await this.sleep(this.pollErrorMs);
+        await this.sleeps.sleep(this.pollErrorMs);
         continue;
       }
       if (res.status === 204) {
-        await this.sleep(this.pollMs);
+        await this.sleeps.sleep(this.pollMs);
         continue;
       }
       if (res.status === 404) return 'reregister';
       if (isAuthStatus(res.status)) return httpError('poll', res);
       if (res.status < 200 || res.status >= 300) {
         this.log.warn('poll refused', { worker_id: this.workerId, status: res.status, retry_in_ms: this.pollErrorMs });
-        await this.sleep(this.pollErrorMs);
+        await this.sleeps.sleep(this.pollErrorMs);
         continue;
       }
-      if (this.startJobs(parseJson(res.text)) === 0) await this.sleep(this.pollMs);
+      if (this.startJobs(parseJson(res.text)) === 0) await this.sleeps.sleep(this.pollMs);
     }
     return 'done';
   }
@@ -409,22 +410,6 @@ class PullWorker implements Worker {
     } catch (err) {
       this.log.warn(`${update.status} update failed`, { ...fields, error: errorMessage(err) });
     }
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const wake = () => {
-        clearTimeout(timer);
-        this.sleepers.delete(wake);
-        resolve();
-      };
-      const timer = setTimeout(wake, ms);
-      this.sleepers.add(wake);
-    });
-  }
-
-  private wakeSleepers(): void {
-    for (const wake of [...this.sleepers]) wake();
   }
 
   private whenIdle(): Promise<void> {

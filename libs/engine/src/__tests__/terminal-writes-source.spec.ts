@@ -239,7 +239,7 @@ function listSources(dir: string, out: string[] = []): string[] {
     const path = join(dir, name);
     const rel = relative(ROOT, path).split(sep).join('/');
     if (name === 'node_modules' || name === 'dist' || name.startsWith('.')) continue;
-    if (rel === 'libs/testing' || rel === 'libs/outcome' || rel === 'libs/rpc/src/gen') continue;
+    if (rel === 'libs/testing' || rel === 'libs/outcome' || rel === 'libs/contracts/src/gen') continue;
     if (statSync(path).isDirectory()) listSources(path, out);
     else if (name.endsWith('.ts') && !name.endsWith('.spec.ts') && !name.endsWith('.d.ts')) out.push(path);
   }

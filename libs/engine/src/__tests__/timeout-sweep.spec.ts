@@ -11,7 +11,7 @@ import { WORKER, fenced, pollAndAck, readRun, readStep, registerPull, registerWo
  * Regression test: this was a bug (found by this test, then fixed in the working tree): in
  * libs/engine/src/scheduler-system.ts `timeOut`, `if (!run || run.status !== 'waiting') return null;`
  * returned before `endWaitingStep`, so the dead step stayed due forever and
- * `listDueWaitTimeouts` / `listDueInvokeTimeouts` (ORDER BY timeout_at LIMIT page) handed the
+ * `listDueTimeouts` (ORDER BY timeout_at LIMIT page) handed the
  * same rows back on every tick.
  */
 describe.each(STORES)('timeout sweep [%s]', (dialect) => {

@@ -96,11 +96,11 @@ export async function listDueSleeps(tx: Tx, limit: number): Promise<StepRecord[]
   return rows.map(mapStep);
 }
 
-/** Invoke steps whose timeout has passed while still waiting. */
-export async function listDueInvokeTimeouts(tx: Tx, limit: number): Promise<StepRecord[]> {
+/** Invoke or `waitForEvent` steps whose timeout has passed while still waiting, oldest first. */
+export async function listDueTimeouts(tx: Tx, type: 'invoke' | 'wait_for_event', limit: number): Promise<StepRecord[]> {
   const rows = await tx.query(
-    `SELECT * FROM steps WHERE status = 'waiting' AND type = 'invoke' AND timeout_at <= $1 ORDER BY timeout_at LIMIT $2`,
-    [tx.now, limit],
+    `SELECT * FROM steps WHERE status = 'waiting' AND type = $1 AND timeout_at <= $2 ORDER BY timeout_at LIMIT $3`,
+    [type, tx.now, limit],
   );
   return rows.map(mapStep);
 }
@@ -123,14 +123,6 @@ export async function completeWaitStep(tx: Tx, runId: string, stepId: string, ou
   return r.affected === 1;
 }
 
-/** `waitForEvent` steps whose timeout has passed while still waiting. */
-export async function listDueWaitTimeouts(tx: Tx, limit: number): Promise<StepRecord[]> {
-  const rows = await tx.query(
-    `SELECT * FROM steps WHERE status = 'waiting' AND type = 'wait_for_event' AND timeout_at <= $1 ORDER BY timeout_at LIMIT $2`,
-    [tx.now, limit],
-  );
-  return rows.map(mapStep);
-}
 
 /** A waiting invoke step whose linked child has ended, as the waiting-run pass reads it. */
 export interface EndedInvokeWait {
