@@ -140,6 +140,20 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     expect(run.eventId).toBe(res.json.eventId);
   });
 
+  it('InvokeFunctionSync (ours) runs one function with its input and answers a RunResult with lowercase status', async () => {
+    const fnId = uid('fn');
+    await registerPush(fnId, uid('unused.event'), (req) => ({ status: 'completed', result: { got: req.event.data, name: req.event.name }, steps: [] }));
+    const res = await connect(engine.url, 'InvokeFunctionSync', { function_id: fnId, input: { x: 1 }, timeout_ms: 10000 });
+    expect(res.status).toBe(200);
+    expect(res.json).toMatchObject({ functionId: fnId, status: 'completed', output: { got: { x: 1 }, name: 'ironflow/function.invoked' } });
+    expect(typeof res.json.runId).toBe('string');
+    expect(typeof res.json.durationMs).toBe('number');
+    expect(findNulls(res.json)).toEqual([]);
+    const unknown = await connect(engine.url, 'InvokeFunctionSync', { functionId: uid('missing'), input: {} });
+    expect(unknown.status).toBe(404);
+    expect(unknown.json).toMatchObject({ code: 'not_found', ironflowCode: 'FUNCTION_NOT_FOUND' });
+  });
+
   it('TriggerSync of a run that fails answers results[0].status "failed" with error.message', async () => {
     const fnId = uid('sync-fail');
     const event = uid('sync.fail');

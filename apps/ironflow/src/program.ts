@@ -4,7 +4,7 @@ import { devCommand } from './dev-command';
 import { printRun, printRunList } from './print';
 
 /**
- * The `ironflow` CLI: `dev`, `emit`, `run get|list|cancel`. Every client command takes
+ * The `ironflow` CLI: `dev`, `emit`, `invoke`, `run get|list|cancel`. Every client command takes
  * `--server URL` (default `$IRONFLOW_SERVER_URL`, else http://localhost:9123), `--env NAME` and
  * `--json` (print the API's JSON instead of text).
  */
@@ -37,6 +37,28 @@ export function buildProgram(): Command {
       }
       try {
         const res = await c.emitSync(name, o.data, { timeoutMs: o.timeout, idempotencyKey: o.idempotencyKey });
+        if (o.json) console.log(JSON.stringify(res, null, 2));
+        else console.log(`run ${res.runId} (${res.functionId}) ${res.status} in ${res.durationMs} ms\noutput: ${JSON.stringify(res.output, null, 2)}`);
+      } catch (err) {
+        if (err instanceof RunFailedError || err instanceof RunCancelledError) {
+          console.log(o.json ? JSON.stringify({ status: err instanceof RunFailedError ? 'failed' : 'cancelled', message: err.message }, null, 2) : `run ${err.message}`);
+          process.exitCode = 2;
+          return;
+        }
+        throw err;
+      }
+    });
+
+  program
+    .command('invoke')
+    .description('run one function directly and wait for its outcome')
+    .argument('<function>', 'function id, e.g. payment.charge')
+    .option('--data <json>', 'the input, as JSON (the run sees it as event.data)', parseJson, {})
+    .option('--timeout <ms>', 'how long to wait, ms', parsePositiveInt, 30_000)
+    .option('--json', 'print JSON')
+    .action(async (fn: string, o: { data: unknown; timeout: number; json?: boolean }) => {
+      try {
+        const res = await client().invoke(fn, o.data, { timeoutMs: o.timeout });
         if (o.json) console.log(JSON.stringify(res, null, 2));
         else console.log(`run ${res.runId} (${res.functionId}) ${res.status} in ${res.durationMs} ms\noutput: ${JSON.stringify(res.output, null, 2)}`);
       } catch (err) {

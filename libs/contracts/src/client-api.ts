@@ -105,6 +105,12 @@ export interface ClientApi {
   getRun(scope: CallScope, id: string): Promise<RunView>;
   listRuns(scope: CallScope, input: ListRunsInput): Promise<ListRunsOutput>;
   getRunSteps(scope: CallScope, id: string): Promise<{ steps: StepView[]; history: RunHistoryEntry[]; children: RunView[] }>;
+  /**
+   * Starts one run of `functionId` with `input` as its event data (no event is logged, no trigger
+   * matched) and waits up to `timeoutMs` (default 30000) for its outcome. Throws
+   * `FUNCTION_NOT_FOUND`, `VALIDATION_ERROR`, `PAYLOAD_TOO_LARGE`.
+   */
+  invokeFunctionSync(scope: CallScope, input: { functionId: string; input: unknown; timeoutMs?: number }): Promise<RunResultView>;
   /** Cancels a non-terminal run; answers with the run as it stands (the outcome that won). */
   cancelRun(scope: CallScope, id: string, reason: string): Promise<RunView>;
 }

@@ -46,16 +46,31 @@ export class EngineClientApi implements ClientApi {
     return this.triggers.trigger(scope, input);
   }
 
-  /**
-   * Starts the event's runs and waits for their outcomes: it listens for RESULTS frames and reads
-   * the stored runs every `syncPollMs` (100 ms), so a lost frame costs latency, never the result.
-   * At the deadline (`timeoutMs`, default 30000) it answers with each run as it stands.
-   */
+  /** Starts the event's runs and waits for their outcomes (see `startAndWait`). */
   async triggerSync(scope: CallScope, input: TriggerInput & { timeoutMs?: number }): Promise<{ eventId: string; results: RunResultView[] }> {
-    const timeoutMs = input.timeoutMs && input.timeoutMs > 0 ? input.timeoutMs : this.r.config.syncDefaultTimeoutMs;
-    const deadline = Date.now() + timeoutMs;
-    // A frame for one of this call's runs that arrives while a store read is in flight sets
-    // `nudged`, so the next wait is skipped instead of costing a whole poll period.
+    let eventId = '';
+    const results = await this.startAndWait(scope, input.timeoutMs, async () => {
+      const started = await this.triggers.trigger(scope, input);
+      eventId = started.eventId;
+      return started.runIds;
+    });
+    return { eventId, results };
+  }
+
+  async invokeFunctionSync(scope: CallScope, input: { functionId: string; input: unknown; timeoutMs?: number }): Promise<RunResultView> {
+    if (typeof input.functionId !== 'string' || input.functionId === '') throw new EngineError('VALIDATION_ERROR', 'functionId: a function id is required');
+    const [result] = await this.startAndWait(scope, input.timeoutMs, async () => [(await this.triggers.invoke(scope, input.functionId, input.input)).id]);
+    return result;
+  }
+
+  /**
+   * Starts runs with `start` and waits for their outcomes: it listens for their RESULTS frames and
+   * reads the stored runs every `syncPollMs` (100 ms), so a lost frame costs latency, never the
+   * result. At the deadline (`timeoutMs`, default 30000) it answers with each run as it stands.
+   * A frame that arrives while a store read is in flight skips the next wait.
+   */
+  private async startAndWait(scope: CallScope, timeoutMs: number | undefined, start: () => Promise<string[]>): Promise<RunResultView[]> {
+    const deadline = Date.now() + (timeoutMs && timeoutMs > 0 ? timeoutMs : this.r.config.syncDefaultTimeoutMs);
     let wanted = new Set<string>();
     let nudged = false;
     let wake: (() => void) | undefined;
@@ -66,14 +81,14 @@ export class EngineClientApi implements ClientApi {
       wake?.();
     });
     try {
-      const { eventId, runIds } = await this.triggers.trigger(scope, input);
+      const runIds = await start();
       wanted = new Set(runIds);
       for (;;) {
         nudged = false;
         const runs = await this.r.store.read('readSyncRuns', (tx) => runsSql.getRuns(tx, runIds));
         if (runs.every((run) => isTerminalRunStatus(run.status)) || Date.now() >= deadline) {
           const byId = new Map(runs.map((run) => [run.id, run]));
-          return { eventId, results: runIds.map((id) => byId.get(id)).filter((run): run is RunRecord => !!run).map(toRunResultView) };
+          return runIds.map((id) => byId.get(id)).filter((run): run is RunRecord => !!run).map(toRunResultView);
         }
         if (nudged) continue;
         await new Promise<void>((resolve) => {

@@ -17,10 +17,7 @@ export class TriggerSystem {
 
   async trigger(scope: CallScope, input: TriggerInput): Promise<TriggerOutput> {
     if (typeof input.event !== 'string' || input.event.trim() === '') throw new EngineError('VALIDATION_ERROR', 'event: an event name is required');
-    const size = Buffer.byteLength(JSON.stringify(input.data ?? {}));
-    if (size > this.r.config.maxPayloadBytes) {
-      throw new EngineError('PAYLOAD_TOO_LARGE', `event data is ${size} bytes; the limit is ${this.r.config.maxPayloadBytes}`);
-    }
+    this.checkSize(input.data);
     const result = await this.r.store.unitOfWork('trigger', async (tx) => {
       const { event, duplicate } = await eventsSql.insertEvent(tx, {
         id: randomUUID(),
@@ -62,6 +59,41 @@ export class TriggerSystem {
     for (const mode of new Set(result.modes)) this.hints.queued(scope.project, scope.env, mode);
     for (const run of result.created) this.r.followUps.track('run-created-audit', () => recordRunCreated(this.r, run).then(() => undefined));
     return { eventId: result.eventId, runIds: result.runIds };
+  }
+
+  /**
+   * Starts one run of a function directly (InvokeFunctionSync): no event row, the input is the
+   * run's event data. Throws `FUNCTION_NOT_FOUND`, `PAYLOAD_TOO_LARGE`.
+   */
+  async invoke(scope: CallScope, functionId: string, input: unknown): Promise<RunRecord> {
+    this.checkSize(input);
+    const run = await this.r.store.unitOfWork('invokeFunction', async (tx) => {
+      const fn = await functionsSql.getFunction(tx, scope.project, scope.env, functionId);
+      if (!fn) throw new EngineError('FUNCTION_NOT_FOUND', `function ${functionId} is not registered`);
+      return runsSql.insertRun(tx, {
+        id: randomUUID(),
+        project: scope.project,
+        env: scope.env,
+        functionId: fn.definition.id,
+        functionVersion: fn.version,
+        mode: fn.definition.mode,
+        eventId: null,
+        maxAttempts: fn.definition.retry.maxAttempts,
+        input: input ?? {},
+        ...laneFields(fn.definition, input ?? {}),
+      });
+    });
+    this.r.metrics.runsCreated.inc({ function_id: run.functionId });
+    this.hints.queued(run.project, run.env, run.mode);
+    this.r.followUps.track('run-created-audit', () => recordRunCreated(this.r, run).then(() => undefined));
+    return run;
+  }
+
+  private checkSize(data: unknown): void {
+    const size = Buffer.byteLength(JSON.stringify(data ?? {}));
+    if (size > this.r.config.maxPayloadBytes) {
+      throw new EngineError('PAYLOAD_TOO_LARGE', `event data is ${size} bytes; the limit is ${this.r.config.maxPayloadBytes}`);
+    }
   }
 
   /**

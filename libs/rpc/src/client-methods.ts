@@ -104,6 +104,16 @@ export const CLIENT_METHODS = {
     toMessage: (r) => ({ eventId: r.eventId, results: r.results.map(runResultToProto) }),
     patchJson: (r, json) => patchEach(r.results, asObjects(json.results), patchRunResultJson),
   }),
+  invokeFunctionSync: bind('invokeFunctionSync', {
+    call: (d, scope, req) =>
+      d.api.invokeFunctionSync(scope, {
+        functionId: req.functionId,
+        input: req.input ?? {},
+        ...(req.timeoutMs > 0 ? { timeoutMs: req.timeoutMs } : {}),
+      }),
+    toMessage: runResultToProto,
+    patchJson: patchRunResultJson,
+  }),
   getRun: bind('getRun', {
     call: (d, scope, req) => d.api.getRun(scope, req.id),
     toMessage: runToProto,

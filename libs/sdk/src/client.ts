@@ -46,6 +46,9 @@ export interface EmitSyncResult<T = unknown> {
   durationMs: number;
 }
 
+/** A run's outcome from `invoke` (`status` lowercase; `completed`, or the run's state at the deadline). */
+export type InvokeResult<T = unknown> = Omit<EmitSyncResult<T>, 'eventId'>;
+
 /** Filter of `listRuns`. `status` is lowercase (`"running"`, `"failed"`…); `limit` a page size. */
 export interface ListRunsFilter {
   functionId?: string;
@@ -78,6 +81,12 @@ export interface IronflowClient {
    * run was started.
    */
   emitSync<T = unknown>(event: string, data?: unknown, options?: EmitSyncOptions): Promise<EmitSyncResult<T>>;
+  /**
+   * Runs one function directly and waits for its outcome (`InvokeFunctionSync`, ours; HTTP
+   * deadline `timeoutMs + 5000`, default wait 30000 ms). Throws {@link RunFailedError} /
+   * {@link RunCancelledError} like `emitSync`, `not_found` for an unknown function.
+   */
+  invoke<T = unknown>(functionId: string, input?: unknown, options?: { timeoutMs?: number }): Promise<InvokeResult<T>>;
   /** Reads a run (`GetRun`); `not_found` error when it does not exist. */
   getRun(id: string): Promise<RunView>;
   /** Lists runs, newest first (`ListRuns`); page with `cursor` = the previous `nextCursor`. */
@@ -91,6 +100,15 @@ export interface IronflowClient {
 }
 
 const SERVICE = 'ironflow.v1.IronflowService';
+
+/** A RunResult's fields; throws for the two statuses the SDK turns into errors (5.2). */
+function runResult<T>(result: Record<string, unknown>): InvokeResult<T> {
+  const runId = String(result.runId ?? '');
+  const functionId = String(result.functionId ?? '');
+  if (result.status === 'failed') throw new RunFailedError(runId, functionId, result.error as RunErrorInfo | undefined);
+  if (result.status === 'cancelled') throw new RunCancelledError(runId, functionId);
+  return { runId, functionId, status: result.status as string, output: result.output as T, durationMs: Number(result.durationMs ?? 0) };
+}
 const DEFAULT_TIMEOUT_MS = 30_000;
 const SYNC_DEADLINE_SLACK_MS = 5_000;
 
@@ -130,19 +148,13 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
       const res = await call('TriggerSync', body, waitMs + SYNC_DEADLINE_SLACK_MS);
       const results = Array.isArray(res.results) ? (res.results as Record<string, unknown>[]) : [];
       if (results.length === 0) throw new IronflowClientError(`TriggerSync: event "${event}" started no run`, 'NO_RESULTS', 200);
-      const first = results[0];
-      const runId = String(first.runId ?? '');
-      const functionId = String(first.functionId ?? '');
-      if (first.status === 'failed') throw new RunFailedError(runId, functionId, first.error as RunErrorInfo | undefined);
-      if (first.status === 'cancelled') throw new RunCancelledError(runId, functionId);
-      return {
-        eventId: String(res.eventId ?? ''),
-        runId,
-        functionId,
-        status: first.status as string,
-        output: first.output as T,
-        durationMs: Number(first.durationMs ?? 0),
-      };
+      return { eventId: String(res.eventId ?? ''), ...runResult<T>(results[0]) };
+    },
+
+    async invoke<T = unknown>(functionId: string, input: unknown = {}, opts: { timeoutMs?: number } = {}): Promise<InvokeResult<T>> {
+      const waitMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+      const res = await call('InvokeFunctionSync', { functionId, input, timeoutMs: waitMs }, waitMs + SYNC_DEADLINE_SLACK_MS);
+      return runResult<T>(res);
     },
 
     async getRun(id) {

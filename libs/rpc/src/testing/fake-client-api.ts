@@ -123,6 +123,11 @@ export class FakeClientApi implements ClientApi {
     return { eventId, runIds: runs.map((r) => r.id) };
   }
 
+  async invokeFunctionSync(scope: CallScope, input: { functionId: string; input: unknown; timeoutMs?: number }): Promise<RunResultView> {
+    this.record('invokeFunctionSync', scope, input);
+    return { runId: 'run_invoked', functionId: input.functionId, status: 'completed', output: input.input, durationMs: 7 };
+  }
+
   async triggerSync(scope: CallScope, input: TriggerInput & { timeoutMs?: number }) {
     this.record('triggerSync', scope, input);
     const { eventId, runs } = this.start(input);

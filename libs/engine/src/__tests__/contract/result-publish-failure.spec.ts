@@ -104,3 +104,37 @@ describe.each(STORES)('TestResultPublishFailurePolicyAtEveryDoor [%s]', (dialect
     expect(t.bus.attempts.filter((a) => isResultsSubject(a.subject) && a.failed)).toHaveLength(lost);
   });
 });
+
+describe.each(STORES)('InvokeFunctionSync [%s]', (dialect) => {
+  let t: TestEngine;
+  beforeEach(async () => {
+    t = await openTestEngine(dialect, { followUpDrainMs: 1000 }, { bus: 'nats' });
+    await t.engine.api.registerFunction(t.scope, { id: 'adder', mode: 'pull' });
+    await t.engine.pull.register(t.scope, 'w1', { worker_id: 'w1', function_ids: ['adder'] });
+  });
+  afterEach(() => t.close());
+
+  const answer = async () => {
+    const job = await waitFor('the adder job', async () => (await t.engine.pull.poll('w1', 1))[0]);
+    const { a, b } = job.event.data as { a: number; b: number };
+    await t.engine.pull.update('w1', job.job_id, { status: 'completed', output: { sum: a + b }, execution_seq: job.execution_seq, lease_token: job.lease_token });
+    return job;
+  };
+
+  it('starts one run of the function with the input as event data and returns its outcome', async () => {
+    const [result, job] = await Promise.all([t.engine.api.invokeFunctionSync(t.scope, { functionId: 'adder', input: { a: 2, b: 3 }, timeoutMs: 10_000 }), answer()]);
+    expect(result).toMatchObject({ runId: job.run_id, functionId: 'adder', status: 'completed', output: { sum: 5 } });
+    expect(job.event).toMatchObject({ name: 'ironflow/function.invoked', data: { a: 2, b: 3 } });
+  });
+
+  it('returns the committed outcome when every RESULTS frame is lost', async () => {
+    t.bus.failPublishes(isResultsSubject);
+    const [result] = await Promise.all([t.engine.api.invokeFunctionSync(t.scope, { functionId: 'adder', input: { a: 1, b: 1 }, timeoutMs: 10_000 }), answer()]);
+    expect(result).toMatchObject({ status: 'completed', output: { sum: 2 } });
+  });
+
+  it('rejects an unknown function with FUNCTION_NOT_FOUND and starts nothing', async () => {
+    await expect(t.engine.api.invokeFunctionSync(t.scope, { functionId: 'nope', input: {} })).rejects.toMatchObject({ code: 'FUNCTION_NOT_FOUND' });
+    expect((await t.engine.api.listRuns(t.scope, {})).totalCount).toBe(0);
+  });
+});
