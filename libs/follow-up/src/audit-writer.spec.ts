@@ -1,0 +1,42 @@
+import { STORES, TestStore, openTestStore } from '@ironflow/testing';
+import { AuditWriter } from './audit-writer';
+import { SlotSet } from './slot-set';
+
+describe.each(STORES)('AuditWriter [%s]', (dialect) => {
+  let db: TestStore;
+  beforeEach(async () => { db = await openTestStore(dialect); });
+  afterEach(() => db.dispose());
+
+  const rows = () => db.store.read('t', (tx) => tx.query<{ event_type: string; run_id: string }>(`SELECT event_type, run_id FROM audit_events ORDER BY id`));
+
+  it('writes rows that arrive together in one insert, in one slot', async () => {
+    let units = 0;
+    const counting = { ...db.store, unitOfWork: <T>(name: string, work: Parameters<typeof db.store.unitOfWork<T>>[1]) => { units += 1; return db.store.unitOfWork(name, work); } };
+    const writer = new AuditWriter(counting, new SlotSet(1));
+    await Promise.all(['a', 'b', 'c'].map((runId) => writer.write([{ project: 'p', env: 'e', runId, functionId: 'f', eventType: 'run.created' }])));
+    expect(units).toBe(1);
+    expect((await rows()).map((r) => r.run_id)).toEqual(['a', 'b', 'c']);
+  });
+
+  it('does not write rows whose write was ended before their insert began', async () => {
+    const writer = new AuditWriter(db.store, new SlotSet(1));
+    const ended = new AbortController();
+    ended.abort();
+    const results = await Promise.allSettled([
+      writer.write([{ project: 'p', env: 'e', runId: 'kept', functionId: 'f', eventType: 'run.created' }]),
+      writer.write([{ project: 'p', env: 'e', runId: 'dropped', functionId: 'f', eventType: 'run.created' }], ended.signal),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected']);
+    expect((await rows()).map((r) => r.run_id)).toEqual(['kept']);
+  });
+
+  it('stamps a row with its own time, capped at the store clock', async () => {
+    const writer = new AuditWriter(db.store, new SlotSet(1));
+    const future = db.clock.now() + 3_600_000;
+    await writer.write([{ project: 'p', env: 'e', runId: 'r', functionId: 'f', eventType: 'run.created', ts: 1000 }]);
+    await writer.write([{ project: 'p', env: 'e', runId: 'r', functionId: 'f', eventType: 'run.created', ts: future }]);
+    const ts = await db.store.read('t', (tx) => tx.query<{ ts: unknown }>(`SELECT ts FROM audit_events ORDER BY id`));
+    expect(Number(ts[0].ts)).toBe(1000);
+    expect(Number(ts[1].ts)).toBeLessThan(future);
+  });
+});
