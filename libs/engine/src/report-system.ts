@@ -89,6 +89,7 @@ export class ReportSystem {
       throw err;
     }
     await this.followUp(result);
+    this.announceSteps(result.run, result.effect === 'none' ? [] : report.steps ?? []);
     return { effect: result.effect, run: result.run };
   }
 
@@ -224,6 +225,17 @@ export class ReportSystem {
     await leasesSql.deleteLease(tx, run.id, run.executionSeq);
     await this.segmentEndedNormally(tx, run);
     return { effect: 'waiting', run: { ...run, status: 'waiting' } };
+  }
+
+  /**
+   * Step events, best effort like run events: one on `public.{env}.system.run.{id}.step.{stepId}.{status}`
+   * per step the report saved, off the reporter's path (a lost one is counted and dead-lettered).
+   */
+  private announceSteps(run: RunRecord, steps: StepResult[]): void {
+    if (steps.length === 0) return;
+    this.r.followUps.track('step-events', async () => {
+      for (const step of steps) await this.announcer.publishRunEvent(run, `step.${step.id}.${step.status}`);
+    });
   }
 
   /** A segment that reported its end breaks a run of lease recoveries: the ceiling counts consecutive ones. */

@@ -169,3 +169,29 @@ describe.each(STORES)('post-commit follow-ups [%s]', (dialect) => {
     expect(await readRun(t, parentId)).toMatchObject({ status: 'waiting_for_capacity' });
   });
 });
+
+describe.each(STORES)('run and step events [%s]', (dialect) => {
+  let t: TestEngine;
+  beforeEach(async () => { t = await openTestEngine(dialect, { followUpDrainMs: 1000 }, { bus: 'nats' }); });
+  afterEach(() => t.close());
+
+  it('publishes a step event per reported step and a run event per outcome, best effort', async () => {
+    await registerParentAndChild(t, 'pull');
+    const { runIds } = await t.engine.api.trigger(t.scope, { event: 'go', data: {} });
+    const seen: string[] = [];
+    const sub = t.bus.subscribe(`public.${t.scope.env}.system.run.${runIds[0]}.>`, (m) => seen.push(m.subject.slice(`public.${t.scope.env}.system.run.${runIds[0]}.`.length)));
+    const job = await pollOne(t.engine, runIds[0]);
+    const stepId = `${runIds[0]}:prepare:0`;
+    await t.engine.pull.update('w1', job.job_id, {
+      status: 'completed',
+      output: { ok: true },
+      steps: [{ id: stepId, name: 'prepare', type: 'invoke', status: 'completed', output: 1 }],
+      execution_seq: job.execution_seq,
+      lease_token: job.lease_token,
+    });
+    await t.engine.resources.followUps.drain(5000);
+    await waitFor('both events', () => seen.length >= 2 || undefined);
+    expect(seen.sort()).toEqual(['completed', `step.${stepId}.completed`].sort());
+    sub.unsubscribe();
+  });
+});
