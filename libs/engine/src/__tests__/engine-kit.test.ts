@@ -97,7 +97,10 @@ export async function settle(t: TestEngine): Promise<void> {
 /** Records every run event (`public.{env}.system.run.{id}.{status}`): unlike RESULTS frames, they carry no msg-id. */
 export function recordRunEvents(t: TestEngine): { subjects: string[]; stop: () => void } {
   const subjects: string[] = [];
-  const sub = t.bus.subscribe('public.>', (m) => subjects.push(m.subject));
+  // Run-level events only (`public.{env}.system.run.{id}.{status}`); step events have their own tests.
+  const sub = t.bus.subscribe('public.>', (m) => {
+    if (!m.subject.includes('.step.')) subjects.push(m.subject);
+  });
   return { subjects, stop: () => sub.unsubscribe() };
 }
 
