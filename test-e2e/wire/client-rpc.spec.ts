@@ -140,6 +140,15 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     expect(run.eventId).toBe(res.json.eventId);
   });
 
+  it('an X-Ironflow-Environment that cannot stand in a subject is refused with 400 on Connect and REST, writing nothing', async () => {
+    const connectAnswer = await connect(engine.url, 'Trigger', { event: 'x', data: {} }, { 'X-Ironflow-Environment': 'a.b' });
+    expect(connectAnswer.status).toBe(400);
+    expect(connectAnswer.json).toMatchObject({ code: 'invalid_argument', ironflowCode: 'VALIDATION_ERROR' });
+    const restAnswer = await fetch(`${engine.url}/api/v1/events`, { method: 'POST', headers: { 'content-type': 'application/json', 'X-Ironflow-Environment': 'sp ace' }, body: JSON.stringify({ name: 'x', data: {} }) });
+    expect(restAnswer.status).toBe(400);
+    expect(await restAnswer.json()).toMatchObject({ code: 'VALIDATION_ERROR' });
+  });
+
   it('InvokeFunctionSync (ours) runs one function with its input and answers a RunResult with lowercase status', async () => {
     const fnId = uid('fn');
     await registerPush(fnId, uid('unused.event'), (req) => ({ status: 'completed', result: { got: req.event.data, name: req.event.name }, steps: [] }));

@@ -5,3 +5,4 @@ export * from './wire/steps';
 export * from './wire/push';
 export * from './wire/pull';
 export * from './client-api';
+export * from './scope';

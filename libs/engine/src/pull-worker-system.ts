@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { CallScope, EngineError, JobAckBody, JobAssignment, JobUpdateBody, WorkerHeartbeatBody, WorkerRegisterBody, isTerminalRunStatus } from '@ironflow/contracts';
+import { CallScope, EngineError, parseEnvironment, JobAckBody, JobAssignment, JobUpdateBody, WorkerHeartbeatBody, WorkerRegisterBody, isTerminalRunStatus } from '@ironflow/contracts';
 import { ExecutionFence, fenceMatches, parseJobId } from '@ironflow/fencing';
 import { leasesSql, runsSql, workersSql } from '@ironflow/store';
 import { DispatchSystem } from './dispatch-system';
@@ -16,6 +16,10 @@ const registerSchema = z.object({
   hostname: z.string().max(256).optional(),
   labels: z.record(z.string()).default({}),
 });
+
+const heartbeatSchema = z.object({
+  jobs: z.array(z.object({ job_id: z.string() }).passthrough()).default([]),
+}).passthrough();
 
 const updateSchema = z.object({
   status: z.enum(['progress', 'completed', 'failed', 'yielded']),
@@ -43,7 +47,7 @@ export class PullWorkerSystem {
     if (!TOKEN.test(workerId)) throw new EngineError('VALIDATION_ERROR', `worker id ${JSON.stringify(workerId)}: letters, digits, "_" and "-" only`);
     const parsed = registerSchema.safeParse(body ?? {});
     if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
-    const envLabel = parsed.data.labels.env;
+    const envLabel = parsed.data.labels.env ? parseEnvironment(parsed.data.labels.env) : undefined;
     await this.r.store.unitOfWork('registerWorker', (tx) =>
       workersSql.upsertWorker(tx, {
         id: workerId,
@@ -57,14 +61,19 @@ export class PullWorkerSystem {
     );
   }
 
-  /** Refreshes the leases of the jobs the worker lists (REST heartbeats carry no fence: by job id). */
+  /**
+   * Refreshes the leases of the jobs the worker lists (REST heartbeats carry no fence: by job id),
+   * only those this worker holds. Throws `VALIDATION_ERROR` for a body that is not a heartbeat.
+   */
   async heartbeat(workerId: string, body: WorkerHeartbeatBody): Promise<void> {
+    const parsed = heartbeatSchema.safeParse(body ?? {});
+    if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
     await this.r.store.unitOfWork('workerHeartbeat', async (tx) => {
       if (!(await workersSql.touchWorker(tx, workerId))) throw new EngineError('WORKER_NOT_FOUND', `worker ${workerId} is not registered`);
-      for (const job of body?.jobs ?? []) {
+      for (const job of parsed.data.jobs) {
         try {
           const { runId, executionSeq } = parseJobId(job.job_id);
-          await leasesSql.refreshLease(tx, runId, executionSeq, tx.now + this.r.config.leaseMs);
+          await leasesSql.refreshLeaseHeldBy(tx, runId, executionSeq, workerId, tx.now + this.r.config.leaseMs);
         } catch {
           // a job id the engine never issued refreshes nothing
         }
@@ -93,7 +102,10 @@ export class PullWorkerSystem {
       if (!run) throw new EngineError('RUN_NOT_FOUND', `run ${runId} does not exist`);
       if (isTerminalRunStatus(run.status)) throw new EngineError('RUN_NOT_RUNNING', `run ${runId} is ${run.status}`);
       if (run.status !== 'running' || !fenceMatches(run, fence)) throw new EngineError('STALE_EXECUTION', `job ${jobId} is not the live execution of run ${runId}`);
-      await leasesSql.refreshLease(tx, runId, executionSeq, tx.now + this.r.config.leaseMs, workerId);
+      // Only the worker the job was handed to may ack it.
+      if (!(await leasesSql.refreshLeaseHeldBy(tx, runId, executionSeq, workerId, tx.now + this.r.config.leaseMs))) {
+        throw new EngineError('STALE_EXECUTION', `job ${jobId} was not handed to worker ${workerId}`);
+      }
     });
   }
 

@@ -10,6 +10,7 @@ import { EngineResources } from './resources';
 import { retryDelayMs } from './retry-policy';
 import { valueAtPath } from './json-path';
 import { laneFields } from './concurrency';
+import { checkPayload } from './payload-limits';
 import { recordRunCreated } from './run-created-audit';
 
 /** A worker's report of one execution, from any transport. */
@@ -244,10 +245,7 @@ export class ReportSystem {
   }
 
   private checkSize(report: SegmentReport): void {
-    const size = Buffer.byteLength(JSON.stringify(report));
-    if (size > this.r.config.maxPayloadBytes) {
-      throw new EngineError('PAYLOAD_TOO_LARGE', `report is ${size} bytes; the limit is ${this.r.config.maxPayloadBytes}`);
-    }
+    checkPayload('report', report, this.r.config.maxPayloadBytes);
   }
 }
 

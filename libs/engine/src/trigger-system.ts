@@ -3,6 +3,7 @@ import { CallScope, EngineError, TriggerInput, TriggerOutput } from '@ironflow/c
 import { EventRecord, RunRecord, Tx, correlationsSql, eventsSql, functionsSql, runsSql, stepsSql } from '@ironflow/store';
 import { valueAtPath } from './json-path';
 import { laneFields } from './concurrency';
+import { checkName, checkPayload } from './payload-limits';
 import { recordRunCreated } from './run-created-audit';
 import { EngineResources } from './resources';
 import { DispatchHints } from './dispatch-hints';
@@ -16,8 +17,9 @@ export class TriggerSystem {
   constructor(private readonly r: EngineResources, private readonly hints: DispatchHints) {}
 
   async trigger(scope: CallScope, input: TriggerInput): Promise<TriggerOutput> {
-    if (typeof input.event !== 'string' || input.event.trim() === '') throw new EngineError('VALIDATION_ERROR', 'event: an event name is required');
-    this.checkSize(input.data);
+    checkName('event', input.event, 256);
+    if (input.idempotencyKey !== undefined && input.idempotencyKey !== '') checkName('idempotencyKey', input.idempotencyKey, 512);
+    checkPayload('event data', input.data, this.r.config.maxPayloadBytes);
     const result = await this.r.store.unitOfWork('trigger', async (tx) => {
       const { event, duplicate } = await eventsSql.insertEvent(tx, {
         id: randomUUID(),
@@ -66,7 +68,7 @@ export class TriggerSystem {
    * run's event data. Throws `FUNCTION_NOT_FOUND`, `PAYLOAD_TOO_LARGE`.
    */
   async invoke(scope: CallScope, functionId: string, input: unknown): Promise<RunRecord> {
-    this.checkSize(input);
+    checkPayload('input', input, this.r.config.maxPayloadBytes);
     const run = await this.r.store.unitOfWork('invokeFunction', async (tx) => {
       const fn = await functionsSql.getFunction(tx, scope.project, scope.env, functionId);
       if (!fn) throw new EngineError('FUNCTION_NOT_FOUND', `function ${functionId} is not registered`);
@@ -87,13 +89,6 @@ export class TriggerSystem {
     this.hints.queued(run.project, run.env, run.mode);
     this.r.followUps.track('run-created-audit', () => recordRunCreated(this.r, run).then(() => undefined));
     return run;
-  }
-
-  private checkSize(data: unknown): void {
-    const size = Buffer.byteLength(JSON.stringify(data ?? {}));
-    if (size > this.r.config.maxPayloadBytes) {
-      throw new EngineError('PAYLOAD_TOO_LARGE', `event data is ${size} bytes; the limit is ${this.r.config.maxPayloadBytes}`);
-    }
   }
 
   /**

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { CallScope } from '@ironflow/contracts';
+import { type CallScope, parseEnvironment } from '@ironflow/contracts';
 
 /** Header naming the environment of a client call (WIRE-PROTOCOL.md section 6). */
 export const ENVIRONMENT_HEADER = 'x-ironflow-environment';
@@ -9,11 +9,10 @@ export const DEFAULT_ENVIRONMENT = 'default';
 /**
  * The scope of a client call: project `default` (API keys, which will name the project, come
  * later) and the environment from `X-Ironflow-Environment`, else `default` (empty or blank
- * values count as missing). The v0.29 streaming worker never sends the header.
+ * values count as missing; a name that cannot stand in a subject throws `VALIDATION_ERROR`). The v0.29 streaming worker never sends the header.
  */
 export function scopeFromHeaders(headers: Headers): CallScope {
-  const env = headers.get(ENVIRONMENT_HEADER)?.trim();
-  return { project: DEFAULT_PROJECT, env: env ? env : DEFAULT_ENVIRONMENT };
+  return { project: DEFAULT_PROJECT, env: parseEnvironment(headers.get(ENVIRONMENT_HEADER)) };
 }
 
 /**

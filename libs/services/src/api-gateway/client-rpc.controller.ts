@@ -1,6 +1,6 @@
 import { Controller, Inject, Param, Post, Req, Res } from '@nestjs/common';
 import type { Request, Response } from 'express';
-import { handleUnaryJson } from '@ironflow/rpc';
+import { handleUnaryJson, unaryJsonError } from '@ironflow/rpc';
 import { EngineRuntime } from '../runtime/engine-runtime';
 import { ENGINE_RUNTIME } from '../runtime/tokens';
 import { scopeOf } from '../http/scope';
@@ -16,9 +16,14 @@ export class ClientRpcController {
 
   @Post(':method')
   async call(@Param('method') method: string, @Req() req: Request, @Res() res: Response): Promise<void> {
-    const result = await handleUnaryJson(this.runtime.engine.api, scopeOf(req), method, Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0), {
-      maxBodyBytes: this.runtime.settings.maxPayloadBytes,
-    });
+    let result;
+    try {
+      result = await handleUnaryJson(this.runtime.engine.api, scopeOf(req), method, Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0), {
+        maxBodyBytes: this.runtime.settings.maxPayloadBytes,
+      });
+    } catch (err) {
+      result = unaryJsonError(err); // a bad scope header, answered in the Connect error shape
+    }
     res.status(result.status).json(result.body);
   }
 }

@@ -19,6 +19,21 @@ export async function refreshLease(tx: Tx, runId: string, executionSeq: number, 
   return r.affected === 1;
 }
 
+/** Extends a lease only while `holder` holds it (a worker's heartbeat cannot extend another's lease). */
+export async function refreshLeaseHeldBy(tx: Tx, runId: string, executionSeq: number, holder: string, expiresAt: number): Promise<boolean> {
+  const r = await tx.execute(
+    `UPDATE leases SET expires_at = $4 WHERE run_id = $1 AND execution_seq = $2 AND holder = $3`,
+    [runId, executionSeq, holder, expiresAt],
+  );
+  return r.affected === 1;
+}
+
+/** Who holds an execution's lease, or `null` when it has none. */
+export async function leaseHolder(tx: Tx, runId: string, executionSeq: number): Promise<string | null> {
+  const rows = await tx.query<{ holder: string }>(`SELECT holder FROM leases WHERE run_id = $1 AND execution_seq = $2`, [runId, executionSeq]);
+  return rows.length ? String(rows[0].holder) : null;
+}
+
 /** Idempotent release of an execution's lease. */
 export async function deleteLease(tx: Tx, runId: string, executionSeq: number): Promise<void> {
   await tx.execute(`DELETE FROM leases WHERE run_id = $1 AND execution_seq = $2`, [runId, executionSeq]);
