@@ -13,6 +13,7 @@ export class CancelSystem {
   constructor(private readonly r: EngineResources, private readonly announcer: OutcomeAnnouncer) {}
 
   async cancel(scope: CallScope, runId: string, reason: string): Promise<RunRecord> {
+    if (typeof runId !== 'string' || runId === '') throw new EngineError('VALIDATION_ERROR', 'id: a run id is required');
     return this.r.followUps.during(() => this.commitCancel(scope, runId, reason));
   }
 

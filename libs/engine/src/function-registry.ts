@@ -17,7 +17,7 @@ const definitionSchema = z.object({
   name: z.string().max(256).optional(),
   description: z.string().max(4096).optional(),
   mode: z.enum(['push', 'pull']).default('pull'),
-  endpointUrl: z.string().url().optional(),
+  endpointUrl: z.string().url().refine((u) => /^https?:\/\//i.test(u), 'must be an http:// or https:// URL').optional(),
   triggers: z.array(z.object({ event: z.string().min(1).max(256).optional(), expression: z.string().optional(), cron: z.string().optional() })).default([]),
   retry: z
     .object({

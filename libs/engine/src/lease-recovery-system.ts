@@ -57,10 +57,21 @@ export class LeaseRecoverySystem {
       const requeued = await leaseRecoverySql.requeueRecovered(tx, run);
       return requeued ? { effect: 'requeued' as const, run: requeued } : { effect: 'none' as const };
     });
+    if (result.effect !== 'none') this.r.metrics.leaseRecoveries.inc({ effect: result.effect });
     if (result.effect === 'exhausted' && 'run' in result) void this.announcer.announce(result.run as RunRecord, 'recovery-exhausted');
     if (result.effect === 'requeued' && 'run' in result) {
       const run = result.run as RunRecord;
       this.hints.queued(run.project, run.env, run.mode);
+      // The scanner's lease audit rows run off its loop, so a stuck audit table cannot stall the sweep.
+      this.r.followUps.track('lease-recovered-audit', async () => void (await this.r.audit.record({
+        project: run.project,
+        env: run.env,
+        runId: run.id,
+        functionId: run.functionId,
+        eventType: 'run.lease_recovered',
+        cause: `execution ${executionSeq} lost its lease`,
+        data: { execution_seq: executionSeq, recoveries: run.recoveries, attempt: run.attempt },
+      })));
     }
     return result.effect;
   }

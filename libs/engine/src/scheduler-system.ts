@@ -1,3 +1,4 @@
+import { isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
 import { StepRecord, correlationsSql, runsSql, stepsSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
@@ -57,25 +58,42 @@ export class SchedulerSystem {
     return due.length;
   }
 
+  /**
+   * Ends one wait whose timeout passed. An invoke whose child has already ended is not timed out:
+   * the child's outcome is applied instead (a wake may simply not have run yet). A child still
+   * running when its invoke times out is cancelled in the same unit of work, so a recovered
+   * execution of it cannot run again after its parent gave up on it.
+   */
   private async timeOut(step: StepRecord): Promise<void> {
     const effect = await this.r.store.unitOfWork('stepTimeout', async (tx) => {
       const run = await runsSql.getRun(tx, step.runId, { lock: true });
+      const child = step.type === 'invoke' && step.childRunId ? await runsSql.getRun(tx, step.childRunId, { lock: true }) : null;
+      if (child && isTerminalRunStatus(child.status) && run?.status === 'waiting') return { endedChild: child };
       // The step is ended whatever became of its run, so a run that ended while waiting (a
       // cancel) leaves no step due forever in front of live ones.
       if (!(await stepsSql.endWaitingStep(tx, step.runId, step.stepId, 'timed_out'))) return null;
       if (step.type === 'wait_for_event') await correlationsSql.closeCorrelationsOfRun(tx, step.runId);
-      if (!run || run.status !== 'waiting') return null;
+      const cancelledChild = child && !isTerminalRunStatus(child.status)
+        ? await commitOutcome(tx, child.id, { status: 'cancelled', error: { message: `the parent's invoke of this run timed out (step ${step.stepId})`, code: 'INVOKE_TIMED_OUT', retryable: false } }, { kind: 'not-terminal' })
+        : null;
+      if (!run || run.status !== 'waiting') return { cancelledChild };
       if (step.type === 'invoke' && run.mode === 'push') {
-        return (await runsSql.queueContinuation(tx, run.id)) ? { queued: run, failed: null } : null;
+        return { cancelledChild, queued: (await runsSql.queueContinuation(tx, run.id)) ? run : null };
       }
       const error = step.type === 'invoke'
         ? { message: `invoked run ${step.childRunId} did not finish before the invoke timeout`, code: 'INVOKE_FAILED', retryable: false, child_run_id: step.childRunId ?? undefined }
         : { message: `step ${step.stepId} waited for an event past its timeout`, code: 'EVENT_WAIT_TIMED_OUT', retryable: false };
       const failed = await commitOutcome(tx, run.id, { status: 'failed', error }, { kind: 'version', status: 'waiting', version: run.version });
-      return failed ? { queued: null, failed } : null;
+      return { cancelledChild, failed };
     });
-    if (effect?.queued) this.hints.queued(effect.queued.project, effect.queued.env, effect.queued.mode);
-    if (effect?.failed) void this.announcer.announce(effect.failed, 'step-timeout');
+    if (!effect) return;
+    if (effect.endedChild) {
+      await this.wakes.wakeParent(effect.endedChild);
+      return;
+    }
+    if (effect.cancelledChild) void this.announcer.announce(effect.cancelledChild, 'step-timeout');
+    if (effect.queued) this.hints.queued(effect.queued.project, effect.queued.env, effect.queued.mode);
+    if (effect.failed) void this.announcer.announce(effect.failed, 'step-timeout');
   }
 
   private async guard(name: string, work: () => Promise<unknown>): Promise<void> {

@@ -40,9 +40,13 @@ export function judgeReport(run: RunRecord, fence: ExecutionFence | undefined, k
   if (!ownExecution) {
     return reject(
       'STALE_EXECUTION',
-      fence !== undefined
-        ? `execution ${(fence as ExecutionFence).executionSeq} of run ${run.id} is not the live execution (${run.executionSeq})`
-        : `report for run ${run.id} carries no fencing token`,
+      fence === undefined
+        ? `report for run ${run.id} carries no fencing token`
+        : !run.leaseToken
+          ? `run ${run.id} has no live execution (it is ${run.status}); execution ${(fence as ExecutionFence).executionSeq} was recovered or superseded`
+          : (fence as ExecutionFence).executionSeq !== run.executionSeq
+            ? `execution ${(fence as ExecutionFence).executionSeq} of run ${run.id} is stale: the live execution is ${run.executionSeq}`
+            : `the lease token does not match execution ${run.executionSeq} of run ${run.id}`,
       run,
     );
   }

@@ -72,6 +72,7 @@ export async function startServer(settings: IronflowSettings, services: readonly
     port: listener.port,
     url: `http://${host}:${listener.port}`,
     close: () => (closing ??= (async () => {
+      runtime.draining = true;
       await runtime.engine.stop();
       await listener.close();
       await app.close();

@@ -18,6 +18,8 @@ describe.each(STORES)('lease expiry and recovery [%s]', (dialect) => {
     t.db.clock.advance(LEASE + 1);
     expect(await t.engine.recovery.scan()).toEqual(['requeued']);
     expect(await readRun(t, childId)).toMatchObject({ status: 'waiting_for_capacity', attempt: 1, recoveries: 1, leaseToken: null });
+    await t.engine.resources.followUps.drain(5000);
+    expect(await auditRows(t, childId, 'run.lease_recovered')).toBe(1);
 
     const second = await pollOne(t.engine, childId);
     expect(second).toMatchObject({ execution_seq: first.execution_seq! + 1, attempt: 1 });

@@ -193,19 +193,36 @@ describe.each(STORES)('parent wake [%s]', (dialect) => {
     expect((await readRun(t, parentId)).status).toBe('waiting');
   });
 
-  it('an invoke step that timed out first stays timed out when the child completes later', async () => {
+  it('an invoke that times out cancels its running child; the step stays timed out and the late report changes nothing', async () => {
     const { parentId, invokeId, childId } = await pushParentInvoking();
+    const job = await childJob(childId);
     t.db.clock.advance(60_001);
     expect(await t.engine.scheduler.timeoutSweep()).toBe(1);
     expect(await readStep(t, parentId, invokeId)).toMatchObject({ status: 'timed_out' });
+    expect(await readRun(t, childId)).toMatchObject({ status: 'cancelled', error: { code: 'INVOKE_TIMED_OUT' } });
+    await settle(t);
     const afterTimeout = await snapshot(t, parentId);
     expect(afterTimeout.run.status).toBe('waiting_for_capacity');
 
-    await completeChild(childId, { late: true });
+    const late = t.engine.pull.update(WORKER, job.job_id, fenced(job, { status: 'completed', output: { late: true } }));
+    await expect(late).rejects.toMatchObject({ code: 'RUN_NOT_RUNNING' });
     await settle(t);
     expect(await snapshot(t, parentId)).toEqual(afterTimeout);
-    expect(await readRun(t, childId)).toMatchObject({ status: 'completed', wakePending: false });
+    expect(await readRun(t, childId)).toMatchObject({ status: 'cancelled', wakePending: false });
     expect(await wakes(t.engine)).toBe(0);
+  });
+
+  it('an invoke whose child ended before the timeout sweep takes the child outcome, not a timeout', async () => {
+    const { parentId, invokeId, childId } = await pushParentInvoking();
+    const lost = jest.spyOn(t.engine.wakes, 'wakeParent').mockResolvedValueOnce(undefined); // the commit's wake is lost
+    await completeChild(childId, { on: 'time' });
+    await settle(t);
+    lost.mockRestore();
+    t.db.clock.advance(60_001);
+    expect(await t.engine.scheduler.timeoutSweep()).toBe(1);
+    await settle(t);
+    expect(await readStep(t, parentId, invokeId)).toMatchObject({ status: 'completed', output: { on: 'time' } });
+    expect(await readRun(t, childId)).toMatchObject({ status: 'completed', wakePending: false });
   });
 
   describe.each(['completed', 'failed', 'cancelled'] as const)('crash before the parent wake (%s child)', (childOutcome) => {

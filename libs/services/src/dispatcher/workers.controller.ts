@@ -28,7 +28,8 @@ export class WorkersController {
   @HttpCode(200)
   async register(@Req() req: Request, @Param('workerId') workerId: string, @Body() body: Buffer) {
     await this.runtime.engine.pull.register(scopeOf(req), workerId, parseJsonBody<WorkerRegisterBody>(body));
-    return { worker_id: workerId, heartbeat_interval_ms: 30_000 };
+    // A third of the lease, at most the SDK's 30 s: a short lease needs more frequent heartbeats.
+    return { worker_id: workerId, heartbeat_interval_ms: Math.min(30_000, Math.floor(this.runtime.settings.leaseMs / 3)) };
   }
 
   @Post(':workerId/heartbeat')

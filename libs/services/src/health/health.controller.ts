@@ -3,7 +3,7 @@ import type { Response } from 'express';
 import { EngineRuntime } from '../runtime/engine-runtime';
 import { ENGINE_RUNTIME } from '../runtime/tokens';
 
-/** `/health` (the process answers), `/ready` (the store answers), `/metrics` (Prometheus text). */
+/** `/health` (the process answers), `/ready` (the store answers and the process is not draining: else 503), `/metrics` (Prometheus text). */
 @Controller()
 export class HealthController {
   constructor(@Inject(ENGINE_RUNTIME) private readonly runtime: EngineRuntime) {}
@@ -15,6 +15,10 @@ export class HealthController {
 
   @Get('ready')
   async ready(@Res() res: Response) {
+    if (this.runtime.draining) {
+      res.status(503).json({ status: 'draining' });
+      return;
+    }
     try {
       await this.runtime.store.read('ready', (tx) => tx.query('SELECT 1 AS one'));
       res.status(200).json({ status: 'ready' });

@@ -30,8 +30,16 @@ export class EngineRuntime {
     if (settings.databaseUrl.startsWith('sqlite:') && !settings.databaseUrl.includes(':memory:')) {
       mkdirSync(dirname(settings.databaseUrl.slice('sqlite:'.length)) || '.', { recursive: true });
     }
-    const { store, clock } = await openStore({ url: settings.databaseUrl, poolSize: settings.poolSize });
-    const bus: Bus = settings.natsUrl ? await NatsBus.connect({ url: settings.natsUrl, name: `ironflow-${settings.nodeId}` }) : new InProcessBus();
+    const { store, clock } = await openStore({ url: settings.databaseUrl, poolSize: settings.poolSize }).catch((err: unknown) => {
+      throw new Error(`IRONFLOW_DATABASE_URL: cannot open the store at ${redact(settings.databaseUrl)}: ${err instanceof Error ? err.message : String(err)}`);
+    });
+    let bus: Bus;
+    try {
+      bus = settings.natsUrl ? await NatsBus.connect({ url: settings.natsUrl, name: `ironflow-${settings.nodeId}` }) : new InProcessBus();
+    } catch (err) {
+      await store.close();
+      throw new Error(`NATS_URL: cannot connect to NATS at ${settings.natsUrl}: ${err instanceof Error ? err.message : String(err)}`);
+    }
     const metrics = new EngineMetrics({ defaultMetrics: true });
     const auditWriter = new AuditWriter(store, new SlotSet(slotsFor(store.dialect, settings.poolSize)));
     const auditSink: AuditSink = bus instanceof NatsBus ? new NatsAuditSink(bus) : new InProcessAuditSink(auditWriter);
@@ -56,13 +64,21 @@ export class EngineRuntime {
   }
 
   private closed = false;
+  /** True once shutdown began: `/ready` answers 503 so a load balancer stops sending work. */
+  draining = false;
 
   /** Stops the engine's loops (draining work in flight), then closes the bus and the store. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.draining = true;
     await this.engine.stop();
     await this.bus.close();
     await this.store.close();
   }
+}
+
+/** A database URL without its password, for messages. */
+function redact(url: string): string {
+  return url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
 }

@@ -32,7 +32,7 @@ const schema = z.object({
   IRONFLOW_DISPATCH_POLL_MS: z.coerce.number().int().min(10).default(1000),
   IRONFLOW_SCAN_MS: z.coerce.number().int().min(10).default(1000),
   IRONFLOW_MAX_PAYLOAD_BYTES: z.coerce.number().int().min(1024).default(4 * 1024 * 1024),
-  IRONFLOW_NATS_URL: z.string().regex(/^nats:\/\//, 'must start with nats://').optional(),
+  IRONFLOW_NATS_URL: z.string().regex(/^nats:\/\//, 'NATS_URL (or IRONFLOW_NATS_URL) must start with nats://').optional(),
 });
 
 export interface IronflowSettings {

@@ -70,7 +70,7 @@ describe.each(STORES)('TestResultPublishFailurePolicyAtEveryDoor [%s]', (dialect
       const child = await nextJob('child');
       await t.engine.pull.update('w1', child.job_id, { status: 'failed', error: { message: 'declined', retryable: false }, ...fenceOf(child) });
     } }),
-    'invoke timeout (pull)': () => ({ event: 'pull.go', status: 'failed', code: 'INVOKE_FAILED', drive: async () => {
+    'invoke timeout (pull; the child still queued is cancelled too)': () => ({ event: 'pull.go', status: 'failed', code: 'INVOKE_FAILED', endedRuns: 2, drive: async () => {
       const parent = await nextJob('pulled');
       await yieldTo(parent, { type: 'invoke_function', step_id: `${parent.run_id}:child:0`, function_id: 'child', invoke_timeout_ms: 1000 });
       t.db.clock.advance(2000);
