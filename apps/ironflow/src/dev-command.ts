@@ -18,6 +18,7 @@ export function devCommand(): Command {
     .action(async (o: { port?: number; db: string }) => {
       const settings = loadSettings(process.env, {
         databaseUrl: process.env.IRONFLOW_DATABASE_URL ?? `sqlite:${resolve(o.db)}`,
+        exclusiveStore: true,
         ...(o.port !== undefined ? { port: o.port } : {}),
         ...(process.env.IRONFLOW_DISPATCH_POLL_MS ? {} : { dispatchPollMs: 200 }),
         ...(process.env.IRONFLOW_TICK_MS ? {} : { tickMs: 250 }),

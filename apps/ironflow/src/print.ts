@@ -1,8 +1,99 @@
 import { ListRunsOutput, RunView } from '@ironflow/contracts';
-import { RunSteps } from '@ironflow/sdk';
+import { InvokeResult, IronflowClientError, IronflowError, RunCancelledError, RunFailedError, RunSteps } from '@ironflow/sdk';
+
+/** Where the CLI writes: `out` for results (stdout), `err` for errors (stderr); one call per line group, newline added. */
+export interface CliIO {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+/** stdout / stderr through `console.log` / `console.error`. */
+export const consoleIO: CliIO = {
+  out: (text) => console.log(text),
+  err: (text) => console.error(text),
+};
+
+/**
+ * Exit codes of the CLI: 0 success (for `emit --wait` / `invoke`: the run completed), 1 error (bad
+ * arguments, unreachable engine, refused call), 2 the run failed or was cancelled, 3 the run had
+ * not finished when the wait timed out.
+ */
+export const EXIT_CODES = { ok: 0, error: 1, runFailed: 2, timedOut: 3 } as const;
+
+/** The exit-code paragraph of the help of `emit` and `invoke`. */
+export const WAIT_EXIT_CODES_HELP = [
+  '',
+  'Exit codes:',
+  '  0  the run completed',
+  '  1  error (bad arguments, engine unreachable or refusing the call)',
+  '  2  the run failed or was cancelled',
+  '  3  timed out: the run had not finished after --timeout ms (it keeps running)',
+].join('\n');
+
+/** A usage problem the CLI finds itself (e.g. `--data` not a JSON object); code `INVALID_ARGUMENT`. */
+export class CliUsageError extends IronflowError {
+  constructor(message: string) {
+    super(message, { code: 'INVALID_ARGUMENT' });
+    this.name = 'CliUsageError';
+  }
+}
+
+/**
+ * The code and message the CLI shows for an error: for a refused call the engine's own code
+ * (`engineCode`, e.g. `RUN_NOT_FOUND`) when the server sent one, else the Connect code
+ * (`not_found`…); `UNREACHABLE` with a hint when the engine could not be reached at `serverUrl`;
+ * an SDK error's `code`; else `ERROR`.
+ */
+export function describeError(err: unknown, serverUrl: string): { code: string; message: string } {
+  if (err instanceof IronflowClientError && err.code === 'NETWORK_ERROR') {
+    return { code: 'UNREACHABLE', message: `cannot reach ${serverUrl} (is ironflow dev running? set --server or IRONFLOW_SERVER_URL)` };
+  }
+  if (err instanceof IronflowClientError) return { code: err.engineCode ?? err.code, message: err.message };
+  if (err instanceof IronflowError) return { code: err.code, message: err.message };
+  return { code: 'ERROR', message: err instanceof Error ? err.message : String(err) };
+}
+
+/** `error [CODE]: message`, or with `json` the line `{"error":{"code","message"}}`. */
+export function formatError(error: { code: string; message: string }, json: boolean): string {
+  return json ? JSON.stringify({ error }) : `error [${error.code}]: ${error.message}`;
+}
+
+/**
+ * How `emit --wait` and `invoke` end: the text (or JSON with `json`) for stdout and the exit
+ * code. `completed` → the result, 0. Any other status (the run was still running, waiting… when
+ * `timeoutMs` passed) → `timed out after <ms> ms: run <id> (<function>) is <status>` (JSON: the
+ * result as is), 3.
+ */
+export function runResultOutput(res: InvokeResult & { eventId?: string }, timeoutMs: number, json: boolean): { text: string; exitCode: number } {
+  if (res.status === 'completed') {
+    return {
+      text: json ? JSON.stringify(res, null, 2) : `run ${res.runId} (${res.functionId}) completed in ${res.durationMs} ms\noutput: ${JSON.stringify(res.output, null, 2)}`,
+      exitCode: EXIT_CODES.ok,
+    };
+  }
+  return {
+    text: json ? JSON.stringify(res, null, 2) : `timed out after ${timeoutMs} ms: run ${res.runId} (${res.functionId}) is ${res.status}`,
+    exitCode: EXIT_CODES.timedOut,
+  };
+}
+
+/**
+ * A failed or cancelled run (exit code 2). Text: `run <id> (<function>) failed: [CODE] message` or
+ * `run <id> (<function>) was cancelled`. JSON: `{"status":"failed","runId","functionId","error":{"message","code"}}`
+ * (`code` only when the run's error has one) or `{"status":"cancelled","runId","functionId"}`.
+ */
+export function runEndedOutput(err: RunFailedError | RunCancelledError, json: boolean): string {
+  if (err instanceof RunCancelledError) {
+    return json ? JSON.stringify({ status: 'cancelled', runId: err.runId, functionId: err.functionId }, null, 2) : `run ${err.runId} (${err.functionId}) was cancelled`;
+  }
+  const message = err.runError?.message ?? 'unknown error';
+  const code = err.runError?.code;
+  if (json) return JSON.stringify({ status: 'failed', runId: err.runId, functionId: err.functionId, error: { message, ...(code ? { code } : {}) } }, null, 2);
+  return `run ${err.runId} (${err.functionId}) failed: ${code ? `[${code}] ` : ''}${message}`;
+}
 
 /** Human-readable `run get`: the run, its steps, its child runs and its history. */
-export function printRun(run: RunView, detail: RunSteps): void {
+export function printRun(run: RunView, detail: RunSteps, out: (text: string) => void = consoleIO.out): void {
   const lines = [
     `run ${run.id}`,
     `  function   ${run.functionId} (v${run.functionVersion}, ${run.executionMode})`,
@@ -27,10 +118,11 @@ export function printRun(run: RunView, detail: RunSteps): void {
     lines.push('', 'history');
     for (const h of detail.history) lines.push(`  ${h.ts} ${h.eventType}${h.cause ? `: ${h.cause}` : ''}`);
   }
-  console.log(lines.join('\n'));
+  out(lines.join('\n'));
 }
 
-export function printRunList(res: ListRunsOutput): void {
-  for (const r of res.runs) console.log(`${r.id}  ${r.functionId.padEnd(24)} ${r.status.padEnd(20)} ${r.createdAt}`);
-  console.log(`${res.runs.length} of ${res.totalCount} run(s)${res.nextCursor ? `; next page: --cursor ${res.nextCursor}` : ''}`);
+/** Human-readable `run list`: one line per run, then the count and the next page's cursor. */
+export function printRunList(res: ListRunsOutput, out: (text: string) => void = consoleIO.out): void {
+  for (const r of res.runs) out(`${r.id}  ${r.functionId.padEnd(24)} ${r.status.padEnd(20)} ${r.createdAt}`);
+  out(`${res.runs.length} of ${res.totalCount} run(s)${res.nextCursor ? `; next page: --cursor ${res.nextCursor}` : ''}`);
 }

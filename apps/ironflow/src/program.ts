@@ -1,75 +1,126 @@
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { createClient, IronflowClient, RunCancelledError, RunFailedError } from '@ironflow/sdk';
 import { devCommand } from './dev-command';
-import { printRun, printRunList } from './print';
+import {
+  CliIO,
+  CliUsageError,
+  consoleIO,
+  describeError,
+  EXIT_CODES,
+  formatError,
+  printRun,
+  printRunList,
+  runEndedOutput,
+  runResultOutput,
+  WAIT_EXIT_CODES_HELP,
+} from './print';
+
+/** What a CLI run ends with; actions set `exitCode` (see {@link EXIT_CODES}). */
+export interface CliState {
+  exitCode: number;
+}
 
 /**
  * The `ironflow` CLI: `dev`, `emit`, `invoke`, `run get|list|cancel`. Every client command takes
  * `--server URL` (default `$IRONFLOW_SERVER_URL`, else http://localhost:9123), `--env NAME` and
  * `--json` (print the API's JSON instead of text).
+ *
+ * Output goes through `io`: results to `io.out`; errors to `io.err` as `error [CODE]: message`
+ * (CODE = the engine's code such as `RUN_NOT_FOUND` when the server sent one, else the Connect
+ * code; `UNREACHABLE` when the engine cannot be reached), or with `--json` as
+ * `{"error":{"code","message"}}`. Exit codes (set on `state`): 0 success, 1 error, and for
+ * `emit --wait` / `invoke` 2 = run failed or cancelled, 3 = timed out. Commander's own usage
+ * errors are thrown as `CommanderError` (exit override); `json` makes them JSON as well.
  */
-export function buildProgram(): Command {
-  const program = new Command('ironflow').description('Ironflow: durable functions').showHelpAfterError();
-  program.option('--server <url>', 'engine URL (default $IRONFLOW_SERVER_URL or http://localhost:9123)').option('--env <name>', 'environment (X-Ironflow-Environment)');
+export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode: 0 }, json = false): Command {
+  const program = new Command('ironflow').description('Ironflow: durable functions');
+  // Set before the subcommands are created: they inherit output, exit override and help-after-error.
+  program
+    .exitOverride()
+    .configureOutput({
+      writeOut: (text) => io.out(text.replace(/\n$/, '')),
+      writeErr: (text) => io.err(text.replace(/\n$/, '')),
+      outputError: (text, write) => write(json ? `${formatError({ code: 'INVALID_ARGUMENT', message: text.replace(/^error: /, '').trim() }, true)}\n` : text),
+    })
+    .showHelpAfterError(!json);
+  program
+    .option('--server <url>', 'engine URL (default $IRONFLOW_SERVER_URL or http://localhost:9123)')
+    .option('--env <name>', 'environment (X-Ironflow-Environment)')
+    .addHelpText('after', '\nExit codes: 0 success, 1 error; emit --wait and invoke also 2 (run failed or cancelled) and 3 (timed out).');
   const client = (): IronflowClient => {
     const o = program.opts<{ server?: string; env?: string }>();
     return createClient({ serverUrl: o.server, environment: o.env });
   };
 
-  program.addCommand(devCommand());
+  /** Runs an action; an error is printed (text or JSON per its `--json`) and sets exit code 1. */
+  const action =
+    <A extends unknown[]>(fn: (...args: A) => Promise<void>) =>
+    async (...args: A): Promise<void> => {
+      try {
+        await fn(...args);
+      } catch (err) {
+        const command = args[args.length - 1] as Command;
+        const asJson = command.opts<{ json?: boolean }>().json === true;
+        io.err(formatError(describeError(err, client().serverUrl), asJson));
+        state.exitCode = EXIT_CODES.error;
+      }
+    };
+
+  /** Prints how a waited-for run ended and sets the exit code (0, 2 or 3); rethrows other errors. */
+  const waited = async (wait: () => Promise<Parameters<typeof runResultOutput>[0]>, timeoutMs: number, asJson: boolean): Promise<void> => {
+    try {
+      const { text, exitCode } = runResultOutput(await wait(), timeoutMs, asJson);
+      io.out(text);
+      state.exitCode = exitCode;
+    } catch (err) {
+      if (!(err instanceof RunFailedError || err instanceof RunCancelledError)) throw err;
+      io.out(runEndedOutput(err, asJson));
+      state.exitCode = EXIT_CODES.runFailed;
+    }
+  };
+
+  const dev = devCommand();
+  dev.copyInheritedSettings(program);
+  program.addCommand(dev);
 
   program
     .command('emit')
     .description('emit an event, starting the runs whose triggers match it')
     .argument('<name>', 'event name, e.g. order.placed')
-    .option('--data <json>', 'event data as JSON', parseJson, {})
+    .option('--data <json>', 'event data, a JSON object (default {})')
     .option('--idempotency-key <key>', 'an event with a key already used starts nothing new')
     .option('--wait', 'wait for the first run to finish and print its outcome')
     .option('--timeout <ms>', 'how long --wait waits, ms', parsePositiveInt, 30_000)
     .option('--json', 'print JSON')
-    .action(async (name: string, o: { data: unknown; idempotencyKey?: string; wait?: boolean; timeout: number; json?: boolean }) => {
-      const c = client();
-      if (!o.wait) {
-        const res = await c.emit(name, o.data, { idempotencyKey: o.idempotencyKey });
-        if (o.json) console.log(JSON.stringify(res, null, 2));
-        else console.log(`event ${res.eventId} started ${res.runIds.length} run(s)${res.runIds.map((id) => `\n  ${id}`).join('')}`);
-        return;
-      }
-      try {
-        const res = await c.emitSync(name, o.data, { timeoutMs: o.timeout, idempotencyKey: o.idempotencyKey });
-        if (o.json) console.log(JSON.stringify(res, null, 2));
-        else console.log(`run ${res.runId} (${res.functionId}) ${res.status} in ${res.durationMs} ms\noutput: ${JSON.stringify(res.output, null, 2)}`);
-      } catch (err) {
-        if (err instanceof RunFailedError || err instanceof RunCancelledError) {
-          console.log(o.json ? JSON.stringify({ status: err instanceof RunFailedError ? 'failed' : 'cancelled', message: err.message }, null, 2) : `run ${err.message}`);
-          process.exitCode = 2;
+    .addHelpText('after', `${WAIT_EXIT_CODES_HELP}\n(without --wait: 0 when the event was accepted, 1 on error)`)
+    .action(
+      action(async (name: string, o: { data?: string; idempotencyKey?: string; wait?: boolean; timeout: number; json?: boolean }) => {
+        const data = parseData(o.data);
+        const c = client();
+        if (!o.wait) {
+          const res = await c.emit(name, data, { idempotencyKey: o.idempotencyKey });
+          if (o.json) io.out(JSON.stringify(res, null, 2));
+          else io.out(`event ${res.eventId} started ${res.runIds.length} run(s)${res.runIds.map((id) => `\n  ${id}`).join('')}`);
           return;
         }
-        throw err;
-      }
-    });
+        await waited(() => c.emitSync(name, data, { timeoutMs: o.timeout, idempotencyKey: o.idempotencyKey }), o.timeout, o.json === true);
+      }),
+    );
 
   program
     .command('invoke')
     .description('run one function directly and wait for its outcome')
     .argument('<function>', 'function id, e.g. payment.charge')
-    .option('--data <json>', 'the input, as JSON (the run sees it as event.data)', parseJson, {})
+    .option('--data <json>', 'the input, a JSON object (the run sees it as event.data; default {})')
     .option('--timeout <ms>', 'how long to wait, ms', parsePositiveInt, 30_000)
     .option('--json', 'print JSON')
-    .action(async (fn: string, o: { data: unknown; timeout: number; json?: boolean }) => {
-      try {
-        const res = await client().invoke(fn, o.data, { timeoutMs: o.timeout });
-        if (o.json) console.log(JSON.stringify(res, null, 2));
-        else console.log(`run ${res.runId} (${res.functionId}) ${res.status} in ${res.durationMs} ms\noutput: ${JSON.stringify(res.output, null, 2)}`);
-      } catch (err) {
-        if (err instanceof RunFailedError || err instanceof RunCancelledError) {
-          console.log(o.json ? JSON.stringify({ status: err instanceof RunFailedError ? 'failed' : 'cancelled', message: err.message }, null, 2) : `run ${err.message}`);
-          process.exitCode = 2;
-          return;
-        }
-        throw err;
-      }
-    });
+    .addHelpText('after', WAIT_EXIT_CODES_HELP)
+    .action(
+      action(async (fn: string, o: { data?: string; timeout: number; json?: boolean }) => {
+        const data = parseData(o.data);
+        await waited(() => client().invoke(fn, data, { timeoutMs: o.timeout }), o.timeout, o.json === true);
+      }),
+    );
 
   const run = program.command('run').description('read and cancel runs');
   run
@@ -77,12 +128,14 @@ export function buildProgram(): Command {
     .description('show a run with its steps, child runs and history (retries)')
     .argument('<id>', 'run id')
     .option('--json', 'print JSON')
-    .action(async (id: string, o: { json?: boolean }) => {
-      const c = client();
-      const [r, steps] = await Promise.all([c.getRun(id), c.getRunSteps(id)]);
-      if (o.json) console.log(JSON.stringify({ run: r, ...steps }, null, 2));
-      else printRun(r, steps);
-    });
+    .action(
+      action(async (id: string, o: { json?: boolean }) => {
+        const c = client();
+        const [r, steps] = await Promise.all([c.getRun(id), c.getRunSteps(id)]);
+        if (o.json) io.out(JSON.stringify({ run: r, ...steps }, null, 2));
+        else printRun(r, steps, io.out);
+      }),
+    );
   run
     .command('list')
     .description('list runs, newest first')
@@ -91,31 +144,67 @@ export function buildProgram(): Command {
     .option('--limit <n>', 'page size', parsePositiveInt, 20)
     .option('--cursor <cursor>', 'the nextCursor of the previous page')
     .option('--json', 'print JSON')
-    .action(async (o: { function?: string; status?: string; limit: number; cursor?: string; json?: boolean }) => {
-      const res = await client().listRuns({ functionId: o.function, status: o.status as never, limit: o.limit, cursor: o.cursor });
-      if (o.json) console.log(JSON.stringify(res, null, 2));
-      else printRunList(res);
-    });
+    .action(
+      action(async (o: { function?: string; status?: string; limit: number; cursor?: string; json?: boolean }) => {
+        const res = await client().listRuns({ functionId: o.function, status: o.status as never, limit: o.limit, cursor: o.cursor });
+        if (o.json) io.out(JSON.stringify(res, null, 2));
+        else printRunList(res, io.out);
+      }),
+    );
   run
     .command('cancel')
     .description('cancel a run; prints the outcome that stands')
     .argument('<id>', 'run id')
     .option('--reason <text>', 'why', '')
     .option('--json', 'print JSON')
-    .action(async (id: string, o: { reason: string; json?: boolean }) => {
-      const r = await client().cancelRun(id, o.reason);
-      if (o.json) console.log(JSON.stringify(r, null, 2));
-      else console.log(`run ${r.id} is ${r.status}`);
-    });
+    .action(
+      action(async (id: string, o: { reason: string; json?: boolean }) => {
+        const r = await client().cancelRun(id, o.reason);
+        if (o.json) io.out(JSON.stringify(r, null, 2));
+        else io.out(`run ${r.id} is ${r.status}`);
+      }),
+    );
   return program;
 }
 
-function parseJson(value: string): unknown {
+/**
+ * Runs the CLI on `argv` (`process.argv` shape: node, script, args…) and resolves to the exit
+ * code: the one the action set (0 by default), Commander's for usage errors and help (1 / 0), 1
+ * for anything else thrown. `--json` anywhere in the arguments makes usage errors JSON too.
+ */
+export async function runCli(argv: string[], io: CliIO = consoleIO): Promise<number> {
+  const state: CliState = { exitCode: EXIT_CODES.ok };
+  const json = argv.slice(2).includes('--json');
+  const program = buildProgram(io, state, json);
   try {
-    return JSON.parse(value);
+    await program.parseAsync(argv);
   } catch (err) {
-    throw new InvalidArgumentError(`not JSON: ${(err as Error).message}`);
+    if (err instanceof CommanderError) return err.exitCode; // already written through configureOutput
+    io.err(formatError(describeError(err, createClient({ serverUrl: program.opts<{ server?: string }>().server }).serverUrl), json));
+    return EXIT_CODES.error;
   }
+  return state.exitCode;
+}
+
+/**
+ * `--data`: absent → `{}`; else JSON text of an object. Throws {@link CliUsageError}
+ * `--data: not JSON: <reason>` for text that does not parse and `--data: not a JSON object: <text>`
+ * for JSON that is not an object (`null`, numbers, strings, arrays: the engine keeps event data and
+ * function input as objects).
+ */
+export function parseData(text: string | undefined): Record<string, unknown> {
+  if (text === undefined) return {};
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new CliUsageError(`--data: not JSON: ${(err as Error).message}`);
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    const shown = text.trim().length > 60 ? `${text.trim().slice(0, 60)}…` : text.trim();
+    throw new CliUsageError(`--data: not a JSON object: ${shown}`);
+  }
+  return value as Record<string, unknown>;
 }
 
 function parsePositiveInt(value: string): number {

@@ -18,7 +18,7 @@ export async function startPushServer(client: IronflowClient, port: number): Pro
 
 if (require.main === module) {
   const { createClient } = require('@ironflow/sdk') as typeof import('@ironflow/sdk');
-  const port = Number(process.env.PORT ?? 3400);
+  const port = Number(process.env.PUSH_PORT ?? 3400);
   startPushServer(createClient(), port).then(
     () => console.log(`order-fulfilment push endpoint on http://127.0.0.1:${port}/api/ironflow, registered with ${process.env.IRONFLOW_SERVER_URL ?? 'http://localhost:9123'}`),
     (err: unknown) => { console.error(String(err)); process.exit(1); },

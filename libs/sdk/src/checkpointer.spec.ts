@@ -135,4 +135,38 @@ describe('Checkpointer', () => {
     expect(cp.unflushed.map((s) => s.id)).toEqual(['run-1:s:1']);
     expect(cp.stepOffset).toBe(1);
   });
+  it('flushDownTo asks retry after each transient failure (counting them) and resends the same batch; a 4xx ends it without asking', async () => {
+    const r = recorder([503, new TypeError('fetch failed'), 200, 200]);
+    const cp = new Checkpointer({ intervalMs: 60_000, sequenceBase: 0, send: r.send });
+    for (let i = 0; i < 501; i++) cp.record(step(i));
+    await cp.settle();
+    const asked: number[] = [];
+    await cp.flushDownTo(0, async (failures) => (asked.push(failures), true));
+    expect(asked).toEqual([1, 2]);
+    expect(r.sent.map((s) => [s.ids.length, s.offset])).toEqual([
+      [500, 0],
+      [500, 0],
+      [500, 0],
+      [1, 500],
+    ]);
+    expect(cp.unflushed).toEqual([]);
+
+    const refused = recorder([500, 409]);
+    const cp2 = new Checkpointer({ intervalMs: 60_000, sequenceBase: 0, send: refused.send });
+    cp2.record(step(0));
+    await cp2.settle();
+    const asked2: number[] = [];
+    await cp2.flushDownTo(0, async (failures) => (asked2.push(failures), true));
+    expect(asked2).toEqual([1]);
+    expect(refused.sent).toHaveLength(2);
+    expect(cp2.active).toBe(false);
+
+    const givenUp = recorder([502, 502]);
+    const cp3 = new Checkpointer({ intervalMs: 60_000, sequenceBase: 0, send: givenUp.send });
+    cp3.record(step(0));
+    await cp3.settle();
+    await cp3.flushDownTo(0, async (failures) => failures < 2);
+    expect(givenUp.sent).toHaveLength(2);
+    expect(cp3.unflushed).toHaveLength(1);
+  });
 });

@@ -71,10 +71,20 @@ export class Checkpointer {
   /**
    * After {@link settle}: sends batches until at most `keep` steps remain unflushed, or a send
    * fails, or checkpointing is off. `keep = 0` flushes everything (the yield path).
+   *
+   * `retry`, when given, is asked after each transient failure (5xx or network error; never after
+   * a 4xx, which turns checkpointing off) with the number of consecutive failures so far (1, 2, …);
+   * it resolves `true` (typically after a backoff sleep) to send the same batch again, `false` to
+   * give up. Without it the first failure ends the flush.
    */
-  async flushDownTo(keep: number): Promise<void> {
+  async flushDownTo(keep: number, retry?: (failures: number) => Promise<boolean>): Promise<void> {
+    let failures = 0;
     while (this.enabled && this.pending.length > keep) {
-      if (!(await this.sendBatch())) return;
+      if (await this.sendBatch()) {
+        failures = 0;
+        continue;
+      }
+      if (!this.enabled || !retry || !(await retry(++failures))) return;
     }
   }
 

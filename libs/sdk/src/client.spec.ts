@@ -80,7 +80,19 @@ describe('createClient', () => {
     expect(err).toBeInstanceOf(IronflowClientError);
     expect(err).toMatchObject({ code: 'not_found', status: 404, retryable: false });
     expect(err.message).toContain('run run-x not found');
+    expect(err.engineCode).toBeUndefined();
     expect(server.requests[0].body).toEqual({ id: 'run-x' });
+  });
+
+  it("keeps the engine's own code (ironflowCode) next to the Connect code", async () => {
+    replies.GetRun = () => ({ status: 404, body: { code: 'not_found', message: 'run run-x not found', ironflowCode: 'RUN_NOT_FOUND' } });
+    const err = await client().getRun('run-x').catch((e) => e);
+    expect(err).toBeInstanceOf(IronflowClientError);
+    expect(err).toMatchObject({ code: 'not_found', engineCode: 'RUN_NOT_FOUND', status: 404, message: 'GetRun: run run-x not found' });
+  });
+
+  it('exposes the resolved server URL without a trailing slash', () => {
+    expect(createClient({ serverUrl: `${server.url}//` }).serverUrl).toBe(server.url);
   });
 
   it('falls back to HTTP_<status> and the body text when the error body is not JSON', async () => {

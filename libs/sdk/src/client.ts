@@ -64,8 +64,13 @@ export interface RunSteps {
   children: RunView[];
 }
 
-/** The engine's client API over Connect unary JSON. Every method throws {@link IronflowClientError} on failure. */
+/**
+ * The engine's client API over Connect unary JSON. Every method throws {@link IronflowClientError}
+ * on failure (`engineCode` set when the engine named its own code, e.g. `RUN_NOT_FOUND`).
+ */
 export interface IronflowClient {
+  /** The engine base URL the calls go to (`serverUrl` option, env, or default; no trailing `/`). */
+  readonly serverUrl: string;
   /**
    * Registers (or updates) a function: `RegisterFunction` with the config's set fields,
    * `preferredMode` = `mode`, `endpointUrl` for push. Resolves to `{created}` (false when an
@@ -125,6 +130,8 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
   const call = (method: string, body: unknown, deadlineMs = timeoutMs) => connectUnary(serverUrl, `${SERVICE}/${method}`, body, { headers, timeoutMs: deadlineMs });
 
   return {
+    serverUrl,
+
     async registerFunction(def, opts = {}) {
       const registration: FunctionRegistration = 'kind' in def && def.kind === 'ironflow.function' ? { ...def.config } : { ...(def as FunctionRegistration) };
       if (opts.endpointUrl !== undefined) registration.endpointUrl = opts.endpointUrl;

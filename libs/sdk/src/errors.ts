@@ -113,20 +113,25 @@ export class InvokeError extends IronflowError {
 
 /**
  * A client call (`createClient()`) or a worker registration that the server refused or that never
- * got an answer. `code` is the server's JSON `code` (e.g. `"not_found"`, `"unauthenticated"`),
- * else `"HTTP_<status>"`; `NETWORK_ERROR` / `TIMEOUT` / `NO_RESULTS` / `INVALID_RESPONSE` for
- * client-side failures. `status` is the HTTP status (0 when there was no response).
- * `retryable` is true for 5xx, 429, network errors and timeouts.
+ * got an answer. `code` is the server's JSON `code` (the Connect code, e.g. `"not_found"`,
+ * `"unauthenticated"`), else `"HTTP_<status>"`; `NETWORK_ERROR` / `TIMEOUT` / `ABORTED` /
+ * `NO_RESULTS` / `INVALID_RESPONSE` for client-side failures. `engineCode` is the engine's own
+ * code when the error body carried one (`ironflowCode` in the Connect error body, e.g.
+ * `"RUN_NOT_FOUND"`, `"VALIDATION_ERROR"`), else `undefined`. `status` is the HTTP status (0 when
+ * there was no response). `retryable` is true for 5xx, 429, network errors and timeouts.
  */
 export class IronflowClientError extends IronflowError {
+  readonly engineCode?: string;
+
   constructor(
     message: string,
     code: string,
     readonly status: number,
-    options: { cause?: unknown } = {},
+    options: { cause?: unknown; engineCode?: string } = {},
   ) {
     super(message, { code, retryable: status === 0 || status === 429 || status >= 500, cause: options.cause });
     this.name = 'IronflowClientError';
+    if (options.engineCode !== undefined) this.engineCode = options.engineCode;
   }
 }
 

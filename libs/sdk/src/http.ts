@@ -56,19 +56,22 @@ export function parseJson(text: string): unknown {
 /**
  * Turns a non-2xx answer into an {@link IronflowClientError}: `code` and `message` from the JSON
  * body `{code, message}` (Connect's error shape), else `HTTP_<status>` and the first 200
- * characters of the body.
+ * characters of the body; `engineCode` from the body's `ironflowCode` (a non-empty string) when
+ * present.
  */
 export function httpError(what: string, response: RawResponse): IronflowClientError {
-  const body = parseJson(response.text) as { code?: unknown; message?: unknown; error?: { code?: unknown; message?: unknown } } | undefined;
-  const source = body && typeof body === 'object' ? (body.error && typeof body.error === 'object' ? body.error : body) : undefined;
+  type ErrorBody = { code?: unknown; message?: unknown; ironflowCode?: unknown };
+  const body = parseJson(response.text) as (ErrorBody & { error?: ErrorBody }) | undefined;
+  const source: ErrorBody | undefined = body && typeof body === 'object' ? (body.error && typeof body.error === 'object' ? body.error : body) : undefined;
   const code = typeof source?.code === 'string' && source.code !== '' ? source.code : `HTTP_${response.status}`;
+  const engineCode = typeof source?.ironflowCode === 'string' && source.ironflowCode !== '' ? source.ironflowCode : undefined;
   const message =
     typeof source?.message === 'string' && source.message !== ''
       ? source.message
       : response.text.trim() !== ''
         ? response.text.slice(0, 200)
         : `HTTP ${response.status}`;
-  return new IronflowClientError(`${what}: ${message}`, code, response.status);
+  return new IronflowClientError(`${what}: ${message}`, code, response.status, engineCode ? { engineCode } : {});
 }
 
 /** Turns a network failure or abort into an {@link IronflowClientError} (`TIMEOUT` or `NETWORK_ERROR`, status 0). */

@@ -22,6 +22,7 @@ import {
   yieldJson,
 } from './stream-codec';
 import { EngineMessage, JobAssignment, WorkerMessage } from '@ironflow/contracts/proto';
+import type { StepResult } from '@ironflow/contracts';
 import { LeaseState } from '@ironflow/contracts/proto';
 import type { Worker, WorkerLogger } from './worker';
 
@@ -34,9 +35,15 @@ import type { Worker, WorkerLogger } from './worker';
  * - `maxConcurrentJobs`: default 10.
  * - `environment`: `x-ironflow-environment` metadata; default env `IRONFLOW_ENV`, else `"default"`.
  * - `labels`: reported at registration; default `{}`.
- * - `heartbeatIntervalMs`: default the engine's `registered.heartbeat_interval_ms` (30000).
- * - `reconnectDelayMs`: wait after a failed connection or registration; default 5000. After a
- *   clean stream end the worker reconnects at once (unless the stream lasted under 1 s).
+ * - `heartbeatIntervalMs`: when set, fixed (0 = no heartbeats); when unset, the
+ *   `heartbeat_interval_ms` of each `registered` answer (a positive number), else 30000.
+ * - `reconnectDelayMs`: wait after a failed connection or registration, and after a stream the
+ *   engine ended following its `shutdown`; default 5000. After any other clean stream end the
+ *   worker reconnects at once (unless the stream lasted under 1 s).
+ * - `maxReportBytes`: largest encoded terminal report (`job_completed` / `job_yielded` /
+ *   `job_failed`) the worker sends; default 4194304 (4 MiB, the engine's default message
+ *   limit). A larger one is replaced by a `PAYLOAD_TOO_LARGE` failure (see {@link StreamWorker}).
+ *   Lowered automatically when the engine ends a stream for a message over its own limit.
  * - `registerFunctions`: call `RegisterFunction` (Connect JSON over HTTP/1.1, as the REST worker
  *   does) for each function before each connection; default true. The v0.29 streaming worker
  *   does not, so its functions must exist already.
@@ -54,8 +61,12 @@ export interface StreamWorkerOptions {
   reconnectDelayMs?: number;
   registerFunctions?: boolean;
   requestTimeoutMs?: number;
+  maxReportBytes?: number;
   logger?: WorkerLogger;
 }
+
+/** Default of `maxReportBytes`: the engine's default payload and stream message limit (4 MiB). */
+export const DEFAULT_MAX_REPORT_BYTES = 4 * 1024 * 1024;
 
 /**
  * A pull worker over the `ironflow.v1.WorkerService/Connect` stream. Same lifecycle as the REST
@@ -63,7 +74,26 @@ export interface StreamWorkerOptions {
  * `reconnectDelayMs` while unreachable) and rejects with {@link IronflowClientError} when the
  * engine refuses the credentials (`unauthenticated` / `permission_denied`); `stop()` ends the
  * stream and aborts running handlers (no report for them); `drain()` takes no new jobs, waits for
- * the running ones to report, then stops. The engine's `shutdown` starts `drain()`.
+ * the running ones to report, then stops.
+ *
+ * Differences from the v0.29 streaming worker (deliberate):
+ * - The engine's `shutdown` (a normal engine stop or restart) does not stop the worker for good:
+ *   it takes no new jobs on that stream, keeps heartbeating, lets the jobs in flight finish and
+ *   report, then half-closes the stream; once the stream has ended (or the engine closed it first)
+ *   it reconnects after `reconnectDelayMs`, like after a stream error. Only `stop()` / `drain()`
+ *   end the worker.
+ * - A terminal report written while no stream is open (the stream ended while its job ran) is
+ *   kept and sent after the next `registered`; the engine judges such a report by its fence.
+ *   Reports still kept when the worker stops are dropped (logged).
+ * - A terminal report whose encoding exceeds `maxReportBytes` is not sent; the job is reported
+ *   `job_failed` instead, with the same fence, no steps, and `error = {message, code:
+ *   "PAYLOAD_TOO_LARGE", retryable: false}` (the message says which report, how many bytes, and
+ *   its largest part), so the run fails at once. The engine itself ends a stream that carries a
+ *   message over its limit with `resource_exhausted` (the job would then be recovered by lease
+ *   expiry and run again, and again); when that happens anyway (an engine limit below
+ *   `maxReportBytes`), the worker lowers `maxReportBytes` to the limit named in the error and,
+ *   after reconnecting, reports each job whose terminal on that stream was over it as such a
+ *   `PAYLOAD_TOO_LARGE` failure.
  */
 export type StreamWorker = Worker;
 
@@ -78,6 +108,27 @@ interface ActiveJob {
   abort: AbortController;
   /** The engine cancelled it (or answered its lease stale): no failure report, not listed in heartbeats. */
   cancelled: boolean;
+}
+
+/** A terminal report written on the current stream, remembered in case the engine refuses its size. */
+interface WrittenReport {
+  jobId: string;
+  executionSeq: bigint;
+  leaseToken: string;
+  kind: string;
+  bytes: number;
+  /** What the report held (sizes, see `describeParts`); computed when written, so no payload is kept. */
+  description: string;
+}
+
+/** How many terminal reports of the current stream are remembered for a `resource_exhausted` end. */
+const REMEMBERED_REPORTS = 256;
+
+/** The engine's message limit named in a `resource_exhausted` status (Connect or gRPC wording); undefined if none. */
+export function messageLimitOf(details: string): number | undefined {
+  const match = /readMaxBytes (\d+)/.exec(details) ?? /larger than max \(\d+ vs\.? (\d+)\)/.exec(details);
+  const limit = match ? Number(match[1]) : NaN;
+  return Number.isSafeInteger(limit) && limit > 0 ? limit : undefined;
 }
 
 const defaultLogger: WorkerLogger = {
@@ -115,7 +166,17 @@ class GrpcStreamWorker implements StreamWorker {
   private readonly timeoutMs: number;
   private readonly registerFunctions: boolean;
   private readonly log: WorkerLogger;
+  /** Current heartbeat interval; follows each `registered` answer unless `heartbeatFixed`. */
   private heartbeatMs: number | undefined;
+  private readonly heartbeatFixed: boolean;
+  private heartbeatTimerMs?: number;
+  private maxReportBytes: number;
+  /** The stream on which the engine sent `shutdown`: no new jobs there; reconnect after it ends. */
+  private shutdownCall?: grpc.ClientDuplexStream<WorkerMessage, EngineMessage>;
+  /** Terminal reports written on the current stream (newest last, at most {@link REMEMBERED_REPORTS}). */
+  private written: WrittenReport[] = [];
+  /** Terminal reports to send after the next `registered`, by job id. */
+  private readonly unsent = new Map<string, WorkerMessage>();
 
   private client?: grpc.Client;
   private call?: grpc.ClientDuplexStream<WorkerMessage, EngineMessage>;
@@ -137,6 +198,8 @@ class GrpcStreamWorker implements StreamWorker {
     if (!(Number.isInteger(this.maxJobs) && this.maxJobs >= 1)) throw new IronflowError('maxConcurrentJobs must be an integer >= 1', { code: 'VALIDATION_ERROR' });
     this.labels = { ...(options.labels ?? {}) };
     this.heartbeatMs = options.heartbeatIntervalMs;
+    this.heartbeatFixed = options.heartbeatIntervalMs !== undefined;
+    this.maxReportBytes = options.maxReportBytes ?? DEFAULT_MAX_REPORT_BYTES;
     this.reconnectMs = options.reconnectDelayMs ?? 5_000;
     this.timeoutMs = options.requestTimeoutMs ?? 30_000;
     this.registerFunctions = options.registerFunctions ?? true;
@@ -166,6 +229,10 @@ class GrpcStreamWorker implements StreamWorker {
     }
     await this.loop;
     this.client?.close();
+    if (this.unsent.size > 0) {
+      this.log.warn('worker stopped with reports it could not send; lease expiry recovers those runs', { worker_id: this.workerId, job_ids: [...this.unsent.keys()] });
+      this.unsent.clear();
+    }
   }
 
   async drain(): Promise<void> {
@@ -200,14 +267,23 @@ class GrpcStreamWorker implements StreamWorker {
       const opened = Date.now();
       const status = await this.serveOneStream();
       this.stopHeartbeat();
+      const afterShutdown = this.shutdownCall !== undefined && this.shutdownCall === this.call;
+      this.shutdownCall = undefined;
       this.call = undefined;
+      if (status.code === grpc.status.RESOURCE_EXHAUSTED) this.reportsOverLimit(status.details);
+      this.written = [];
       if (!this.running) break;
       if (REFUSED.has(status.code)) {
         return this.refused(new IronflowClientError(`worker stream refused: ${status.details}`, status.code === grpc.status.UNAUTHENTICATED ? 'unauthenticated' : 'permission_denied', status.code === grpc.status.UNAUTHENTICATED ? 401 : 403));
       }
       const clean = status.code === grpc.status.OK;
-      const delay = clean && Date.now() - opened >= 1_000 ? 0 : this.reconnectMs;
-      this.log.warn('worker stream ended; reconnecting', { worker_id: this.workerId, code: status.code, details: status.details, retry_in_ms: delay });
+      const delay = clean && !afterShutdown && Date.now() - opened >= 1_000 ? 0 : this.reconnectMs;
+      this.log.warn(afterShutdown ? 'worker stream ended after the engine shut down; reconnecting' : 'worker stream ended; reconnecting', {
+        worker_id: this.workerId,
+        code: status.code,
+        details: status.details,
+        retry_in_ms: delay,
+      });
       if (delay > 0) await this.sleeps.sleep(delay);
     }
   }
@@ -254,6 +330,7 @@ class GrpcStreamWorker implements StreamWorker {
     });
   }
 
+  /** Writes one message (a built message is written as is); false when no stream is open or the write threw. */
   private write(init: WorkerMessageInit): boolean {
     const call = this.call;
     if (!call || call.destroyed || call.writableEnded) return false;
@@ -266,13 +343,66 @@ class GrpcStreamWorker implements StreamWorker {
     }
   }
 
+  /**
+   * Sends a terminal report of `job`: a report whose encoding exceeds `maxReportBytes` is replaced
+   * by a `PAYLOAD_TOO_LARGE` failure; one that cannot be written (no open stream) is kept for the
+   * next stream. `describe` says what the report holds, for that failure's message.
+   */
+  private sendReport(job: ActiveJob, init: WorkerMessageInit, describe: () => string): void {
+    let message = workerMessage(init);
+    const bytes = serializeWorkerMessage(message).length;
+    const kind = (message.payload.case ?? 'report').replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`); // job_completed…
+    if (bytes > this.maxReportBytes) {
+      const text = `${kind} report of ${bytes} bytes (${describe()}) is over the stream's message limit of ${this.maxReportBytes} bytes`;
+      this.log.warn('report too large; the job is reported failed (PAYLOAD_TOO_LARGE)', { worker_id: this.workerId, job_id: job.jobId, run_id: job.runId, error: text });
+      message = tooLargeFailure(job.jobId, job.executionSeq, job.leaseToken, text);
+    }
+    if (!this.write(message)) {
+      this.log.warn('no open stream; report kept for the next one', { worker_id: this.workerId, job_id: job.jobId, report: message.payload.case });
+      this.unsent.set(job.jobId, message);
+      return;
+    }
+    if (message.payload.case === 'jobFailed' && message.payload.value.error?.code === PAYLOAD_TOO_LARGE) return;
+    this.written.push({ jobId: job.jobId, executionSeq: job.executionSeq, leaseToken: job.leaseToken, kind, bytes, description: describe() });
+    if (this.written.length > REMEMBERED_REPORTS) this.written.shift();
+  }
+
+  /**
+   * The engine ended the stream with `resource_exhausted`: a message was over its limit. Lowers
+   * `maxReportBytes` to the limit it named and queues a `PAYLOAD_TOO_LARGE` failure (same fence)
+   * for each report of that stream that was over it; they go out after the next `registered`.
+   */
+  private reportsOverLimit(details: string): void {
+    const limit = messageLimitOf(details);
+    if (limit === undefined) {
+      this.log.warn('engine refused a message as too large, without naming its limit', { worker_id: this.workerId, details });
+      return;
+    }
+    this.maxReportBytes = Math.min(this.maxReportBytes, limit);
+    for (const report of this.written) {
+      if (report.bytes <= limit) continue;
+      const text = `${report.kind} report of ${report.bytes} bytes (${report.description}) is over the engine's message limit of ${limit} bytes`;
+      this.log.warn('engine refused a report as too large; the job will be reported failed (PAYLOAD_TOO_LARGE)', { worker_id: this.workerId, job_id: report.jobId, error: text });
+      this.unsent.set(report.jobId, tooLargeFailure(report.jobId, report.executionSeq, report.leaseToken, text));
+    }
+  }
+
+  /** Sends the reports kept while no stream was open (right after `registered`). */
+  private flushUnsent(): void {
+    for (const [jobId, message] of [...this.unsent]) {
+      if (!this.write(message)) return;
+      this.unsent.delete(jobId);
+    }
+  }
+
   private onMessage(message: EngineMessage): void {
     const { payload } = message;
     switch (payload.case) {
       case 'registered':
         if (this.state === 'connecting') this.state = 'connected';
-        this.heartbeatMs ??= payload.value.heartbeatIntervalMs > 0 ? payload.value.heartbeatIntervalMs : 30_000;
+        if (!this.heartbeatFixed) this.heartbeatMs = payload.value.heartbeatIntervalMs > 0 ? payload.value.heartbeatIntervalMs : 30_000;
         this.startHeartbeat();
+        this.flushUnsent();
         this.settleStart?.resolve();
         return;
       case 'job':
@@ -289,12 +419,26 @@ class GrpcStreamWorker implements StreamWorker {
         }
         return;
       case 'shutdown':
-        this.log.info?.('engine is shutting down; draining', { worker_id: this.workerId, reason: payload.value.reason });
-        void this.drain();
+        this.engineShutdown(payload.value.reason);
         return;
       default:
         this.log.info?.('engine message ignored', { worker_id: this.workerId, message: payload.case ?? 'unknown' });
     }
+  }
+
+  /**
+   * The engine's `shutdown`: no new jobs on this stream; once the jobs in flight are done (they
+   * report on it), half-close it. The run loop reconnects after `reconnectDelayMs` when it ends.
+   * Nothing to do when the user is already draining or stopping.
+   */
+  private engineShutdown(reason: string): void {
+    const call = this.call;
+    if (!call || this.state === 'draining' || this.state === 'stopped' || this.shutdownCall === call) return;
+    this.shutdownCall = call;
+    this.log.info?.('engine is shutting down; draining', { worker_id: this.workerId, reason, active_jobs: this.active.size, then: 'reconnect' });
+    void this.whenIdle().then(() => {
+      if (this.call === call && !call.writableEnded) call.end();
+    });
   }
 
   private cancelJob(jobId: string, reason: string): void {
@@ -308,7 +452,7 @@ class GrpcStreamWorker implements StreamWorker {
   /** A `job`: ack before any user code, then execute in the background. */
   private startJob(assignment: JobAssignment): void {
     const fields = { worker_id: this.workerId, job_id: assignment.jobId, run_id: assignment.runId };
-    if (this.active.has(assignment.jobId) || this.active.size >= this.maxJobs || this.state !== 'connected') {
+    if (this.active.has(assignment.jobId) || this.active.size >= this.maxJobs || this.state !== 'connected' || (this.shutdownCall !== undefined && this.shutdownCall === this.call)) {
       this.log.warn('assignment not taken (running, at capacity or draining)', fields);
       return;
     }
@@ -337,12 +481,8 @@ class GrpcStreamWorker implements StreamWorker {
     const started = Date.now();
     const fn = this.functions.get(assignment.functionId);
     if (!fn) {
-      this.write({
-        payload: {
-          case: 'jobFailed',
-          value: { jobId: job.jobId, ...fence, durationMs: 0, error: { message: `function "${assignment.functionId}" is not served by this worker`, code: 'FUNCTION_NOT_FOUND', retryable: false } },
-        },
-      });
+      const error = { message: `function "${assignment.functionId}" is not served by this worker`, code: 'FUNCTION_NOT_FOUND', retryable: false };
+      this.sendReport(job, { payload: { case: 'jobFailed', value: { jobId: job.jobId, ...fence, durationMs: 0, error } } }, () => describeParts({ error }, []));
       return;
     }
     const outcome = await executeInvocation({
@@ -361,18 +501,28 @@ class GrpcStreamWorker implements StreamWorker {
     if (outcome.status === 'completed') {
       // Sent even after a cancel or stop() (the handler finished); the engine drops it if stale.
       const output = toStruct(outcome.result);
-      this.write({ payload: { case: 'jobCompleted', value: { jobId: job.jobId, ...fence, durationMs, ...(output ? { output } : {}), outputJson: jsonText(outcome.result), steps } } });
+      this.sendReport(
+        job,
+        { payload: { case: 'jobCompleted', value: { jobId: job.jobId, ...fence, durationMs, ...(output ? { output } : {}), outputJson: jsonText(outcome.result), steps } } },
+        () => describeParts({ output: outcome.result }, outcome.steps),
+      );
     } else if (job.abort.signal.aborted) {
       this.log.info?.('job aborted; no report', { worker_id: this.workerId, job_id: job.jobId });
     } else if (outcome.status === 'failed') {
-      this.write({ payload: { case: 'jobFailed', value: { jobId: job.jobId, ...fence, durationMs, error: toWireError(outcome.error), steps } } });
+      const error = toWireError(outcome.error);
+      this.sendReport(job, { payload: { case: 'jobFailed', value: { jobId: job.jobId, ...fence, durationMs, error, steps } } }, () => describeParts({ error: outcome.error }, outcome.steps));
     } else {
-      this.write({ payload: { case: 'jobYielded', value: { jobId: job.jobId, ...fence, durationMs, yieldJson: yieldJson(outcome.yield), steps } } });
+      const text = yieldJson(outcome.yield);
+      this.sendReport(job, { payload: { case: 'jobYielded', value: { jobId: job.jobId, ...fence, durationMs, yieldJson: text, steps } } }, () => describeParts({ yield: outcome.yield }, outcome.steps));
     }
   }
 
+  /** Starts the heartbeat timer, or restarts it when the interval changed. */
   private startHeartbeat(): void {
-    if (this.heartbeatTimer || !this.heartbeatMs || this.heartbeatMs <= 0) return;
+    if (this.heartbeatTimer && this.heartbeatTimerMs === this.heartbeatMs) return;
+    this.stopHeartbeat();
+    if (!this.heartbeatMs || this.heartbeatMs <= 0) return;
+    this.heartbeatTimerMs = this.heartbeatMs;
     this.heartbeatTimer = setInterval(() => this.heartbeat(), this.heartbeatMs);
     this.heartbeatTimer.unref();
   }
@@ -403,6 +553,31 @@ class GrpcStreamWorker implements StreamWorker {
   }
 }
 
+const PAYLOAD_TOO_LARGE = 'PAYLOAD_TOO_LARGE';
+
+/** The `job_failed` that replaces a report too large to send: same fence, no steps, not retryable. */
+function tooLargeFailure(jobId: string, executionSeq: bigint, leaseToken: string, message: string): WorkerMessage {
+  return workerMessage({ payload: { case: 'jobFailed', value: { jobId, executionSeq, leaseToken, durationMs: 0, error: { message, code: PAYLOAD_TOO_LARGE, retryable: false } } } });
+}
+
+const bytesOf = (value: unknown): number => Buffer.byteLength(JSON.stringify(value) ?? '');
+
+/**
+ * `output 5242890 bytes, 2 step(s) 120 bytes, largest "load" 80 bytes` (JSON sizes of the parts
+ * given and of the steps); for an `error` part, its message (first 200 characters) follows as
+ * `; the run's error: …`, so a replaced failure keeps what went wrong.
+ */
+function describeParts(parts: { output?: unknown; yield?: unknown; error?: { message: string } }, steps: StepResult[]): string {
+  const out = Object.entries(parts)
+    .filter(([, value]) => value !== undefined)
+    .map(([name, value]) => `${name} ${bytesOf(value)} bytes`);
+  if (steps.length > 0) {
+    const largest = steps.map((step) => ({ step, bytes: bytesOf(step) })).reduce((a, b) => (b.bytes > a.bytes ? b : a));
+    out.push(`${steps.length} step(s) ${bytesOf(steps)} bytes, largest "${largest.step.name}" ${largest.bytes} bytes`);
+  }
+  return `${out.join(', ')}${parts.error ? `; the run's error: ${parts.error.message.slice(0, 200)}` : ''}`;
+}
+
 /**
  * Creates a streaming pull worker (WIRE-PROTOCOL.md section 4) speaking gRPC over HTTP/2 with
  * `@grpc/grpc-js` to `ironflow.v1.WorkerService/Connect` on the engine's port. Per connection it
@@ -412,7 +587,8 @@ class GrpcStreamWorker implements StreamWorker {
  * `job_failed` (always with its steps, so a retry keeps them) or, unlike the v0.29 worker,
  * `job_yielded` (field 100: the yield as JSON and the steps run before it), so runs make
  * progress past sleeps, events and invokes. `cancel` and a `stale`/`unknown` lease answer abort
- * the job. Nothing happens until `start()`.
+ * the job. The engine's `shutdown` drains the stream and reconnects; oversized reports become
+ * `PAYLOAD_TOO_LARGE` failures (see {@link StreamWorker}). Nothing happens until `start()`.
  *
  * Throws `IronflowError` (`VALIDATION_ERROR`) for duplicate function ids or a bad
  * `maxConcurrentJobs`; a `TypeError` for a `serverUrl` that does not parse.

@@ -6,6 +6,8 @@ import { createServer, IncomingHttpHeaders, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 export interface RecordedRequest {
+  /** `Date.now()` when the request had been read. */
+  at: number;
   method: string;
   path: string;
   query: URLSearchParams;
@@ -14,9 +16,11 @@ export interface RecordedRequest {
   body: any;
 }
 
+/** An answer of the fake server; `destroy: true` cuts the connection instead (a network error for the client). */
 export interface FakeReply {
   status: number;
   body?: unknown;
+  destroy?: boolean;
 }
 
 export interface FakeServer {
@@ -40,12 +44,16 @@ export async function startFakeServer(route: (req: RecordedRequest) => FakeReply
         body = raw;
       }
       const url = new URL(req.url ?? '/', 'http://localhost');
-      const recorded: RecordedRequest = { method: req.method ?? '', path: url.pathname, query: url.searchParams, headers: req.headers, raw, body };
+      const recorded: RecordedRequest = { at: Date.now(), method: req.method ?? '', path: url.pathname, query: url.searchParams, headers: req.headers, raw, body };
       requests.push(recorded);
       Promise.resolve()
         .then(() => route(recorded))
         .then(
           (reply) => {
+            if (reply.destroy) {
+              req.socket.destroy();
+              return;
+            }
             const text = reply.body === undefined ? '' : JSON.stringify(reply.body);
             res.writeHead(reply.status, text === '' ? {} : { 'Content-Type': 'application/json' });
             res.end(text);

@@ -19,6 +19,7 @@ function job(overrides: Partial<JobAssignment> = {}): JobAssignment {
 interface EngineScript {
   polls?: FakeReply[];
   registerFunction?: (req: RecordedRequest) => FakeReply;
+  register?: (req: RecordedRequest) => FakeReply;
   ack?: (req: RecordedRequest) => FakeReply;
   update?: (req: RecordedRequest) => FakeReply;
 }
@@ -27,7 +28,7 @@ async function startEngine(script: EngineScript): Promise<FakeServer> {
   const polls = [...(script.polls ?? [])];
   return startFakeServer((req) => {
     if (req.path === '/ironflow.v1.IronflowService/RegisterFunction') return script.registerFunction?.(req) ?? { status: 200, body: { created: true } };
-    if (/^\/api\/v1\/workers\/[^/]+\/register$/.test(req.path)) return { status: 200, body: {} };
+    if (/^\/api\/v1\/workers\/[^/]+\/register$/.test(req.path)) return script.register?.(req) ?? { status: 200, body: {} };
     if (/^\/api\/v1\/workers\/[^/]+\/heartbeat$/.test(req.path)) return { status: 200, body: {} };
     if (req.method === 'GET' && /^\/api\/v1\/workers\/[^/]+\/jobs$/.test(req.path)) return polls.shift() ?? { status: 204 };
     if (req.method === 'PUT' && req.path.endsWith('/ack')) return script.ack?.(req) ?? { status: 200, body: {} };
@@ -40,6 +41,8 @@ const updates = (engine: FakeServer) => engine.requests.filter((r) => r.method =
 const acks = (engine: FakeServer) => engine.requests.filter((r) => r.path.endsWith('/ack'));
 const polls = (engine: FakeServer) => engine.requests.filter((r) => r.method === 'GET');
 const terminal = (engine: FakeServer) => updates(engine).find((r) => r.body?.status !== 'progress');
+const terminals = (engine: FakeServer) => updates(engine).filter((r) => r.body?.status !== 'progress');
+const activeJobs = (w: Worker) => (w as unknown as { active: Map<string, unknown> }).active.size;
 
 describe('createWorker (REST pull)', () => {
   let engine: FakeServer;
@@ -326,5 +329,224 @@ describe('createWorker (REST pull)', () => {
     await waitFor(() => (w as unknown as { active: Map<string, unknown> }).active.size === 0, 'the job to end');
     expect(updates(engine)).toEqual([]);
     await expect(w.start()).rejects.toMatchObject({ code: 'WORKER_STOPPED' });
+  });
+  describe('final reports (retries, 413)', () => {
+    it('retries a terminal update after a 5xx and a network error, 200 ms then 400 ms apart, and sends the same body each time', async () => {
+      const fn = createFunction({ id: 'orders' }, async () => ({ ok: true }));
+      const answers: FakeReply[] = [{ status: 503, body: { code: 'unavailable', message: 'restarting' } }, { status: 0, destroy: true }, { status: 200, body: {} }];
+      engine = await startEngine({ polls: [{ status: 200, body: { jobs: [job({ execution_seq: 4, lease_token: 'tok' })] } }], update: () => answers.shift()! });
+      const w = await start([fn]);
+      await waitFor(() => terminals(engine).length === 3 && activeJobs(w) === 0, 'three attempts and the job to end');
+      const [first, second, third] = terminals(engine);
+      const expected = { status: 'completed', output: { ok: true }, steps: [], step_offset: 0, execution_seq: 4, lease_token: 'tok' };
+      expect([first.body, second.body, third.body]).toEqual([expected, expected, expected]);
+      expect(second.at - first.at).toBeGreaterThanOrEqual(195);
+      expect(third.at - second.at).toBeGreaterThanOrEqual(395);
+      expect(third.at - second.at).toBeLessThan(2_000);
+    });
+
+    it.each([
+      [409, { code: 'STALE_EXECUTION', message: 'superseded' }],
+      [409, { code: 'RUN_NOT_RUNNING', message: 'run is cancelled' }],
+      [400, { code: 'VALIDATION_ERROR', message: 'invalid status' }],
+    ])('never retries a terminal update answered %i (%j)', async (status, body) => {
+      const fn = createFunction({ id: 'orders' }, async () => 'x');
+      engine = await startEngine({ polls: [{ status: 200, body: { jobs: [job({ execution_seq: 1, lease_token: 't' })] } }], update: () => ({ status, body }) });
+      const w = await start([fn]);
+      await waitFor(() => terminal(engine), 'the terminal update');
+      // The job leaves the active set only when its task is over: no retry is pending then.
+      await waitFor(() => activeJobs(w) === 0, 'the job to end');
+      expect(terminals(engine).map((r) => r.body.status)).toEqual(['completed']);
+    });
+
+    it('gives up after reportRetryTimeoutMs of 5xx answers, the last wait cut to the time left', async () => {
+      const fn = createFunction({ id: 'orders' }, async () => 'x');
+      engine = await startEngine({ polls: [{ status: 200, body: job() }], update: () => ({ status: 502, body: {} }) });
+      const w = await start([fn], { reportRetryTimeoutMs: 500 });
+      await waitFor(() => terminal(engine) && activeJobs(w) === 0, 'the job to give up', 5_000);
+      const attempts = terminals(engine);
+      // Attempts at about 0, 200 and 500 ms from the deadline's start (a timer may fire a
+      // millisecond early: one more then). The second wait is cut from 400 ms to what is left.
+      expect(attempts.length).toBeGreaterThanOrEqual(3);
+      expect(attempts.length).toBeLessThanOrEqual(4);
+      expect(attempts[1].at - attempts[0].at).toBeGreaterThanOrEqual(195);
+      expect(attempts[2].at - attempts[1].at).toBeLessThan(395);
+      expect(attempts[attempts.length - 1].at - attempts[0].at).toBeLessThan(1_500);
+    });
+
+    it('stops retrying at once when the worker is stopped', async () => {
+      const fn = createFunction({ id: 'orders' }, async () => 'x');
+      engine = await startEngine({ polls: [{ status: 200, body: job() }], update: () => ({ status: 503, body: {} }) });
+      const w = await start([fn]);
+      await waitFor(() => terminals(engine).length === 2, 'a retried terminal update');
+      const stopped = Date.now();
+      await w.stop();
+      await waitFor(() => activeJobs(w) === 0, 'the job to give up');
+      expect(Date.now() - stopped).toBeLessThan(400);
+      expect(terminals(engine)).toHaveLength(2);
+    });
+
+    it('drain waits for a terminal update that is being retried', async () => {
+      const fn = createFunction({ id: 'orders' }, async () => 'drained');
+      const answers: FakeReply[] = [{ status: 503, body: {} }, { status: 200, body: {} }];
+      engine = await startEngine({ polls: [{ status: 200, body: job() }], update: () => answers.shift()! });
+      const w = await start([fn]);
+      await waitFor(() => terminals(engine).length === 1, 'the first attempt');
+      await w.drain();
+      const [first, second] = terminals(engine);
+      expect(second.at - first.at).toBeGreaterThanOrEqual(195);
+      expect(terminals(engine).map((r) => r.body)).toEqual([
+        { status: 'completed', output: 'drained', steps: [], step_offset: 0 },
+        { status: 'completed', output: 'drained', steps: [], step_offset: 0 },
+      ]);
+    });
+
+    it('retries the progress flush of the yield path before sending yielded', async () => {
+      const fn = createFunction({ id: 'orders' }, async ({ step }) => {
+        await step.run('a', () => 'A');
+        await step.sleep('nap', '1h');
+      });
+      const answers: FakeReply[] = [{ status: 500, body: {} }, { status: 0, destroy: true }];
+      engine = await startEngine({
+        polls: [{ status: 200, body: { jobs: [job({ execution_seq: 2, lease_token: 'tok' })] } }],
+        update: (req) => (req.body.status === 'progress' ? (answers.shift() ?? { status: 200, body: {} }) : { status: 200, body: {} }),
+      });
+      await start([fn], { checkpointIntervalMs: 60_000 });
+      const yielded = await waitFor(() => terminal(engine), 'the yielded update');
+      const sent = updates(engine);
+      expect(sent.map((r) => r.body.status)).toEqual(['progress', 'progress', 'progress', 'yielded']);
+      const progress = { status: 'progress', steps: [expect.objectContaining({ id: 'run-1:a:0', output: 'A' })], step_offset: 0, execution_seq: 2, lease_token: 'tok' };
+      for (const r of sent.slice(0, 3)) expect(r.body).toEqual(progress);
+      expect(sent[1].at - sent[0].at).toBeGreaterThanOrEqual(195);
+      expect(yielded.body).toEqual({ status: 'yielded', yield: expect.objectContaining({ type: 'sleep', step_id: 'run-1:nap:0' }), execution_seq: 2, lease_token: 'tok' });
+    });
+
+    it('reports a completed update refused with 413 as a PAYLOAD_TOO_LARGE failure with the same fence and no steps', async () => {
+      const big = 'x'.repeat(5_000);
+      const fn = createFunction({ id: 'orders' }, async ({ step }) => {
+        await step.run('small', () => 1);
+        return { big };
+      });
+      engine = await startEngine({
+        polls: [{ status: 200, body: { jobs: [job({ execution_seq: 7, lease_token: 'tok-7' })] } }],
+        update: (req) => (req.body.status === 'completed' ? { status: 413, body: { code: 'PAYLOAD_TOO_LARGE', message: 'report is 5200 bytes; the limit is 4096' } } : { status: 200, body: {} }),
+      });
+      const w = await start([fn]);
+      await waitFor(() => terminals(engine).length === 2 && activeJobs(w) === 0, 'the failed update');
+      const [completed, failed] = terminals(engine);
+      const stepsBytes = Buffer.byteLength(JSON.stringify(completed.body.steps));
+      expect(failed.body).toEqual({
+        status: 'failed',
+        error: {
+          message: `completed report of ${Buffer.byteLength(completed.raw)} bytes (output ${5_000 + 10} bytes, 1 step(s) ${stepsBytes} bytes, largest "small" ${stepsBytes - 2} bytes) is too large for the engine (HTTP 413); engine: report is 5200 bytes; the limit is 4096`,
+          code: 'PAYLOAD_TOO_LARGE',
+          retryable: false,
+        },
+        execution_seq: 7,
+        lease_token: 'tok-7',
+      });
+    });
+
+    it('reports a yielded update refused with 413 as a PAYLOAD_TOO_LARGE failure', async () => {
+      const fn = createFunction({ id: 'orders' }, async ({ step }) => {
+        await step.waitForEvent('approval', { event: 'x'.repeat(3_000), timeout: '1h' });
+      });
+      engine = await startEngine({
+        polls: [{ status: 200, body: { jobs: [job({ execution_seq: 3, lease_token: 't3' })] } }],
+        update: (req) => (req.body.status === 'yielded' ? { status: 413, body: { code: 'PAYLOAD_TOO_LARGE', message: 'request body is over the 2048 byte limit' } } : { status: 200, body: {} }),
+      });
+      const w = await start([fn]);
+      await waitFor(() => terminals(engine).length === 2 && activeJobs(w) === 0, 'the failed update');
+      const [yielded, failed] = terminals(engine);
+      expect(yielded.body.status).toBe('yielded');
+      expect(failed.body).toEqual({
+        status: 'failed',
+        error: {
+          message: `yielded report of ${Buffer.byteLength(yielded.raw)} bytes (yield ${Buffer.byteLength(JSON.stringify(yielded.body.yield))} bytes) is too large for the engine (HTTP 413); engine: request body is over the 2048 byte limit`,
+          code: 'PAYLOAD_TOO_LARGE',
+          retryable: false,
+        },
+        execution_seq: 3,
+        lease_token: 't3',
+      });
+    });
+
+    it("replaces a failed update refused with 413 by a PAYLOAD_TOO_LARGE failure that keeps the run's error message", async () => {
+      const fn = createFunction({ id: 'orders' }, async ({ step }) => {
+        await step.run('blob', () => 'b'.repeat(3_000));
+        throw new Error('card declined');
+      });
+      engine = await startEngine({
+        polls: [{ status: 200, body: { jobs: [job({ execution_seq: 8, lease_token: 't8' })] } }],
+        update: (req) => (req.body.steps ? { status: 413, body: { code: 'PAYLOAD_TOO_LARGE', message: 'too big' } } : { status: 200, body: {} }),
+      });
+      const w = await start([fn]);
+      await waitFor(() => terminals(engine).length === 2 && activeJobs(w) === 0, 'the replacement failure');
+      const [original, replaced] = terminals(engine);
+      expect(original.body).toMatchObject({ status: 'failed', error: { message: 'card declined', retryable: true }, steps: [expect.objectContaining({ name: 'blob' })] });
+      const stepBytes = Buffer.byteLength(JSON.stringify(original.body.steps[0]));
+      expect(replaced.body).toEqual({
+        status: 'failed',
+        error: {
+          message: `failed report of ${Buffer.byteLength(original.raw)} bytes (error ${Buffer.byteLength(JSON.stringify(original.body.error))} bytes, 1 step(s) ${stepBytes + 2} bytes, largest "blob" ${stepBytes} bytes) is too large for the engine (HTTP 413); engine: too big; the run's error: card declined`,
+          code: 'PAYLOAD_TOO_LARGE',
+          retryable: false,
+        },
+        execution_seq: 8,
+        lease_token: 't8',
+      });
+    });
+
+    it('fails the job when the progress flush before a yield is refused with 413, instead of yielding without its steps', async () => {
+      const fn = createFunction({ id: 'orders' }, async ({ step }) => {
+        await step.run('huge', () => 'y'.repeat(4_000));
+        await step.sleep('nap', '1h');
+      });
+      engine = await startEngine({
+        polls: [{ status: 200, body: { jobs: [job({ execution_seq: 5, lease_token: 't5' })] } }],
+        update: (req) => (req.body.status === 'progress' ? { status: 413, body: { code: 'PAYLOAD_TOO_LARGE', message: 'too big' } } : { status: 200, body: {} }),
+      });
+      const w = await start([fn], { checkpointIntervalMs: 60_000 });
+      await waitFor(() => terminal(engine) && activeJobs(w) === 0, 'the terminal update');
+      const sent = updates(engine);
+      expect(sent.map((r) => r.body.status)).toEqual(['progress', 'failed']);
+      const stepBytes = Buffer.byteLength(JSON.stringify(sent[0].body.steps[0]));
+      expect(sent[1].body).toEqual({
+        status: 'failed',
+        error: {
+          message: `progress report of ${Buffer.byteLength(sent[0].raw)} bytes (1 step(s) ${stepBytes + 2} bytes, largest "huge" ${stepBytes} bytes) is too large for the engine (HTTP 413); engine: too big`,
+          code: 'PAYLOAD_TOO_LARGE',
+          retryable: false,
+        },
+        execution_seq: 5,
+        lease_token: 't5',
+      });
+    });
+  });
+
+  describe('heartbeat interval', () => {
+    it("uses the register answer's heartbeat_interval_ms when heartbeatIntervalMs is not set", async () => {
+      const gate = deferred();
+      const fn = createFunction({ id: 'orders' }, async () => gate.promise);
+      engine = await startEngine({ polls: [{ status: 200, body: job() }], register: (req) => ({ status: 200, body: { worker_id: req.body.worker_id, heartbeat_interval_ms: 20 } }) });
+      const w = await start([fn], { heartbeatIntervalMs: undefined });
+      expect((w as unknown as { heartbeatMs: number }).heartbeatMs).toBe(20);
+      // With the 30 s default none would arrive within the wait.
+      await waitFor(() => engine.requests.filter((r) => r.path.endsWith('/heartbeat')).length >= 3, 'three heartbeats', 2_000);
+      gate.resolve();
+    });
+
+    it('keeps heartbeatIntervalMs when set, and 30000 when the answer has no interval', async () => {
+      const fn = createFunction({ id: 'orders' }, async () => 'x');
+      engine = await startEngine({ register: () => ({ status: 200, body: { heartbeat_interval_ms: 20 } }) });
+      const fixed = await start([fn], { heartbeatIntervalMs: 45_000 });
+      expect((fixed as unknown as { heartbeatMs: number }).heartbeatMs).toBe(45_000);
+      await fixed.stop();
+      await engine.close();
+
+      engine = await startEngine({ register: () => ({ status: 200, body: { worker_id: 'w' } }) });
+      const defaulted = await start([fn], { heartbeatIntervalMs: undefined });
+      expect((defaulted as unknown as { heartbeatMs: number }).heartbeatMs).toBe(30_000);
+    });
   });
 });

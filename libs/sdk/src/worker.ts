@@ -16,6 +16,13 @@ export interface WorkerLogger {
   error(message: string, fields?: Record<string, unknown>): void;
 }
 
+/** First wait before a terminal report (or its final progress flush) is sent again, in ms; doubles per failure. */
+export const REPORT_RETRY_FIRST_DELAY_MS = 200;
+/** Ceiling of the wait between two attempts of a terminal report, in ms. */
+export const REPORT_RETRY_MAX_DELAY_MS = 5_000;
+/** Default of `reportRetryTimeoutMs`: how long a job keeps retrying its final reports, in ms. */
+export const DEFAULT_REPORT_RETRY_TIMEOUT_MS = 60_000;
+
 /**
  * Options of {@link createWorker}. Durations are in ms.
  * - `serverUrl`: default env `IRONFLOW_SERVER_URL`, else `http://localhost:9123`.
@@ -23,11 +30,16 @@ export interface WorkerLogger {
  * - `functions`: the functions this worker runs (ids unique).
  * - `maxConcurrentJobs`: default 10.
  * - `environment`: `X-Ironflow-Environment`; default env `IRONFLOW_ENV`, else `"default"`.
- * - `heartbeatIntervalMs`: default 30000. `pollIntervalMs` (sleep after an empty poll or at
- *   capacity): default 1000. `checkpointIntervalMs` (progress debounce, 0 = off): default 1000.
+ * - `heartbeatIntervalMs`: when set, fixed (0 = no heartbeats); when unset, the
+ *   `heartbeat_interval_ms` of the engine's register answer (a positive number), else 30000.
+ * - `pollIntervalMs` (sleep after an empty poll or at capacity): default 1000.
+ *   `checkpointIntervalMs` (progress debounce, 0 = off): default 1000.
  * - `labels`: reported at registration; default `{}`.
  * - `reconnectDelayMs` (after a failed registration): default 5000. `pollErrorDelayMs` (after a
  *   failed poll): default 5000. `requestTimeoutMs` (every HTTP call): default 30000.
+ * - `reportRetryTimeoutMs`: how long a job's final reports (the last progress flushes and the
+ *   terminal update) are retried after network errors and 5xx answers, counted from the first
+ *   of them; default 60000 (see {@link Worker}).
  * - `logger`: default logs warnings and errors to the console.
  */
 export interface WorkerOptions {
@@ -43,10 +55,33 @@ export interface WorkerOptions {
   reconnectDelayMs?: number;
   pollErrorDelayMs?: number;
   requestTimeoutMs?: number;
+  reportRetryTimeoutMs?: number;
   logger?: WorkerLogger;
 }
 
-/** A pull worker over REST (WIRE-PROTOCOL.md 3). */
+/**
+ * A pull worker over REST (WIRE-PROTOCOL.md 3).
+ *
+ * Final reports of a job (deliberate improvements over the v0.29 worker, which sends its terminal
+ * update once and only logs a failure, leaving the run to the lease expiry and a re-run of its
+ * steps):
+ * - The terminal update (`completed` / `failed` / `yielded`) and the progress flushes that
+ *   precede it are retried after a network error or a 5xx answer (e.g. an engine restarting),
+ *   waiting 200 ms, doubling, at most 5000 ms between attempts, for at most
+ *   `reportRetryTimeoutMs` (default 60000) in all; the worker gives up at once when it is
+ *   stopped (`stop()`, or refused credentials; `drain()` waits for these retries). A 4xx is
+ *   never retried: 413 is handled as below; 409 (stale execution or run no longer running), 400
+ *   and any other 4xx drop the report with a log line (a refused progress update also turns
+ *   checkpointing off for the job, as before). Retrying is safe:
+ *   the engine answers a repeated report of an outcome it already committed with success and no
+ *   effect. The job keeps its slot (and stays in heartbeats) while it retries.
+ * - A report refused with 413 (too large, e.g. a step output over the engine's 4 MiB payload
+ *   limit), be it the terminal update or a progress update of the job, is replaced by a `failed`
+ *   update with the same fence, no steps, and `error = {message, code: "PAYLOAD_TOO_LARGE",
+ *   retryable: false}` (the message says which report, how many bytes, its largest part and,
+ *   for a `failed` report, the run's error message), so the run fails at once instead of looping
+ *   through lease recovery.
+ */
 export interface Worker {
   /** `worker-<base36 ms>-<6 base36 chars>`, fixed for the worker's life. */
   readonly workerId: string;
@@ -61,11 +96,14 @@ export interface Worker {
   /**
    * Stops now: no more polls or heartbeats, timers cleared, active handlers' `signal` aborted.
    * An aborted job sends no terminal update unless its handler still returns normally (then
-   * `completed` is sent). Resolves when the background loop has exited (it does not wait for
-   * running handlers).
+   * `completed` is sent, once: reports are not retried after `stop()`, and retries under way end).
+   * Resolves when the background loop has exited (it does not wait for running handlers).
    */
   stop(): Promise<void>;
-  /** Stops polling, waits for every active job to finish and report, then {@link stop}s. */
+  /**
+   * Stops polling, waits for every active job to finish and report (including report retries,
+   * at most `reportRetryTimeoutMs` each), then {@link stop}s.
+   */
   drain(): Promise<void>;
 }
 
@@ -96,20 +134,26 @@ class PullWorker implements Worker {
   private readonly baseUrl: string;
   private readonly headers: Record<string, string>;
   private readonly maxJobs: number;
-  private readonly heartbeatMs: number;
+  /** Current heartbeat interval; follows the register answer unless `heartbeatFixed`. */
+  private heartbeatMs: number;
+  private readonly heartbeatFixed: boolean;
   private readonly pollMs: number;
   private readonly checkpointMs: number;
   private readonly reconnectMs: number;
   private readonly pollErrorMs: number;
   private readonly timeoutMs: number;
+  private readonly reportRetryMs: number;
   private readonly labels: Record<string, string>;
   private readonly log: WorkerLogger;
 
   private readonly active = new Map<string, ActiveJob>();
   private readonly idleWaiters: (() => void)[] = [];
   private readonly sleeps = new WakeableSleeps();
+  /** Backoff sleeps of final reports: only `stop()` ends them early (`drain()` lets them run). */
+  private readonly reportSleeps = new WakeableSleeps();
   private readonly pollAbort = new AbortController();
   private heartbeatTimer?: NodeJS.Timeout;
+  private heartbeatTimerMs?: number;
   private heartbeatInFlight = false;
   private loop?: Promise<void>;
   private startPromise?: Promise<void>;
@@ -121,12 +165,14 @@ class PullWorker implements Worker {
     this.headers = baseHeaders(resolveApiKey(options.apiKey), resolveEnvironment(options.environment));
     this.maxJobs = options.maxConcurrentJobs ?? 10;
     if (!(Number.isInteger(this.maxJobs) && this.maxJobs >= 1)) throw new IronflowError('maxConcurrentJobs must be an integer >= 1', { code: 'VALIDATION_ERROR' });
+    this.heartbeatFixed = options.heartbeatIntervalMs !== undefined;
     this.heartbeatMs = options.heartbeatIntervalMs ?? 30_000;
     this.pollMs = options.pollIntervalMs ?? 1_000;
     this.checkpointMs = options.checkpointIntervalMs ?? 1_000;
     this.reconnectMs = options.reconnectDelayMs ?? 5_000;
     this.pollErrorMs = options.pollErrorDelayMs ?? 5_000;
     this.timeoutMs = options.requestTimeoutMs ?? 30_000;
+    this.reportRetryMs = options.reportRetryTimeoutMs ?? DEFAULT_REPORT_RETRY_TIMEOUT_MS;
     this.labels = { ...(options.labels ?? {}) };
     this.log = options.logger ?? defaultLogger;
   }
@@ -148,6 +194,7 @@ class PullWorker implements Worker {
       this.pollAbort.abort();
       for (const job of this.active.values()) job.abort.abort();
       this.sleeps.wakeAll();
+      this.reportSleeps.wakeAll();
       this.settleStart?.resolve();
     }
     await this.loop;
@@ -161,6 +208,10 @@ class PullWorker implements Worker {
     await this.loop;
     await this.whenIdle();
     await this.stop();
+  }
+
+  private get stopped(): boolean {
+    return this.state === 'stopped';
   }
 
   private get running(): boolean {
@@ -198,9 +249,13 @@ class PullWorker implements Worker {
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     this.heartbeatTimer = undefined;
     for (const job of this.active.values()) job.abort.abort();
+    this.reportSleeps.wakeAll();
   }
 
-  /** R1 for each function (in order), then R2. Throws IronflowClientError / network errors. */
+  /**
+   * R1 for each function (in order), then R2; adopts the answer's `heartbeat_interval_ms` (a
+   * positive number) unless `heartbeatIntervalMs` was set. Throws IronflowClientError / network errors.
+   */
   private async register(): Promise<void> {
     for (const fn of this.functions.values()) {
       await connectUnary(this.baseUrl, REGISTER_FUNCTION_PROCEDURE, workerRegistrationBody(fn), { headers: this.headers, timeoutMs: this.timeoutMs });
@@ -215,6 +270,8 @@ class PullWorker implements Worker {
     };
     const res = await this.call('POST', `${this.workerPath}/register`, body);
     if (res.status < 200 || res.status >= 300) throw httpError('register worker', res);
+    const interval = (parseJson(res.text) as { heartbeat_interval_ms?: unknown } | null | undefined)?.heartbeat_interval_ms;
+    if (!this.heartbeatFixed && typeof interval === 'number' && Number.isFinite(interval) && interval > 0) this.heartbeatMs = interval;
   }
 
   private get workerPath(): string {
@@ -225,8 +282,13 @@ class PullWorker implements Worker {
     return sendRaw(`${this.baseUrl}${path}`, { method, headers: this.headers, body, signal, timeoutMs: this.timeoutMs });
   }
 
+  /** Starts the R3 timer, or restarts it when the interval changed (a new register answer). */
   private startHeartbeat(): void {
-    if (this.heartbeatTimer || this.heartbeatMs <= 0) return;
+    if (this.heartbeatTimer && this.heartbeatTimerMs === this.heartbeatMs) return;
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    this.heartbeatTimer = undefined;
+    if (this.heartbeatMs <= 0) return;
+    this.heartbeatTimerMs = this.heartbeatMs;
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.heartbeatMs);
     this.heartbeatTimer.unref();
   }
@@ -331,7 +393,8 @@ class PullWorker implements Worker {
     const fn = this.functions.get(job.function_id);
     if (!fn) {
       this.log.warn('job for a function this worker does not serve', fields);
-      await this.sendTerminal(job, { status: 'failed', error: { message: `function "${job.function_id}" is not served by this worker`, code: 'FUNCTION_NOT_FOUND', retryable: false }, ...fence }, fields);
+      const deadline = Date.now() + this.reportRetryMs;
+      await this.sendTerminal(job, { status: 'failed', error: { message: `function "${job.function_id}" is not served by this worker`, code: 'FUNCTION_NOT_FOUND', retryable: false }, ...fence }, fields, deadline);
       return;
     }
     if (fenced) {
@@ -350,12 +413,16 @@ class PullWorker implements Worker {
     }
     if (signal.aborted) return;
 
+    /** Set when a progress update was refused as too large (413): the job then ends `failed`. */
+    let progressTooLarge: string | undefined;
     const checkpoints = new Checkpointer({
       intervalMs: this.checkpointMs,
       sequenceBase: job.step_sequence_base ?? 0,
       send: async (steps, stepOffset) => {
-        const res = await this.call('PUT', this.jobPath(job), { status: 'progress', steps, step_offset: stepOffset, ...fence } satisfies JobUpdateBody);
+        const body: JobUpdateBody = { status: 'progress', steps, step_offset: stepOffset, ...fence };
+        const res = await this.call('PUT', this.jobPath(job), body);
         if (res.status < 200 || res.status >= 300) this.log.warn('checkpoint refused', { ...fields, status: res.status });
+        if (res.status === 413) progressTooLarge ??= describeTooLarge(body, res);
         return res.status;
       },
     });
@@ -372,18 +439,22 @@ class PullWorker implements Worker {
     });
     await checkpoints.settle();
 
+    if (outcome.status !== 'completed' && signal.aborted) {
+      this.log.info?.('job aborted by stop(); no terminal update', fields);
+      return;
+    }
+    // Final reports: the last progress flushes and the terminal share one retry budget (see Worker).
+    const deadline = Date.now() + this.reportRetryMs;
+    const retry = (failures: number) => this.waitBeforeRetry(failures, deadline, 'progress', fields);
     let update: JobUpdateBody;
     if (outcome.status === 'completed') {
-      await checkpoints.flushDownTo(MAX_STEPS_PER_CHECKPOINT);
+      await checkpoints.flushDownTo(MAX_STEPS_PER_CHECKPOINT, retry);
       update = { status: 'completed' };
       if (outcome.result !== undefined) update.output = outcome.result;
       update.steps = checkpoints.unflushed;
       update.step_offset = checkpoints.stepOffset;
-    } else if (signal.aborted) {
-      this.log.info?.('job aborted by stop(); no terminal update', fields);
-      return;
     } else if (outcome.status === 'failed') {
-      await checkpoints.flushDownTo(MAX_STEPS_PER_CHECKPOINT);
+      await checkpoints.flushDownTo(MAX_STEPS_PER_CHECKPOINT, retry);
       const { message, code, retryable } = outcome.error;
       update = { status: 'failed', error: { message, code, retryable } };
       const tail = checkpoints.unflushed;
@@ -392,24 +463,75 @@ class PullWorker implements Worker {
         update.step_offset = checkpoints.stepOffset;
       }
     } else {
-      await checkpoints.flushDownTo(0);
+      await checkpoints.flushDownTo(0, retry);
       update = { status: 'yielded', yield: outcome.yield };
     }
-    await this.sendTerminal(job, { ...update, ...fence }, fields);
+    // A progress update refused as too large (during the run or in the flushes above; checkpointing
+    // is then off): its steps can never be stored, so the job fails instead of reporting.
+    const refused = progressTooLarge as string | undefined;
+    if (refused !== undefined) {
+      this.log.warn('a progress update was refused as too large; the job fails', { ...fields, error: refused });
+      update = tooLargeFailure(refused);
+    }
+    await this.sendTerminal(job, { ...update, ...fence }, fields, deadline);
   }
 
   private jobPath(job: JobAssignment): string {
     return `${this.workerPath}/jobs/${encodeURIComponent(job.job_id)}`;
   }
 
-  /** R6 terminal: sent once, never retried; a refusal is only logged. */
-  private async sendTerminal(job: JobAssignment, update: JobUpdateBody, fields: Record<string, unknown>): Promise<void> {
-    try {
-      const res = await this.call('PUT', this.jobPath(job), update);
-      if (res.status < 200 || res.status >= 300) this.log.warn(`${update.status} update refused`, { ...fields, status: res.status, body: res.text.slice(0, 200) });
-    } catch (err) {
-      this.log.warn(`${update.status} update failed`, { ...fields, error: errorMessage(err) });
+  /**
+   * R6 terminal, retried after network errors and 5xx until `deadline` (epoch ms) or stop (see
+   * {@link Worker}). A 413 replaces the update with a `PAYLOAD_TOO_LARGE` failure carrying the
+   * same fence (sent under the same budget); any other refusal is logged and dropped.
+   */
+  private async sendTerminal(job: JobAssignment, update: JobUpdateBody, fields: Record<string, unknown>, deadline: number): Promise<void> {
+    const res = await this.sendWithRetry(job, update, fields, deadline);
+    if (!res || (res.status >= 200 && res.status < 300)) return;
+    const tooLarge = res.status === 413 && update.error?.code !== PAYLOAD_TOO_LARGE;
+    this.log.warn(`${update.status} update refused${tooLarge ? '; reporting the job failed (PAYLOAD_TOO_LARGE)' : ''}`, { ...fields, status: res.status, body: res.text.slice(0, 200) });
+    if (!tooLarge) return;
+    const { execution_seq, lease_token } = update;
+    const failure: JobUpdateBody = tooLargeFailure(describeTooLarge(update, res));
+    if (execution_seq !== undefined) failure.execution_seq = execution_seq;
+    if (lease_token !== undefined) failure.lease_token = lease_token;
+    const again = await this.sendWithRetry(job, failure, fields, deadline);
+    if (again && (again.status < 200 || again.status >= 300)) this.log.warn('failed update refused', { ...fields, status: again.status, body: again.text.slice(0, 200) });
+  }
+
+  /**
+   * Sends one R6 and resolves to the answer that ends it: a 2xx or any status below 500. Retries
+   * network errors and 5xx while {@link waitBeforeRetry} allows; resolves `undefined` when it gave up.
+   */
+  private async sendWithRetry(job: JobAssignment, update: JobUpdateBody, fields: Record<string, unknown>, deadline: number): Promise<RawResponse | undefined> {
+    for (let failures = 1; ; failures++) {
+      let problem: Record<string, unknown>;
+      try {
+        const res = await this.call('PUT', this.jobPath(job), update);
+        if (res.status < 500) return res;
+        problem = { status: res.status, body: res.text.slice(0, 200) };
+      } catch (err) {
+        problem = { error: errorMessage(err) };
+      }
+      if (!(await this.waitBeforeRetry(failures, deadline, update.status, { ...fields, ...problem }))) {
+        this.log.warn(`${update.status} update failed; giving up`, { ...fields, ...problem, attempts: failures });
+        return undefined;
+      }
     }
+  }
+
+  /**
+   * Backoff before attempt `failures + 1` of a final report: 200 ms × 2^(failures−1), at most
+   * 5000 ms and at most the time left before `deadline`. Resolves false (no wait) when the
+   * worker is stopped or the deadline has passed, and false when it is stopped during the wait.
+   */
+  private async waitBeforeRetry(failures: number, deadline: number, what: string, fields: Record<string, unknown>): Promise<boolean> {
+    const left = deadline - Date.now();
+    if (this.stopped || left <= 0) return false;
+    const delay = Math.min(REPORT_RETRY_FIRST_DELAY_MS * 2 ** (failures - 1), REPORT_RETRY_MAX_DELAY_MS, left);
+    this.log.info?.(`${what} update failed; retrying`, { ...fields, attempt: failures, retry_in_ms: delay });
+    await this.reportSleeps.sleep(delay);
+    return !this.stopped;
   }
 
   private whenIdle(): Promise<void> {
@@ -418,12 +540,45 @@ class PullWorker implements Worker {
   }
 }
 
+const PAYLOAD_TOO_LARGE = 'PAYLOAD_TOO_LARGE';
+
+/** The `failed` update that replaces a report the engine refused as too large (no steps, no fence yet). */
+function tooLargeFailure(message: string): JobUpdateBody {
+  return { status: 'failed', error: { message, code: PAYLOAD_TOO_LARGE, retryable: false } };
+}
+
+const bytesOf = (value: unknown): number => Buffer.byteLength(JSON.stringify(value) ?? '');
+
+/**
+ * What was too large, for the `PAYLOAD_TOO_LARGE` message: the report's status and JSON size in
+ * bytes, its output / yield / error size, its step count, total and largest step size (JSON
+ * bytes), the engine's reason, and for a `failed` report the run's error message (first 200
+ * characters).
+ */
+function describeTooLarge(update: JobUpdateBody, res: RawResponse): string {
+  const parts: string[] = [];
+  if (update.output !== undefined) parts.push(`output ${bytesOf(update.output)} bytes`);
+  if (update.yield !== undefined) parts.push(`yield ${bytesOf(update.yield)} bytes`);
+  if (update.error !== undefined) parts.push(`error ${bytesOf(update.error)} bytes`);
+  const steps = update.steps ?? [];
+  if (steps.length > 0) {
+    const sizes = steps.map((step) => ({ step, bytes: bytesOf(step) }));
+    const largest = sizes.reduce((a, b) => (b.bytes > a.bytes ? b : a));
+    parts.push(`${steps.length} step(s) ${bytesOf(steps)} bytes, largest "${largest.step.name}" ${largest.bytes} bytes`);
+  }
+  const answer = parseJson(res.text) as { message?: unknown } | null | undefined;
+  const reason = typeof answer?.message === 'string' && answer.message !== '' ? `; engine: ${answer.message}` : '';
+  const runError = update.error ? `; the run's error: ${update.error.message.slice(0, 200)}` : '';
+  return `${update.status} report of ${bytesOf(update)} bytes${parts.length > 0 ? ` (${parts.join(', ')})` : ''} is too large for the engine (HTTP 413)${reason}${runError}`;
+}
+
 /**
  * Creates a pull worker speaking the REST protocol (WIRE-PROTOCOL.md 3): registers each function
  * (`RegisterFunction`, `preferredMode: "EXECUTION_MODE_PULL"`, code hash in metadata), registers
  * itself, heartbeats, polls for jobs, acks fenced assignments before running user code, reports
  * progress checkpoints with `step_offset`, and ends each job with one `completed`, `failed` or
- * `yielded` update echoing the fence. Nothing happens until `start()`.
+ * `yielded` update echoing the fence (retried on network errors and 5xx, replaced by a
+ * `PAYLOAD_TOO_LARGE` failure on 413; see {@link Worker}). Nothing happens until `start()`.
  *
  * Throws `IronflowError` (`VALIDATION_ERROR`) for duplicate function ids or a bad
  * `maxConcurrentJobs`.

@@ -18,6 +18,11 @@ export interface StoreOptions {
   schema?: string;
   /** Resync period of the store clock, ms (default 30000). */
   clockResyncMs?: number;
+  /**
+   * SQLite only: hold the database file exclusively for this process (`locking_mode = EXCLUSIVE`),
+   * so a second process on the same file fails at start instead of fighting over the lock.
+   */
+  exclusive?: boolean;
 }
 
 export interface OpenedStore {
@@ -76,8 +81,9 @@ async function openSqlite(options: StoreOptions): Promise<DataSource> {
     migrations: MIGRATIONS,
     migrationsTableName: 'ironflow_migrations',
     prepareDatabase: (db: { pragma(s: string): unknown }) => {
+      if (options.exclusive) db.pragma('locking_mode = EXCLUSIVE');
       db.pragma('journal_mode = WAL');
-      db.pragma('busy_timeout = 5000');
+      db.pragma(`busy_timeout = ${options.exclusive ? 500 : 5000}`);
       db.pragma('foreign_keys = OFF');
     },
   });

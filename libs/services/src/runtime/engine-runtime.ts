@@ -30,8 +30,10 @@ export class EngineRuntime {
     if (settings.databaseUrl.startsWith('sqlite:') && !settings.databaseUrl.includes(':memory:')) {
       mkdirSync(dirname(settings.databaseUrl.slice('sqlite:'.length)) || '.', { recursive: true });
     }
-    const { store, clock } = await openStore({ url: settings.databaseUrl, poolSize: settings.poolSize }).catch((err: unknown) => {
-      throw new Error(`IRONFLOW_DATABASE_URL: cannot open the store at ${redact(settings.databaseUrl)}: ${err instanceof Error ? err.message : String(err)}`);
+    const { store, clock } = await openStore({ url: settings.databaseUrl, poolSize: settings.poolSize, exclusive: settings.exclusiveStore }).catch((err: unknown) => {
+      const reason = err instanceof Error ? err.message : String(err);
+      const hint = /locked|busy/i.test(reason) ? ' (is another ironflow dev using this file? stop it, or use --db)' : '';
+      throw new Error(`IRONFLOW_DATABASE_URL: cannot open the store at ${redact(settings.databaseUrl)}: ${reason}${hint}`);
     });
     let bus: Bus;
     try {

@@ -48,6 +48,8 @@ export interface IronflowSettings {
   maxPayloadBytes: number;
   /** NATS JetStream URL; without it the process uses the in-process bus. */
   natsUrl?: string;
+  /** SQLite: hold the file exclusively (`ironflow dev`). */
+  exclusiveStore?: boolean;
 }
 
 /** Reads and validates settings; throws an Error listing every bad variable. */
