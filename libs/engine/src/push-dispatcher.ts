@@ -115,7 +115,8 @@ export class PushDispatcher {
       }
       // The endpoint answered something the engine cannot apply: the attempt fails (retryable),
       // rather than leaving the run running until its lease expires.
-      await this.reports.apply(run.id, fence, failure(`push endpoint answer rejected: ${err.message}`, true)).catch((again: unknown) =>
+      // Too large is deterministic (the same output again): not retryable. A malformed answer may be fixed by a redeploy.
+      await this.reports.apply(run.id, fence, failure(`push endpoint answer rejected: ${err.message}`, err.code !== 'PAYLOAD_TOO_LARGE')).catch((again: unknown) =>
         this.r.logger.warn('push failure report not applied', { runId: run.id, error: String(again) }),
       );
     }
