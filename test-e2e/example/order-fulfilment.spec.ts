@@ -1,22 +1,11 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { freePort } from '../support/service-processes';
 
 const ROOT = resolve(__dirname, '../..');
 const DEMO = join(ROOT, 'dist/examples/order-fulfilment/src/demo.js');
-
-function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
-  });
-}
 
 /**
  * The README's first command, as a new user runs it: the built demo starts `ironflow dev` as its

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { EngineError, InvocationError, RunError, StepResult, YieldInfo } from '@ironflow/contracts';
 import { ExecutionFence, ReportKind, judgeReport } from '@ironflow/fencing';
 import { commitOutcome } from '@ironflow/outcome';
@@ -9,7 +8,7 @@ import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
 import { retryDelayMs } from './retry-policy';
 import { valueAtPath } from './json-path';
-import { laneFields } from './concurrency';
+import { newRunOf } from './new-run';
 import { checkPayload } from './payload-limits';
 import { recordRunCreated } from './run-created-audit';
 
@@ -190,20 +189,7 @@ export class ReportSystem {
             error: { message: `step ${y.step_id} invokes function ${y.function_id}, which is not registered`, code: 'FUNCTION_NOT_FOUND', retryable: false },
           });
         }
-        const child = await runsSql.insertRun(tx, {
-          id: randomUUID(),
-          project: run.project,
-          env: run.env,
-          functionId: target.definition.id,
-          functionVersion: target.version,
-          mode: target.definition.mode,
-          eventId: null,
-          maxAttempts: target.definition.retry.maxAttempts,
-          input: y.input ?? {},
-          parentRunId: run.id,
-          parentStepId: y.step_id,
-          ...laneFields(target.definition, y.input ?? {}),
-        });
+        const child = await runsSql.insertRun(tx, newRunOf(run, target, null, y.input, { runId: run.id, stepId: y.step_id }));
         this.r.metrics.runsCreated.inc({ function_id: target.definition.id });
         if (y.type === 'invoke_function') {
           const timeoutMs = y.invoke_timeout_ms ?? DEFAULT_INVOKE_TIMEOUT_MS;

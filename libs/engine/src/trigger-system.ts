@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { CallScope, EngineError, TriggerInput, TriggerOutput } from '@ironflow/contracts';
 import { EventRecord, RunRecord, Tx, correlationsSql, eventsSql, functionsSql, runsSql, stepsSql } from '@ironflow/store';
 import { valueAtPath } from './json-path';
-import { laneFields } from './concurrency';
+import { newRunOf } from './new-run';
 import { checkName, checkPayload } from './payload-limits';
 import { recordRunCreated } from './run-created-audit';
 import { EngineResources } from './resources';
@@ -39,18 +39,7 @@ export class TriggerSystem {
       const modes: string[] = [...resumed];
       const created: RunRecord[] = [];
       for (const fn of functions) {
-        const run = await runsSql.insertRun(tx, {
-          id: randomUUID(),
-          project: scope.project,
-          env: scope.env,
-          functionId: fn.definition.id,
-          functionVersion: fn.version,
-          mode: fn.definition.mode,
-          eventId: event.id,
-          maxAttempts: fn.definition.retry.maxAttempts,
-          input: event.data,
-          ...laneFields(fn.definition, event.data),
-        });
+        const run = await runsSql.insertRun(tx, newRunOf(scope, fn, event.id, event.data));
         runIds.push(run.id);
         modes.push(run.mode);
         created.push(run);
@@ -72,18 +61,7 @@ export class TriggerSystem {
     const run = await this.r.store.unitOfWork('invokeFunction', async (tx) => {
       const fn = await functionsSql.getFunction(tx, scope.project, scope.env, functionId);
       if (!fn) throw new EngineError('FUNCTION_NOT_FOUND', `function ${functionId} is not registered`);
-      return runsSql.insertRun(tx, {
-        id: randomUUID(),
-        project: scope.project,
-        env: scope.env,
-        functionId: fn.definition.id,
-        functionVersion: fn.version,
-        mode: fn.definition.mode,
-        eventId: null,
-        maxAttempts: fn.definition.retry.maxAttempts,
-        input: input ?? {},
-        ...laneFields(fn.definition, input ?? {}),
-      });
+      return runsSql.insertRun(tx, newRunOf(scope, fn, null, input));
     });
     this.r.metrics.runsCreated.inc({ function_id: run.functionId });
     this.hints.queued(run.project, run.env, run.mode);
