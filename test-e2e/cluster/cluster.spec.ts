@@ -3,7 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { AddressInfo } from 'node:net';
 import { DataSource } from 'typeorm';
 import { createClient, createFunction, createWorker, serve, Worker } from '@ironflow/sdk';
-import { ServiceProcess, createTestDatabase, freePort, startIngress } from '../support/service-processes';
+import { scratchDatabase } from '@ironflow/testing';
+import { ServiceProcess, freePort, startIngress } from '../support/service-processes';
 
 /**
  * The cluster (issue "five services as separate processes"): api-gateway, two dispatchers,
@@ -48,7 +49,7 @@ describe('cluster of separate service processes on PostgreSQL and NATS', () => {
   });
 
   beforeAll(async () => {
-    db = await createTestDatabase();
+    db = await scratchDatabase('postgres', 'ironflow_e2e');
     const common = {
       IRONFLOW_DATABASE_URL: db.url,
       NATS_URL: process.env.IRONFLOW_TEST_NATS_URL!,

@@ -1,8 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { resolve } from 'node:path';
-import { DataSource } from 'typeorm';
 
 const ROOT = resolve(__dirname, '../..');
 
@@ -17,28 +15,6 @@ export function freePort(): Promise<number> {
       s.close(() => res(port));
     });
   });
-}
-
-/** A PostgreSQL database of its own for one test file; `drop()` removes it. */
-export async function createTestDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
-  const base = process.env.IRONFLOW_TEST_DATABASE_URL;
-  if (!base) throw new Error('IRONFLOW_TEST_DATABASE_URL is not set');
-  const name = `ironflow_e2e_${randomBytes(5).toString('hex')}`;
-  const admin = new DataSource({ type: 'postgres', url: base });
-  await admin.initialize();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.destroy();
-  const url = new URL(base);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const ds = new DataSource({ type: 'postgres', url: base });
-      await ds.initialize();
-      await ds.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await ds.destroy();
-    },
-  };
 }
 
 /**

@@ -1,3 +1,4 @@
+import { scratchDatabase } from '@ironflow/testing';
 /**
  * Shared plumbing for the golden wire tests (`test-e2e/wire/`). Everything here talks to the
  * engine with raw `fetch` and raw `http.createServer`; nothing comes from `libs/sdk`, so the
@@ -11,11 +12,8 @@
  * - `findNulls()`, `waitFor()`.
  */
 import { randomBytes } from 'node:crypto';
-import { rm } from 'node:fs/promises';
 import { createServer, IncomingHttpHeaders, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { Client } from 'pg';
 import { loadSettings, SERVICES, startServer } from '@ironflow/services';
 
 export type WireStore = 'sqlite' | 'postgres';
@@ -28,25 +26,9 @@ export interface WireEngine {
 
 /** Starts the engine with short intervals on its own store; `close()` stops it and drops the store. */
 export async function startWireEngine(store: WireStore): Promise<WireEngine> {
-  const suffix = randomBytes(6).toString('hex');
-  let databaseUrl: string;
-  let cleanup: () => Promise<void>;
-  if (store === 'sqlite') {
-    const path = `${tmpdir()}/ironflow-wire-${suffix}.db`;
-    databaseUrl = `sqlite:${path}`;
-    cleanup = async () => {
-      await Promise.all([path, `${path}-wal`, `${path}-shm`].map((p) => rm(p, { force: true })));
-    };
-  } else {
-    const admin = process.env.IRONFLOW_TEST_DATABASE_URL;
-    if (!admin) throw new Error('IRONFLOW_TEST_DATABASE_URL is not set');
-    const dbName = `ironflow_wire_${suffix}`;
-    await withPg(admin, (c) => c.query(`CREATE DATABASE "${dbName}"`));
-    const u = new URL(admin);
-    u.pathname = `/${dbName}`;
-    databaseUrl = u.toString();
-    cleanup = () => withPg(admin, (c) => c.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`)).then(() => undefined);
-  }
+  const db = await scratchDatabase(store, 'ironflow_wire');
+  const databaseUrl = db.url;
+  const cleanup = db.drop;
   const server = await startServer(
     loadSettings({}, { databaseUrl, port: 0, host: '127.0.0.1', dispatchPollMs: 50, tickMs: 50, poolSize: 4 }),
     SERVICES,
@@ -59,15 +41,6 @@ export async function startWireEngine(store: WireStore): Promise<WireEngine> {
   };
 }
 
-async function withPg<T>(url: string, work: (c: Client) => Promise<T>): Promise<T> {
-  const c = new Client({ connectionString: url });
-  await c.connect();
-  try {
-    return await work(c);
-  } finally {
-    await c.end();
-  }
-}
 
 export interface RawAnswer<T = any> {
   status: number;

@@ -5,3 +5,4 @@ export * from './test-engine';
 export * from './faulty-bus';
 export * from './crashing-follow-ups';
 export * from './jetstream';
+export * from './scratch-database';

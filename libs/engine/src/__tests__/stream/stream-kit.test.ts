@@ -7,16 +7,13 @@
  * scanner performs, done directly so a test decides when it happens.
  */
 import { randomBytes } from 'node:crypto';
-import { rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import * as grpc from '@grpc/grpc-js';
 import { create, fromBinary, MessageInitShape, toBinary } from '@bufbuild/protobuf';
-import { Client } from 'pg';
 import { CallScope, RunView } from '@ironflow/contracts';
 import { v1 } from '@ironflow/rpc';
 import { loadSettings, RunningServer, SERVICES, startServer } from '@ironflow/services';
 import { Dialect, StoreClock } from '@ironflow/store';
-import { waitFor } from '@ironflow/testing';
+import { scratchDatabase, waitFor } from '@ironflow/testing';
 
 export const SCOPE: CallScope = { project: 'default', env: 'default' };
 
@@ -41,25 +38,9 @@ export interface StreamEngine {
 
 /** Starts the engine with short intervals (dispatch poll and tick 50 ms) on a fresh store of `dialect`. */
 export async function startStreamEngine(dialect: Dialect): Promise<StreamEngine> {
-  const suffix = randomBytes(6).toString('hex');
-  let databaseUrl: string;
-  let cleanup: () => Promise<void>;
-  if (dialect === 'sqlite') {
-    const path = `${tmpdir()}/ironflow-stream-${suffix}.db`;
-    databaseUrl = `sqlite:${path}`;
-    cleanup = async () => {
-      await Promise.all([path, `${path}-wal`, `${path}-shm`].map((p) => rm(p, { force: true })));
-    };
-  } else {
-    const admin = process.env.IRONFLOW_TEST_DATABASE_URL;
-    if (!admin) throw new Error('IRONFLOW_TEST_DATABASE_URL is not set');
-    const dbName = `ironflow_stream_${suffix}`;
-    await withPg(admin, (c) => c.query(`CREATE DATABASE "${dbName}"`));
-    const u = new URL(admin);
-    u.pathname = `/${dbName}`;
-    databaseUrl = u.toString();
-    cleanup = () => withPg(admin, (c) => c.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`)).then(() => undefined);
-  }
+  const db = await scratchDatabase(dialect, 'ironflow_stream');
+  const databaseUrl = db.url;
+  const cleanup = db.drop;
   const server = await startServer(
     loadSettings({}, { databaseUrl, port: 0, host: '127.0.0.1', dispatchPollMs: 50, tickMs: 50, poolSize: 4 }),
     SERVICES,
@@ -92,15 +73,6 @@ export async function startStreamEngine(dialect: Dialect): Promise<StreamEngine>
   };
 }
 
-async function withPg<T>(url: string, work: (c: Client) => Promise<T>): Promise<T> {
-  const c = new Client({ connectionString: url });
-  await c.connect();
-  try {
-    return await work(c);
-  } finally {
-    await c.end();
-  }
-}
 
 /**
  * What the capacity scanner does to an execution whose lease expired (DESIGN.md
