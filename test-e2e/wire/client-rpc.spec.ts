@@ -149,6 +149,13 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     expect(await restAnswer.json()).toMatchObject({ code: 'VALIDATION_ERROR' });
   });
 
+  it('REST POST /api/v1/events refuses data that is not an object and a non-string idempotencyKey, like Trigger', async () => {
+    for (const body of [{ name: 'x', data: 'hello' }, { name: 'x', data: [1, 2] }, { name: 'x', data: null }, { name: 'x', data: {}, idempotencyKey: 123 }]) {
+      const res = await rest(engine.url, 'POST', '/api/v1/events', body);
+      expect({ body, status: res.status, code: res.json?.code }).toEqual({ body, status: 400, code: 'VALIDATION_ERROR' });
+    }
+  });
+
   it('InvokeFunctionSync (ours) runs one function with its input and answers a RunResult with lowercase status', async () => {
     const fnId = uid('fn');
     await registerPush(fnId, uid('unused.event'), (req) => ({ status: 'completed', result: { got: req.event.data, name: req.event.name }, steps: [] }));

@@ -1,13 +1,16 @@
 import { CallScope, EngineError, isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
-import { RunRecord, correlationsSql, runsSql } from '@ironflow/store';
+import { RunRecord, correlationsSql, runsSql, stepsSql } from '@ironflow/store';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
 
 /**
  * A user cancel (WIRE-PROTOCOL.md 5.2 `CancelRun`). A cancel and a completion that race are
  * decided by the same row: whichever commits first wins, the other changes nothing, and the
- * answer is the run as it stands, so the caller sees which outcome won. Throws `RUN_NOT_FOUND`.
+ * answer is the run as it stands, so the caller sees which outcome won. A cancelled parent that
+ * was waiting on a `step.invoke` also cancels that child (and so on down), off the caller's path:
+ * nobody waits for its result any more. Children started with `invokeAsync` run on. Throws
+ * `RUN_NOT_FOUND`, `VALIDATION_ERROR` (no id).
  */
 export class CancelSystem {
   constructor(private readonly r: EngineResources, private readonly announcer: OutcomeAnnouncer) {}
@@ -21,7 +24,7 @@ export class CancelSystem {
     const result = await this.r.store.unitOfWork('cancelRun', async (tx) => {
       const run = await runsSql.getRun(tx, runId, { lock: true });
       if (!run || run.project !== scope.project || run.env !== scope.env) throw new EngineError('RUN_NOT_FOUND', `run ${runId} does not exist`);
-      if (isTerminalRunStatus(run.status)) return { run, committed: false };
+      if (isTerminalRunStatus(run.status)) return { run, committed: false, awaitedChildren: [] as string[] };
       await this.r.pausePoints.reached('cancel.afterRead', runId);
       const committed = await commitOutcome(
         tx,
@@ -31,10 +34,16 @@ export class CancelSystem {
       );
       if (committed) {
         if (run.status === 'waiting') await correlationsSql.closeCorrelationsOfRun(tx, runId);
-        return { run: committed, committed: true };
+        const awaitedChildren = run.status === 'waiting' ? await stepsSql.listWaitingInvokeChildren(tx, runId) : [];
+        return { run: committed, committed: true, awaitedChildren };
       }
-      return { run: (await runsSql.getRun(tx, runId))!, committed: false };
+      return { run: (await runsSql.getRun(tx, runId))!, committed: false, awaitedChildren: [] as string[] };
     });
+    for (const childId of result.awaitedChildren) {
+      this.r.followUps.track('cancel-child', async () => {
+        await this.commitCancel({ project: result.run.project, env: result.run.env }, childId, `parent run ${runId} was cancelled`);
+      });
+    }
     // A user cancel's call waits for its audit row, after the frame (specification, "Audit").
     if (result.committed) await this.announcer.announce(result.run, 'user-cancel');
     return result.run;

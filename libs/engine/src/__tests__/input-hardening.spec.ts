@@ -65,3 +65,33 @@ describe.each(STORES)('input hardening [%s]', (dialect) => {
     await expect(t.engine.pull.register(SCOPE, 'w3', { worker_id: 'w3', function_ids: ['f'], labels: { env: 'a.b' } })).rejects.toMatchObject({ code: 'VALIDATION_ERROR' });
   });
 });
+
+describe.each(STORES)('cancelling a parent [%s]', (dialect) => {
+  let t: TestEngine;
+  beforeEach(async () => {
+    t = await openTestEngine(dialect, { followUpDrainMs: 1000 });
+    await t.engine.api.registerFunction(SCOPE, { id: 'parent', mode: 'pull', triggers: [{ event: 'go' }] });
+    await t.engine.api.registerFunction(SCOPE, { id: 'child', mode: 'pull' });
+    await t.engine.pull.register(SCOPE, 'w1', { worker_id: 'w1', function_ids: ['parent', 'child'] });
+  });
+  afterEach(() => t.close());
+
+  it('cancels the child it waits on through step.invoke, but not a fire-and-forget child', async () => {
+    const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'go', data: {} });
+    const parentId = runIds[0];
+    const [job] = await t.engine.pull.poll('w1', 1);
+    const fence = { execution_seq: job.execution_seq, lease_token: job.lease_token };
+    await t.engine.pull.update('w1', job.job_id, { status: 'yielded', yield: { type: 'invoke_function_async', step_id: `${parentId}:child:0`, function_id: 'child' }, ...fence });
+    const [again] = (await t.engine.pull.poll('w1', 5)).filter((j) => j.run_id === parentId);
+    await t.engine.pull.update('w1', again.job_id, { status: 'yielded', yield: { type: 'invoke_function', step_id: `${parentId}:child:1`, function_id: 'child' }, execution_seq: again.execution_seq, lease_token: again.lease_token });
+    const { children } = await t.engine.api.getRunSteps(SCOPE, parentId);
+    const awaited = children.find((c) => c.parentStepId === `${parentId}:child:1`)!;
+    const detached = children.find((c) => c.parentStepId === `${parentId}:child:0`)!;
+
+    expect(await t.engine.api.cancelRun(SCOPE, parentId, 'order withdrawn')).toMatchObject({ status: 'cancelled' });
+    await t.engine.resources.followUps.drain(5000);
+    expect(await t.engine.api.getRun(SCOPE, awaited.id)).toMatchObject({ status: 'cancelled', error: { message: `parent run ${parentId} was cancelled` } });
+    // The fire-and-forget child runs on (this test's poll may have claimed it).
+    expect(['waiting_for_capacity', 'running']).toContain((await t.engine.api.getRun(SCOPE, detached.id)).status);
+  });
+});

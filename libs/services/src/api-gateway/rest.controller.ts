@@ -31,7 +31,11 @@ export class RestController {
   async emit(@Req() req: Request, @Body() body: Buffer) {
     const input = parseJsonBody<{ name?: unknown; data?: unknown; idempotencyKey?: unknown; idempotency_key?: unknown }>(body);
     if (typeof input.name !== 'string') throw new EngineError('VALIDATION_ERROR', 'name: the event name is required');
+    if (input.data !== undefined && (input.data === null || typeof input.data !== 'object' || Array.isArray(input.data))) {
+      throw new EngineError('VALIDATION_ERROR', 'data: a JSON object (as Trigger takes it)');
+    }
     const key = input.idempotencyKey ?? input.idempotency_key;
+    if (key !== undefined && typeof key !== 'string') throw new EngineError('VALIDATION_ERROR', 'idempotencyKey: a string');
     return this.runtime.engine.api.trigger(scopeOf(req), {
       event: input.name,
       data: input.data ?? {},

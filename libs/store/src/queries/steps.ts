@@ -160,3 +160,12 @@ export async function pageEndedInvokeWaits(tx: Tx, afterRunId: string, pageSize:
     nextCursor: parents.length < pageSize ? null : ids[ids.length - 1],
   };
 }
+
+/** Children a run waits on through a sync `step.invoke` (its waiting invoke steps). */
+export async function listWaitingInvokeChildren(tx: Tx, runId: string): Promise<string[]> {
+  const rows = await tx.query<{ child_run_id: string }>(
+    `SELECT child_run_id FROM steps WHERE run_id = $1 AND type = 'invoke' AND status = 'waiting' AND child_run_id IS NOT NULL`,
+    [runId],
+  );
+  return rows.map((r) => String(r.child_run_id));
+}
