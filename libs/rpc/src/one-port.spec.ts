@@ -115,7 +115,7 @@ describe('listenOnePort', () => {
     const started = Date.now();
     await server.close();
     server = undefined;
-    expect(Date.now() - started).toBeLessThan(1000);
+    expect(Date.now() - started).toBeLessThan(1900); // under the 2000 ms grace: nothing waited it out
     await silentClosed;
     await sessionClosed;
     await expect(fetch(`http://127.0.0.1:${port}/`)).rejects.toThrow();

@@ -370,7 +370,7 @@ describe('createWorker (REST pull)', () => {
       expect(attempts.length).toBeGreaterThanOrEqual(3);
       expect(attempts.length).toBeLessThanOrEqual(4);
       expect(attempts[1].at - attempts[0].at).toBeGreaterThanOrEqual(195);
-      expect(attempts[2].at - attempts[1].at).toBeLessThan(395);
+      // No upper bound on one gap: a loaded machine fires timers late. The budget bounds the whole.
       expect(attempts[attempts.length - 1].at - attempts[0].at).toBeLessThan(1_500);
     });
 
@@ -382,7 +382,9 @@ describe('createWorker (REST pull)', () => {
       const stopped = Date.now();
       await w.stop();
       await waitFor(() => activeJobs(w) === 0, 'the job to give up');
-      expect(Date.now() - stopped).toBeLessThan(400);
+      // Without the stop the retries would go on for reportRetryTimeoutMs (60 s): the waitFor above
+      // would time out. The bound only rules that out on a loaded machine.
+      expect(Date.now() - stopped).toBeLessThan(5_000);
       expect(terminals(engine)).toHaveLength(2);
     });
 
