@@ -1,4 +1,4 @@
-import { scratchDatabase } from '@ironflow/testing';
+import { startTestServer } from '@ironflow/testing';
 /**
  * Shared plumbing for the golden wire tests (`test-e2e/wire/`). Everything here talks to the
  * engine with raw `fetch` and raw `http.createServer`; nothing comes from `libs/sdk`, so the
@@ -14,7 +14,6 @@ import { scratchDatabase } from '@ironflow/testing';
 import { randomBytes } from 'node:crypto';
 import { createServer, IncomingHttpHeaders, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
-import { loadSettings, SERVICES, startServer } from '@ironflow/services';
 
 export type WireStore = 'sqlite' | 'postgres';
 export const WIRE_STORES: WireStore[] = ['sqlite', 'postgres'];
@@ -26,18 +25,10 @@ export interface WireEngine {
 
 /** Starts the engine with short intervals on its own store; `close()` stops it and drops the store. */
 export async function startWireEngine(store: WireStore): Promise<WireEngine> {
-  const db = await scratchDatabase(store, 'ironflow_wire');
-  const databaseUrl = db.url;
-  const cleanup = db.drop;
-  const server = await startServer(
-    loadSettings({}, { databaseUrl, port: 0, host: '127.0.0.1', dispatchPollMs: 50, tickMs: 50, poolSize: 4 }),
-    SERVICES,
-    ['error'],
-  );
-  let closed: Promise<void> | undefined;
+  const { server, close } = await startTestServer(store, 'ironflow_wire');
   return {
     url: server.url,
-    close: () => (closed ??= server.close().finally(cleanup)),
+    close,
   };
 }
 

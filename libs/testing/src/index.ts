@@ -6,3 +6,4 @@ export * from './faulty-bus';
 export * from './crashing-follow-ups';
 export * from './jetstream';
 export * from './scratch-database';
+export * from './test-server';

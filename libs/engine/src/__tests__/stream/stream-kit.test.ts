@@ -11,9 +11,9 @@ import * as grpc from '@grpc/grpc-js';
 import { create, fromBinary, MessageInitShape, toBinary } from '@bufbuild/protobuf';
 import { CallScope, RunView } from '@ironflow/contracts';
 import { v1 } from '@ironflow/rpc';
-import { loadSettings, RunningServer, SERVICES, startServer } from '@ironflow/services';
+import { RunningServer } from '@ironflow/services';
 import { Dialect, StoreClock } from '@ironflow/store';
-import { scratchDatabase, waitFor } from '@ironflow/testing';
+import { startTestServer, waitFor } from '@ironflow/testing';
 
 export const SCOPE: CallScope = { project: 'default', env: 'default' };
 
@@ -38,16 +38,8 @@ export interface StreamEngine {
 
 /** Starts the engine with short intervals (dispatch poll and tick 50 ms) on a fresh store of `dialect`. */
 export async function startStreamEngine(dialect: Dialect): Promise<StreamEngine> {
-  const db = await scratchDatabase(dialect, 'ironflow_stream');
-  const databaseUrl = db.url;
-  const cleanup = db.drop;
-  const server = await startServer(
-    loadSettings({}, { databaseUrl, port: 0, host: '127.0.0.1', dispatchPollMs: 50, tickMs: 50, poolSize: 4 }),
-    SERVICES,
-    ['error'],
-  );
+  const { server, databaseUrl, close } = await startTestServer(dialect, 'ironflow_stream');
   const engine = server.runtime.engine;
-  let closed: Promise<void> | undefined;
   const getRun = (runId: string) => engine.api.getRun(SCOPE, runId);
   return {
     server,
@@ -69,7 +61,7 @@ export async function startStreamEngine(dialect: Dialect): Promise<StreamEngine>
       if (out.runIds.length !== 1) throw new Error(`event ${event} started ${out.runIds.length} runs`);
       return out.runIds[0];
     },
-    close: () => (closed ??= server.close().finally(cleanup)),
+    close,
   };
 }
 
