@@ -346,23 +346,51 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     expect(findNulls(res.json)).toEqual([]);
   });
 
-  it('unknown fields are ignored (top level, nested, debounce.max_wait_ms)', async () => {
+  it('unknown fields are ignored (top level, nested)', async () => {
     const fnId = uid('unknown');
     const event = uid('unknown.ev');
     const reg = await connect(engine.url, 'RegisterFunction', {
       id: fnId,
       preferredMode: 'pull',
       triggers: [{ event, somethingNew: true }],
-      debounce: { period_ms: 1000, key: '', max_wait_ms: 5000 },
       notInTheProto: { deep: [1, 2] },
     });
     expect(reg.status).toBe(200);
-    const trig = await connect(engine.url, 'Trigger', { event, data: { a: 1 }, futureField: 'x', metadata: { source: 'test' } });
+    const trig = await connect(engine.url, 'Trigger', { event, data: { a: 1 }, futureField: 'x' });
     expect(trig.status).toBe(200);
     expect(trig.json.runIds).toHaveLength(1);
     const get = await connect(engine.url, 'GetRun', { id: trig.json.runIds[0], includeEverything: true });
     expect(get.status).toBe(200);
     expect(get.json.input).toEqual({ a: 1 });
+  });
+
+  it('RegisterFunction refuses, by name, every option the engine does not act on yet, and registers nothing', async () => {
+    const fnId = uid('unsupported');
+    const reg = await connect(engine.url, 'RegisterFunction', {
+      id: fnId,
+      preferredMode: 'pull',
+      triggers: [{ event: 'a.b', cron: '* * * * *' }, { event: 'a.c', expression: 'event.data.x > 1' }],
+      cancelOn: [{ event: 'stop', match: 'data.id' }],
+      debounce: { period_ms: 1000, key: '', max_wait_ms: 5000 },
+      secrets: ['API_KEY'],
+      actorKey: 'data.userId',
+    });
+    expect(reg.status).toBe(400);
+    expect(reg.json).toMatchObject({ code: 'invalid_argument', ironflowCode: 'VALIDATION_ERROR' });
+    for (const name of ['triggers.0.cron', 'triggers.1.expression', 'cancelOn', 'debounce', 'secrets', 'actorKey']) {
+      expect(reg.json.message).toContain(name);
+    }
+    const list = await connect(engine.url, 'ListFunctions', {});
+    expect(JSON.stringify(list.json)).not.toContain(fnId);
+  });
+
+  it('Trigger refuses an event version other than 1 and event metadata, which the engine does not carry yet', async () => {
+    for (const extra of [{ version: 2 }, { metadata: { source: 'test' } }]) {
+      const res = await connect(engine.url, 'Trigger', { event: uid('ev'), data: {}, ...extra });
+      expect(res.status).toBe(400);
+      expect(res.json).toMatchObject({ ironflowCode: 'VALIDATION_ERROR' });
+      expect(res.json.message).toContain(Object.keys(extra)[0]);
+    }
   });
 
   // ----------------------------------------------------------------------------------------

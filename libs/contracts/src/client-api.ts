@@ -92,7 +92,21 @@ export interface ListRunsOutput {
   totalCount: number;
 }
 
-export interface RegisterFunctionInput extends Partial<Omit<FunctionDefinition, 'id'>> {
+/**
+ * Options the Ironflow SDK can send at registration (WIRE-PROTOCOL.md 5.3) that the engine does
+ * not act on yet. They are carried to the registry so it can refuse them by name
+ * (`VALIDATION_ERROR`) instead of storing and ignoring them.
+ */
+export interface UnsupportedFunctionOptions {
+  actorKey?: string;
+  secrets?: string[];
+  recording?: boolean;
+  recordingRetention?: string;
+  changeReason?: string;
+  debounce?: { periodMs?: number; key?: string; maxWaitMs?: number };
+}
+
+export interface RegisterFunctionInput extends Partial<Omit<FunctionDefinition, 'id'>>, UnsupportedFunctionOptions {
   id: string;
 }
 

@@ -9,6 +9,7 @@ import {
 } from '@ironflow/contracts';
 import { FunctionRecord, functionsSql } from '@ironflow/store';
 import { EngineResources } from './resources';
+import { refuseUnsupportedOptions } from './unsupported-options';
 
 const ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 
@@ -35,13 +36,15 @@ const definitionSchema = z.object({
 
 /**
  * Registers and reads functions. `register` validates the definition (throws `VALIDATION_ERROR`
- * listing the bad paths; a push function needs `endpointUrl`), fills defaults (retry 3 attempts,
+ * listing the bad paths; a push function needs `endpointUrl`; an option the engine does not act
+ * on yet is refused by name), fills defaults (retry 3 attempts,
  * 1 s, ×2, cap 300 s; timeout 600 s) and bumps the version when the definition changed.
  */
 export class FunctionRegistry {
   constructor(private readonly r: EngineResources) {}
 
   async register(scope: CallScope, input: RegisterFunctionInput): Promise<{ record: FunctionRecord; created: boolean }> {
+    refuseUnsupportedOptions(input);
     const parsed = definitionSchema.safeParse(input);
     if (!parsed.success) {
       throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.') || 'function'}: ${i.message}`).join('; '));

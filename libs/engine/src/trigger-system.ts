@@ -7,6 +7,7 @@ import { checkName, checkPayload } from './payload-limits';
 import { recordRunCreated } from './run-created-audit';
 import { EngineResources } from './resources';
 import { DispatchHints } from './dispatch-hints';
+import { refuseUnsupportedEventFields } from './unsupported-options';
 
 /**
  * Starts runs from an event (WIRE-PROTOCOL.md 5.2 `Trigger`): one unit of work inserts the event
@@ -18,6 +19,7 @@ export class TriggerSystem {
 
   async trigger(scope: CallScope, input: TriggerInput): Promise<TriggerOutput> {
     checkName('event', input.event, 256);
+    refuseUnsupportedEventFields(input);
     if (input.idempotencyKey !== undefined && input.idempotencyKey !== '') checkName('idempotencyKey', input.idempotencyKey, 512);
     checkPayload('event data', input.data, this.r.config.maxPayloadBytes);
     const result = await this.r.store.unitOfWork('trigger', async (tx) => {

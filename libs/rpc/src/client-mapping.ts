@@ -178,8 +178,8 @@ function unknownErrorToProto(error: unknown): MessageInitShape<typeof ErrorSchem
  * empty strings, `timeout_ms` 0 and EXECUTION_MODE_UNSPECIFIED are left out so the engine applies
  * its defaults; a `retry` message with zero fields takes those fields from `DEFAULT_RETRY`.
  * `triggers` and `cancel_on` are always passed (an empty list replaces the previous one).
- * Not carried (no place in `RegisterFunctionInput`): actor_key, secrets, recording,
- * recording_retention, change_reason, debounce.
+ * actor_key, secrets, recording, recording_retention, change_reason and debounce are carried
+ * when given, so the engine refuses the ones it does not act on by name.
  */
 export function registerFunctionInputFromProto(req: RegisterFunctionRequest): RegisterFunctionInput {
   const input: RegisterFunctionInput = {
@@ -212,6 +212,12 @@ export function registerFunctionInputFromProto(req: RegisterFunctionRequest): Re
     };
   }
   if (req.metadata) input.metadata = req.metadata;
+  if (req.actorKey) input.actorKey = req.actorKey;
+  if (req.secrets.length > 0) input.secrets = [...req.secrets];
+  if (req.recording) input.recording = true;
+  if (req.recordingRetention) input.recordingRetention = req.recordingRetention;
+  if (req.changeReason) input.changeReason = req.changeReason;
+  if (req.debounce) input.debounce = { periodMs: req.debounce.periodMs, ...(req.debounce.key ? { key: req.debounce.key } : {}) };
   return input;
 }
 
