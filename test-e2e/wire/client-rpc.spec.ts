@@ -370,18 +370,32 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
       id: fnId,
       preferredMode: 'pull',
       triggers: [{ event: 'a.b', cron: '* * * * *' }, { event: 'a.c', expression: 'event.data.x > 1' }],
-      cancelOn: [{ event: 'stop', match: 'data.id' }],
       debounce: { period_ms: 1000, key: '', max_wait_ms: 5000 },
       secrets: ['API_KEY'],
       actorKey: 'data.userId',
     });
     expect(reg.status).toBe(400);
     expect(reg.json).toMatchObject({ code: 'invalid_argument', ironflowCode: 'VALIDATION_ERROR' });
-    for (const name of ['triggers.0.cron', 'triggers.1.expression', 'cancelOn', 'debounce', 'secrets', 'actorKey']) {
+    for (const name of ['triggers.0.cron', 'triggers.1.expression', 'debounce', 'secrets', 'actorKey']) {
       expect(reg.json.message).toContain(name);
     }
     const list = await connect(engine.url, 'ListFunctions', {});
     expect(JSON.stringify(list.json)).not.toContain(fnId);
+  });
+
+  it('RegisterFunction stores cancelOn and answers it back; ListFunctions shows it', async () => {
+    const fnId = uid('cancellable');
+    const reg = await connect(engine.url, 'RegisterFunction', {
+      id: fnId,
+      preferredMode: 'pull',
+      triggers: [{ event: uid('placed') }],
+      cancelOn: [{ event: 'order.cancelled', match: 'data.orderId' }, { event: 'shop.closed' }],
+    });
+    expect(reg.status).toBe(200);
+    expect(reg.json.function.cancelOn).toEqual([{ event: 'order.cancelled', match: 'data.orderId' }, { event: 'shop.closed', match: '' }]);
+    const list = await connect(engine.url, 'ListFunctions', {});
+    const listed = (list.json.functions as { id: string; cancelOn: unknown }[]).find((f) => f.id === fnId);
+    expect(listed?.cancelOn).toEqual([{ event: 'order.cancelled', match: 'data.orderId' }, { event: 'shop.closed', match: '' }]);
   });
 
   it('Trigger refuses an event version other than 1 and event metadata, which the engine does not carry yet', async () => {

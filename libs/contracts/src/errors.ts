@@ -25,6 +25,8 @@ export const RUN_ERROR_CODES = {
   PUSH_DISPATCH_FAILED: 'PUSH_DISPATCH_FAILED',
   FUNCTION_NOT_FOUND: 'FUNCTION_NOT_FOUND',
   CANCELLED: 'CANCELLED',
+  /** A run's admission to the queue was refused for a reason no retry can change (e.g. a push function without an endpoint). */
+  ADMISSION_REFUSED: 'ADMISSION_REFUSED',
 } as const;
 
 /**
@@ -57,4 +59,7 @@ export interface RunError {
   /** For `INVOKE_FAILED`: the child run that failed. */
   child_run_id?: string;
   function_id?: string;
+  /** For a `cancel_on` cancel: the event that matched. */
+  event_id?: string;
+  event_name?: string;
 }

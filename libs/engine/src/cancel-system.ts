@@ -1,6 +1,6 @@
-import { CallScope, EngineError, isTerminalRunStatus } from '@ironflow/contracts';
+import { CallScope, EngineError, RunError, isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
-import { RunRecord, correlationsSql, runsSql, stepsSql } from '@ironflow/store';
+import { RunRecord, Tx, correlationsSql, runsSql, stepsSql } from '@ironflow/store';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
 
@@ -26,26 +26,35 @@ export class CancelSystem {
       if (!run || run.project !== scope.project || run.env !== scope.env) throw new EngineError('RUN_NOT_FOUND', `run ${runId} does not exist`);
       if (isTerminalRunStatus(run.status)) return { run, committed: false, awaitedChildren: [] as string[] };
       await this.r.pausePoints.reached('cancel.afterRead', runId);
-      const committed = await commitOutcome(
-        tx,
-        runId,
-        { status: 'cancelled', error: { message: reason || 'cancelled by user', code: 'CANCELLED', retryable: false } },
-        { kind: 'not-terminal' },
-      );
-      if (committed) {
-        if (run.status === 'waiting') await correlationsSql.closeCorrelationsOfRun(tx, runId);
-        const awaitedChildren = run.status === 'waiting' ? await stepsSql.listWaitingInvokeChildren(tx, runId) : [];
-        return { run: committed, committed: true, awaitedChildren };
-      }
+      const cancelled = await cancelInTx(tx, run, { message: reason || 'cancelled by user', code: 'CANCELLED', retryable: false });
+      if (cancelled) return { run: cancelled.committed, committed: true, awaitedChildren: cancelled.awaitedChildren };
       return { run: (await runsSql.getRun(tx, runId))!, committed: false, awaitedChildren: [] as string[] };
     });
-    for (const childId of result.awaitedChildren) {
-      this.r.followUps.track('cancel-child', async () => {
-        await this.commitCancel({ project: result.run.project, env: result.run.env }, childId, `parent run ${runId} was cancelled`);
-      });
-    }
+    this.cancelAwaitedChildren(result.run, result.awaitedChildren);
     // A user cancel's call waits for its audit row, after the frame (specification, "Audit").
     if (result.committed) await this.announcer.announce(result.run, 'user-cancel');
     return result.run;
   }
+
+  /** Cancels, off the caller's path, the children a cancelled run waited on through a sync `step.invoke` (and so on down). */
+  cancelAwaitedChildren(cancelled: RunRecord, childIds: string[]): void {
+    for (const childId of childIds) {
+      this.r.followUps.track('cancel-child', async () => {
+        await this.commitCancel({ project: cancelled.project, env: cancelled.env }, childId, `parent run ${cancelled.id} was cancelled`);
+      });
+    }
+  }
+}
+
+/**
+ * Cancels `run` (read in this unit of work, not terminal) in the caller's unit of work: the
+ * terminal commit, its open `waitForEvent` correlations closed. Returns the committed row and the
+ * children it waited on through a sync `step.invoke`, or `null` when another outcome won.
+ */
+export async function cancelInTx(tx: Tx, run: RunRecord, error: RunError): Promise<{ committed: RunRecord; awaitedChildren: string[] } | null> {
+  const committed = await commitOutcome(tx, run.id, { status: 'cancelled', error }, { kind: 'not-terminal' });
+  if (!committed) return null;
+  if (run.status !== 'waiting') return { committed, awaitedChildren: [] };
+  await correlationsSql.closeCorrelationsOfRun(tx, run.id);
+  return { committed, awaitedChildren: await stepsSql.listWaitingInvokeChildren(tx, run.id) };
 }

@@ -33,8 +33,24 @@ export interface EngineConfig {
   recoveryCeiling: number;
   /** Capacity scanner period (default 1000). */
   scanMs: number;
-  /** PostgreSQL row-lock wait of a wake (default 1000): a wake on a locked parent gives up and a later pass retries it. */
+  /**
+   * PostgreSQL row-lock wait of a wake, and of an admission's dispatch and resume on a pass (default
+   * 1000): a wake or admission on a locked row gives up and a later pass retries it.
+   */
   wakeLockTimeoutMs: number;
+  /** `cancel_on` replay buffer: a new run replays cancel events stamped up to this long before its creation (default 30000). */
+  cancelOnReplayWindowMs: number;
+  /** Event log rows the replay reads per `cancel_on` spec (default 1000). */
+  cancelOnReplayRowsPerSpec: number;
+  /** How long an admission's effects wait for a slot before leaving the rest to the pass (default 5000). */
+  admissionSlotWaitMs: number;
+  /** How long a pass's admission waits for the child's `run.created` row before its replay and dispatch (default 1000). */
+  createdRowWaitMs: number;
+  /**
+   * The pending-invocation pass and the orphan sweep leave a run alone this long after its
+   * creation, so an admission under way is not done twice (default 30000).
+   */
+  admissionGraceMs: number;
 }
 
 export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
@@ -53,4 +69,9 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   recoveryCeiling: 10,
   scanMs: 1000,
   wakeLockTimeoutMs: 1000,
+  cancelOnReplayWindowMs: 30_000,
+  cancelOnReplayRowsPerSpec: 1000,
+  admissionSlotWaitMs: 5000,
+  createdRowWaitMs: 1000,
+  admissionGraceMs: 30_000,
 };

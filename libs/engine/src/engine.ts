@@ -19,6 +19,10 @@ import { StreamWorkerSystem } from './stream-worker-system';
 import { TriggerSystem } from './trigger-system';
 import { WakeSystem } from './wake-system';
 import { LeaseRecoverySystem } from './lease-recovery-system';
+import { CancelOnSystem } from './cancel-on-system';
+import { InvokeAdmission } from './invoke-admission';
+import { OrphanSweep } from './orphan-sweep';
+import { PendingInvokePass } from './pending-invoke-pass';
 
 export interface EngineOptions {
   store: Store;
@@ -63,6 +67,14 @@ export class Engine {
   readonly streams: StreamWorkerSystem;
   readonly api: EngineClientApi;
   readonly recovery: LeaseRecoverySystem;
+  /** `cancel_on`: the live match of an emitted event and the replay of a new run. */
+  readonly cancelOn: CancelOnSystem;
+  /** Invoke admission: a held child's (or held run's) `run.created` row, replay and dispatch. */
+  readonly admissions: InvokeAdmission;
+  /** Recovers invocations whose admission a report's follow-up did not finish. */
+  readonly pendingInvokes: PendingInvokePass;
+  /** Finds held runs whose admission was interrupted and finishes them. */
+  readonly orphans: OrphanSweep;
   private scanTimer?: NodeJS.Timeout;
   private scanRunning?: Promise<unknown>;
   private tickTimer?: NodeJS.Timeout;
@@ -97,13 +109,17 @@ export class Engine {
     const hints = new DispatchHints(r.bus);
     const announcer = new OutcomeAnnouncer(r);
     this.functions = new FunctionRegistry(r);
-    this.triggers = new TriggerSystem(r, hints);
+    this.cancels = new CancelSystem(r, announcer);
+    this.cancelOn = new CancelOnSystem(r, announcer, this.cancels);
+    this.admissions = new InvokeAdmission(r, announcer, this.cancelOn, hints);
+    this.pendingInvokes = new PendingInvokePass(r, this.admissions);
+    this.orphans = new OrphanSweep(r, this.admissions);
+    this.triggers = new TriggerSystem(r, hints, this.cancelOn, this.admissions);
     this.dispatch = new DispatchSystem(r);
-    this.reports = new ReportSystem(r, announcer, hints);
+    this.reports = new ReportSystem(r, announcer, hints, this.admissions);
     this.wakes = new WakeSystem(r, announcer, hints);
     announcer.setParentWake((child) => this.wakes.wakeParent(child));
-    this.scheduler = new SchedulerSystem(r, this.wakes, announcer, hints);
-    this.cancels = new CancelSystem(r, announcer);
+    this.scheduler = new SchedulerSystem(r, this.wakes, announcer, hints, { pendingInvokes: this.pendingInvokes, orphans: this.orphans, cancelOn: this.cancelOn });
     this.pull = new PullWorkerSystem(r, this.dispatch, this.reports);
     this.push = new PushDispatcher(r, this.dispatch, this.reports, hints);
     this.streams = new StreamWorkerSystem(r, this.dispatch, this.reports, this.pull, hints);

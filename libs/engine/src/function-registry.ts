@@ -30,7 +30,8 @@ const definitionSchema = z.object({
     .optional(),
   timeoutMs: z.number().int().positive().optional(),
   concurrency: z.object({ limit: z.number().int().min(0), key: z.string().optional() }).optional(),
-  cancelOn: z.array(z.object({ event: z.string().min(1), match: z.string().optional() })).default([]),
+  // An unknown key (an `if` expression or a timeout this engine does not act on) is refused, not dropped.
+  cancelOn: z.array(z.object({ event: z.string().min(1).max(256), match: z.string().min(1).max(256).optional() }).strict()).default([]),
   metadata: z.record(z.unknown()).optional(),
 });
 

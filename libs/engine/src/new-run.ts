@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { CallScope } from '@ironflow/contracts';
-import { FunctionRecord, NewRun } from '@ironflow/store';
+import { FunctionRecord, NewRun, RunRecord, Tx, cancelOnSql, runsSql } from '@ironflow/store';
+import { cancelOnSpecRows } from './cancel-on-specs';
 import { laneFields } from './concurrency';
 
 /**
@@ -29,4 +30,17 @@ export function newRunOf(
     ...(parent ? { parentRunId: parent.runId, parentStepId: parent.stepId } : {}),
     ...laneFields(fn.definition, data),
   };
+}
+
+/**
+ * Inserts a new run of `fn` in its creating unit of work with its `cancel_on_specs` rows. The run
+ * is held (claims skip it until its admission replays `cancel_on` and releases it) when
+ * `hold` is set (an invoked child) or the function declares `cancelOn`: a cancel event that came
+ * before the run existed must reach it before any worker does.
+ */
+export async function insertNewRun(tx: Tx, fn: FunctionRecord, row: NewRun, hold = false): Promise<RunRecord> {
+  const specs = fn.definition.cancelOn ?? [];
+  const run = await runsSql.insertRun(tx, { ...row, held: hold || specs.length > 0 });
+  if (specs.length) await cancelOnSql.insertSpecs(tx, run.project, run.env, cancelOnSpecRows(run.id, specs, run.input));
+  return run;
 }

@@ -4,7 +4,17 @@ import { EngineResources } from './resources';
 import { toRunResultView } from './views';
 
 /** Why an outcome was committed; the audit row's cause. */
-export type OutcomeCause = 'report' | 'user-cancel' | 'invoke-failed' | 'step-timeout' | 'wake' | 'recovery-exhausted';
+export type OutcomeCause =
+  | 'report'
+  | 'user-cancel'
+  | 'invoke-failed'
+  | 'step-timeout'
+  | 'wake'
+  | 'recovery-exhausted'
+  /** A `cancel_on` match, live or replayed (specification, "Two recovery paths announce the same way"). */
+  | 'cancel-on-event'
+  /** A queue admission refused for a reason no retry can change. */
+  | 'admission-refused';
 
 /**
  * The follow-ups of a committed outcome (specification, "What follows a commit"), announced from

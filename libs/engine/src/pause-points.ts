@@ -2,7 +2,14 @@
  * Named points between a read and a write where a test can hold a unit of work, to force an
  * interleaving (DESIGN.md "Testing"). Production code passes `noPausePoints`.
  */
-export type PausePointName = 'report.afterRead' | 'cancel.afterRead' | 'wake.afterRead';
+export type PausePointName =
+  | 'report.afterRead'
+  | 'cancel.afterRead'
+  | 'wake.afterRead'
+  /** A `cancel_on` cancel, between its locked read of the run and its commit. */
+  | 'cancelOn.afterRead'
+  /** A refused resume, between the wake's read of the parent and the failure's commit. */
+  | 'admission.afterRead';
 
 export interface PausePoints {
   reached(point: PausePointName, runId: string): Promise<void>;

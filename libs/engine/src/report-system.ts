@@ -8,9 +8,8 @@ import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
 import { retryDelayMs } from './retry-policy';
 import { valueAtPath } from './json-path';
-import { newRunOf } from './new-run';
+import { AcceptedInvoke, InvokeAdmission } from './invoke-admission';
 import { checkPayload } from './payload-limits';
-import { recordRunCreated } from './run-created-audit';
 
 /** A worker's report of one execution, from any transport. */
 export type SegmentReport = { steps?: StepResult[]; stepOffset?: number } & (
@@ -21,7 +20,7 @@ export type SegmentReport = { steps?: StepResult[]; stepOffset?: number } & (
 );
 
 /** What the report did: nothing (a repeat), saved progress, or moved the run. */
-export type ReportEffect = 'none' | 'progress' | 'outcome' | 'retry' | 'waiting' | 'queued';
+export type ReportEffect = 'none' | 'progress' | 'outcome' | 'retry' | 'waiting';
 
 export interface ReportResult {
   effect: ReportEffect;
@@ -38,20 +37,21 @@ interface RetryRecord {
   error: RunError;
 }
 
-const DEFAULT_INVOKE_TIMEOUT_MS = 30_000;
-
 /**
  * Applies worker reports (DESIGN.md "Leases and fencing", "The outcome transaction"): each report is
  * one unit of work that reads the run (locked on PostgreSQL), judges the fence, saves the reported
  * steps and moves the run. Throws `EngineError` `STALE_EXECUTION` / `RUN_NOT_RUNNING` (409),
  * `RUN_NOT_FOUND`, `VALIDATION_ERROR` or `PAYLOAD_TOO_LARGE`; a rejected report changes nothing.
- * A repeated report of a committed outcome answers success and announces nothing.
+ * A repeated report of a committed outcome answers success and announces nothing. An accepted
+ * `step.invoke` commits its child held; the child's admission follows off the report
+ * (`InvokeAdmission`), and a repeated invoke report re-admits a child still pending.
  */
 export class ReportSystem {
   constructor(
     private readonly r: EngineResources,
     private readonly announcer: OutcomeAnnouncer,
     private readonly hints: DispatchHints,
+    private readonly admissions: InvokeAdmission,
   ) {}
 
   async apply(runId: string, fence: ExecutionFence | undefined, report: SegmentReport): Promise<ReportResult> {
@@ -60,7 +60,7 @@ export class ReportSystem {
   }
 
   private async applyChecked(runId: string, fence: ExecutionFence | undefined, report: SegmentReport): Promise<ReportResult> {
-    let result: ReportResult & { child?: RunRecord; retry?: RetryRecord };
+    let result: ReportResult & { accepted?: AcceptedInvoke; retry?: RetryRecord };
     try {
       result = await this.r.store.unitOfWork('applyReport', async (tx) => {
         const run = await runsSql.getRun(tx, runId, { lock: true });
@@ -89,6 +89,9 @@ export class ReportSystem {
       throw err;
     }
     await this.followUp(result);
+    if (result.effect === 'none' && report.kind === 'yielded' && report.yield?.type?.startsWith('invoke_function')) {
+      this.admissions.afterRetriedYield(runId, report.yield.step_id);
+    }
     this.announceSteps(result.run, result.effect === 'none' ? [] : report.steps ?? []);
     return { effect: result.effect, run: result.run };
   }
@@ -97,14 +100,11 @@ export class ReportSystem {
    * After the commit: an outcome is announced off this path; a retry's row stays on the
    * reporter's path (the specification keeps rows of changes that do not end a run there).
    */
-  private async followUp(result: ReportResult & { child?: RunRecord; retry?: RetryRecord }): Promise<void> {
+  private async followUp(result: ReportResult & { accepted?: AcceptedInvoke; retry?: RetryRecord }): Promise<void> {
     const { run } = result;
     if (result.effect === 'outcome') void this.announcer.announce(run, 'report');
-    if (result.effect === 'retry' || result.effect === 'queued') this.hints.queued(run.project, run.env, run.mode);
-    if (result.child) {
-      this.hints.queued(result.child.project, result.child.env, result.child.mode);
-      this.r.followUps.track('run-created-audit', () => recordRunCreated(this.r, result.child!).then(() => undefined));
-    }
+    if (result.effect === 'retry') this.hints.queued(run.project, run.env, run.mode);
+    if (result.accepted) this.admissions.afterReport(result.accepted);
     if (result.retry) {
       await this.r.audit.record({
         project: run.project,
@@ -154,7 +154,7 @@ export class ReportSystem {
   }
 
   /** Records the wait a segment ended at and moves the run to `waiting` (or straight back to the queue). */
-  private async yieldAt(tx: Tx, run: RunRecord, fence: ExecutionFence, y: YieldInfo): Promise<ReportResult & { child?: RunRecord }> {
+  private async yieldAt(tx: Tx, run: RunRecord, fence: ExecutionFence, y: YieldInfo): Promise<ReportResult & { accepted?: AcceptedInvoke }> {
     if (!y || typeof y.step_id !== 'string' || y.step_id === '') throw new EngineError('VALIDATION_ERROR', 'yield.step_id is required');
     const sequence = await stepsSql.nextStepSequence(tx, run.id);
     const name = stepNameOf(run.id, y.step_id);
@@ -189,18 +189,9 @@ export class ReportSystem {
             error: { message: `step ${y.step_id} invokes function ${y.function_id}, which is not registered`, code: 'FUNCTION_NOT_FOUND', retryable: false },
           });
         }
-        const child = await runsSql.insertRun(tx, newRunOf(run, target, null, y.input, { runId: run.id, stepId: y.step_id }));
-        this.r.metrics.runsCreated.inc({ function_id: target.definition.id });
-        if (y.type === 'invoke_function') {
-          const timeoutMs = y.invoke_timeout_ms ?? DEFAULT_INVOKE_TIMEOUT_MS;
-          await stepsSql.insertWaitStep(tx, { runId: run.id, stepId: y.step_id, name, type: 'invoke', status: 'waiting', childRunId: child.id, timeoutAt: tx.now + timeoutMs, sequence });
-          return { ...(await this.wait(tx, run)), child };
-        }
-        await stepsSql.insertWaitStep(tx, { runId: run.id, stepId: y.step_id, name, type: 'invoke', status: 'completed', childRunId: child.id, output: { run_id: child.id }, sequence });
-        if (!(await runsSql.queueContinuation(tx, run.id, run))) throw new EngineError('STALE_EXECUTION', `run ${run.id} changed while the report was applied`);
-        await leasesSql.deleteLease(tx, run.id, run.executionSeq);
-        await this.segmentEndedNormally(tx, run);
-        return { effect: 'queued', run, child };
+        // Sync or fire-and-forget, the parent waits: a fire-and-forget parent resumes once its child is admitted.
+        const accepted = await this.admissions.accept(tx, run, y, target, { name, sequence });
+        return { ...(await this.wait(tx, run)), accepted };
       }
       default:
         throw new EngineError('VALIDATION_ERROR', `yield.type ${(y as { type: string }).type} is not one of sleep, wait_for_event, invoke_function, invoke_function_async`);

@@ -5,10 +5,21 @@ import { DispatchHints } from './dispatch-hints';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
 import { WakeSystem } from './wake-system';
+import { CancelOnSystem } from './cancel-on-system';
+import { OrphanSweep } from './orphan-sweep';
+import { PendingInvokePass } from './pending-invoke-pass';
+
+/** The recovery passes of invoke admission and `cancel_on` the tick also runs. */
+export interface AdmissionPasses {
+  pendingInvokes: PendingInvokePass;
+  orphans: OrphanSweep;
+  cancelOn: CancelOnSystem;
+}
 
 /**
  * The scheduler's tick (DESIGN.md `scheduler`): the sleep sweep, the invoke and wait timeout
- * sweeps every tick, and the waiting-run pass every `waitingPassEveryTicks` ticks. Each row is
+ * sweeps and the orphan sweep every tick; the waiting-run pass, the pending-invocation pass and
+ * the `cancel_on` cleanup every `waitingPassEveryTicks` ticks. Each row is
  * its own unit of work, so a bad row costs only itself (principle 5).
  */
 export class SchedulerSystem {
@@ -19,14 +30,20 @@ export class SchedulerSystem {
     private readonly wakes: WakeSystem,
     private readonly announcer: OutcomeAnnouncer,
     private readonly hints: DispatchHints,
+    private readonly passes: AdmissionPasses,
   ) {}
 
-  /** One tick; `signal` (the engine stopping) ends the waiting-run pass's loop, not the wakes it started. */
+  /** One tick; `signal` (the engine stopping) ends the passes' loops, not the wakes and admissions they started. */
   async tick(signal?: AbortSignal): Promise<void> {
     this.ticks += 1;
     await this.guard('sleep sweep', () => this.sleepSweep());
     await this.guard('timeout sweep', () => this.timeoutSweep());
-    if (this.ticks % this.r.config.waitingPassEveryTicks === 0) await this.guard('waiting-run pass', () => this.wakes.waitingRunPass(signal));
+    await this.guard('orphan sweep', () => this.passes.orphans.run(signal));
+    if (this.ticks % this.r.config.waitingPassEveryTicks === 0) {
+      await this.guard('waiting-run pass', () => this.wakes.waitingRunPass(signal));
+      await this.guard('pending-invocation pass', () => this.passes.pendingInvokes.run(signal));
+      await this.guard('cancel_on cleanup', () => this.passes.cancelOn.cleanUp());
+    }
   }
 
   /** Wakes runs whose sleep is due. Returns how many were queued. */

@@ -2,20 +2,29 @@ import { randomUUID } from 'node:crypto';
 import { CallScope, EngineError, TriggerInput, TriggerOutput } from '@ironflow/contracts';
 import { EventRecord, RunRecord, Tx, correlationsSql, eventsSql, functionsSql, runsSql, stepsSql } from '@ironflow/store';
 import { valueAtPath } from './json-path';
-import { newRunOf } from './new-run';
+import { insertNewRun, newRunOf } from './new-run';
 import { checkName, checkPayload } from './payload-limits';
 import { recordRunCreated } from './run-created-audit';
 import { EngineResources } from './resources';
 import { DispatchHints } from './dispatch-hints';
 import { refuseUnsupportedEventFields } from './unsupported-options';
+import { CancelOnSystem } from './cancel-on-system';
+import { InvokeAdmission } from './invoke-admission';
 
 /**
  * Starts runs from an event (WIRE-PROTOCOL.md 5.2 `Trigger`): one unit of work inserts the event
  * and a run for each function whose trigger names it. A repeated idempotency key starts nothing
  * and answers with the first event's runs. Throws `VALIDATION_ERROR` or `PAYLOAD_TOO_LARGE`.
+ * After the commit, off the caller's path, the event's `cancel_on` match runs, and a run of a
+ * function that declares `cancelOn` (created held) is admitted once its replay finds no cancel.
  */
 export class TriggerSystem {
-  constructor(private readonly r: EngineResources, private readonly hints: DispatchHints) {}
+  constructor(
+    private readonly r: EngineResources,
+    private readonly hints: DispatchHints,
+    private readonly cancelOn: CancelOnSystem,
+    private readonly admissions: InvokeAdmission,
+  ) {}
 
   async trigger(scope: CallScope, input: TriggerInput): Promise<TriggerOutput> {
     checkName('event', input.event, 256);
@@ -33,7 +42,7 @@ export class TriggerSystem {
       });
       if (duplicate) {
         const rows = await tx.query<{ id: string }>(`SELECT id FROM runs WHERE event_id = $1 ORDER BY id`, [event.id]);
-        return { eventId: event.id, runIds: rows.map((row) => row.id), modes: [] as string[], created: [] as RunRecord[] };
+        return { event, duplicate, runIds: rows.map((row) => row.id), modes: [] as string[], created: [] as RunRecord[] };
       }
       const resumed = await this.satisfyWaits(tx, scope, event);
       const functions = await functionsSql.listFunctionsForEvent(tx, scope.project, scope.env, event.name);
@@ -41,17 +50,27 @@ export class TriggerSystem {
       const modes: string[] = [...resumed];
       const created: RunRecord[] = [];
       for (const fn of functions) {
-        const run = await runsSql.insertRun(tx, newRunOf(scope, fn, event.id, event.data));
+        const run = await insertNewRun(tx, fn, newRunOf(scope, fn, event.id, event.data));
         runIds.push(run.id);
-        modes.push(run.mode);
+        if (!run.held) modes.push(run.mode);
         created.push(run);
         this.r.metrics.runsCreated.inc({ function_id: fn.definition.id });
       }
-      return { eventId: event.id, runIds, modes, created };
+      return { event, duplicate, runIds, modes, created };
     });
     for (const mode of new Set(result.modes)) this.hints.queued(scope.project, scope.env, mode);
-    for (const run of result.created) this.r.followUps.track('run-created-audit', () => recordRunCreated(this.r, run).then(() => undefined));
-    return { eventId: result.eventId, runIds: result.runIds };
+    for (const run of result.created) this.afterCreate(run);
+    if (!result.duplicate) {
+      const { event } = result;
+      this.r.followUps.track('cancel-on-match', () => this.cancelOn.matchEvent(event).then(() => undefined));
+    }
+    return { eventId: result.event.id, runIds: result.runIds };
+  }
+
+  /** A new run's follow-up: a held run's admission (its replay, then dispatch), else its `run.created` row. */
+  private afterCreate(run: RunRecord): void {
+    if (run.held) this.admissions.afterCreate(run);
+    else this.r.followUps.track('run-created-audit', () => recordRunCreated(this.r, run).then(() => undefined));
   }
 
   /**
@@ -63,11 +82,11 @@ export class TriggerSystem {
     const run = await this.r.store.unitOfWork('invokeFunction', async (tx) => {
       const fn = await functionsSql.getFunction(tx, scope.project, scope.env, functionId);
       if (!fn) throw new EngineError('FUNCTION_NOT_FOUND', `function ${functionId} is not registered`);
-      return runsSql.insertRun(tx, newRunOf(scope, fn, null, input));
+      return insertNewRun(tx, fn, newRunOf(scope, fn, null, input));
     });
     this.r.metrics.runsCreated.inc({ function_id: run.functionId });
-    this.hints.queued(run.project, run.env, run.mode);
-    this.r.followUps.track('run-created-audit', () => recordRunCreated(this.r, run).then(() => undefined));
+    if (!run.held) this.hints.queued(run.project, run.env, run.mode);
+    this.afterCreate(run);
     return run;
   }
 

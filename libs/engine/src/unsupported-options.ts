@@ -12,7 +12,9 @@ export function refuseUnsupportedOptions(input: RegisterFunctionInput): void {
     if (t?.cron) refused.push(`triggers.${i}.cron (cron triggers)`);
     if (t?.expression) refused.push(`triggers.${i}.expression (trigger expressions)`);
   });
-  if ((input.cancelOn ?? []).length > 0) refused.push('cancelOn (cancel on event)');
+  (input.cancelOn ?? []).forEach((c, i) => {
+    if (c && (c as { if?: unknown }).if !== undefined) refused.push(`cancelOn.${i}.if (cancel_on expressions)`);
+  });
   if (input.debounce !== undefined && input.debounce !== null) refused.push('debounce');
   if ((input.secrets ?? []).length > 0) refused.push('secrets');
   if (input.actorKey) refused.push('actorKey (sticky routing)');

@@ -1,7 +1,8 @@
 import { RunError, isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
-import { RunRecord, runsSql, stepsSql } from '@ironflow/store';
+import { RunRecord, functionsSql, runsSql, stepsSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
+import { admissionRefusal, refusalError } from './invoke-admission';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
 
@@ -12,6 +13,12 @@ import { EngineResources } from './resources';
  * worker cannot receive a failed step, a failed or cancelled child fails the parent with
  * `INVOKE_FAILED` naming the child. A second wake changes nothing. The child's `wake_pending`
  * flag is cleared in the same unit of work, so the waiting-run pass reads only lost wakes.
+ *
+ * Queueing the parent again is its admission: a refusal no retry can change (`admissionRefusal`)
+ * fails the parent instead, with the step's result, in one unit of work that commits only if the
+ * parent is unchanged since the wake read it; the failure is announced like any other, which wakes
+ * the parent's own parent. Any other error leaves the parent `waiting` and the wake pending, with
+ * nothing written, for the waiting-run pass to try again.
  */
 export class WakeSystem {
   constructor(
@@ -29,27 +36,26 @@ export class WakeSystem {
     if (!child.parentRunId || !child.parentStepId || !isTerminalRunStatus(child.status)) return;
     const parentRunId = child.parentRunId;
     const parentStepId = child.parentStepId;
-    const effect = await this.r.store.unitOfWork('wakeParent', async (tx) => {
+    const failed = child.status !== 'completed';
+    const stepResult = [failed ? 'failed' : 'completed', failed ? null : child.output, failed ? invokeStepError(child) : null] as const;
+    const effect = await this.r.store.unitOfWork('wakeParent', async (tx): Promise<WakeEffect> => {
       await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
       const parent = await runsSql.getRun(tx, parentRunId, { lock: true });
       await this.r.pausePoints.reached('wake.afterRead', parentRunId);
       if (!parent || isTerminalRunStatus(parent.status)) {
         await runsSql.clearWakePending(tx, child.id);
-        return { failedParent: null as RunRecord | null, queued: null as RunRecord | null };
+        return { failedParent: null, queued: null };
       }
-      const failed = child.status !== 'completed';
-      const resolved = await stepsSql.resolveInvokeStep(
-        tx,
-        parent.id,
-        parentStepId,
-        child.id,
-        failed ? 'failed' : 'completed',
-        failed ? null : child.output,
-        failed ? invokeStepError(child) : null,
-      );
+      const resumes = !(failed && parent.mode === 'pull');
+      const refusal = resumes && parent.status === 'waiting'
+        ? admissionRefusal(parent, await functionsSql.getFunction(tx, parent.project, parent.env, parent.functionId))
+        : null;
+      // A refused resume writes nothing here: its failure commits below, guarded by this read.
+      if (refusal) return { failedParent: null, queued: null, refused: { parent, reason: refusal } };
+      const resolved = await stepsSql.resolveInvokeStep(tx, parent.id, parentStepId, child.id, ...stepResult);
       let failedParent: RunRecord | null = null;
       let queued: RunRecord | null = null;
-      if (resolved && failed && parent.mode === 'pull') {
+      if (resolved && !resumes) {
         failedParent = await commitOutcome(tx, parent.id, { status: 'failed', error: invokeFailure(child) }, {
           kind: 'version',
           status: 'waiting',
@@ -61,9 +67,31 @@ export class WakeSystem {
       await runsSql.clearWakePending(tx, child.id);
       return { failedParent, queued };
     });
-    if (effect.failedParent) void this.announcer.announce(effect.failedParent, 'invoke-failed');
+    if (effect.refused) effect.failedParent = await this.refuseResume(child, effect.refused.parent, effect.refused.reason, stepResult);
+    if (effect.failedParent) void this.announcer.announce(effect.failedParent, effect.refused ? 'admission-refused' : 'invoke-failed');
     if (effect.queued) this.hints.queued(effect.queued.project, effect.queued.env, effect.queued.mode);
     if (effect.failedParent || effect.queued) this.r.metrics.parentWakes.inc({ path });
+  }
+
+  /**
+   * Fails a parent whose resume was refused, with its invoke step's result, in one unit of work,
+   * only if the parent is unchanged since the wake read it (an outcome committed meanwhile wins).
+   */
+  private async refuseResume(
+    child: RunRecord,
+    parent: RunRecord,
+    reason: string,
+    stepResult: readonly ['failed' | 'completed', unknown, string | null],
+  ): Promise<RunRecord | null> {
+    await this.r.pausePoints.reached('admission.afterRead', parent.id);
+    return this.r.store.unitOfWork('refuseResume', async (tx) => {
+      await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
+      const failed = await commitOutcome(tx, parent.id, { status: 'failed', error: refusalError(reason) }, { kind: 'version', status: 'waiting', version: parent.version });
+      if (!failed) return null;
+      await stepsSql.resolveInvokeStep(tx, parent.id, child.parentStepId!, child.id, ...stepResult);
+      await runsSql.clearWakePending(tx, child.id);
+      return failed;
+    });
   }
 
   private passCursor = '';
@@ -106,6 +134,13 @@ export class WakeSystem {
     }
     return started;
   }
+}
+
+/** What a wake's unit of work did: failed or queued the parent, or found its resume refused (nothing written). */
+interface WakeEffect {
+  failedParent: RunRecord | null;
+  queued: RunRecord | null;
+  refused?: { parent: RunRecord; reason: string };
 }
 
 /** The failed invoke step's `error`, a JSON string the SDK parses (WIRE-PROTOCOL.md 1.3). */

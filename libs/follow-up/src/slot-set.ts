@@ -1,4 +1,4 @@
-import { E_ALREADY_LOCKED, Semaphore, tryAcquire } from 'async-mutex';
+import { E_ALREADY_LOCKED, E_TIMEOUT, Semaphore, tryAcquire, withTimeout } from 'async-mutex';
 
 /**
  * A bounded set of slots (DESIGN.md principle 4): work that can pile up on a stuck table takes a
@@ -30,6 +30,17 @@ export class SlotSet {
       return release;
     } catch (err) {
       if (err === E_ALREADY_LOCKED) return null;
+      throw err;
+    }
+  }
+
+  /** Waits up to `waitMs` for a slot and returns its release, or `null` when none came free in time. */
+  async acquireWithin(waitMs: number): Promise<(() => void) | null> {
+    try {
+      const [, release] = await withTimeout(this.semaphore, waitMs).acquire();
+      return release;
+    } catch (err) {
+      if (err === E_TIMEOUT) return null;
       throw err;
     }
   }

@@ -16,3 +16,7 @@ export type { AuditRow } from './queries/audit';
 export * as correlationsSql from './queries/correlations';
 export * as deadLettersSql from './queries/dead-letters';
 export * as leaseRecoverySql from './queries/lease-recovery';
+export * as cancelOnSql from './queries/cancel-on';
+export * as invokesSql from './queries/invokes';
+export type { CancelOnSpecRow } from './queries/cancel-on';
+export type { InvokeRow } from './queries/invokes';

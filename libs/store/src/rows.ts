@@ -20,6 +20,8 @@ export interface RunRecord {
   parentRunId: string | null;
   parentStepId: string | null;
   wakePending: boolean;
+  /** Created but not yet admitted to the queue (its `cancel_on` replay and dispatch are pending); claims skip it. */
+  held: boolean;
   concurrencyKey: string | null;
   /** The function's lane limit when the run was created; `null` when unlimited. */
   concurrencyLimit: number | null;
@@ -122,6 +124,7 @@ export function mapRun(r: Row): RunRecord {
     parentRunId: strOrNull(r.parent_run_id),
     parentStepId: strOrNull(r.parent_step_id),
     wakePending: num(r.wake_pending) === 1,
+    held: num(r.held) === 1,
     concurrencyKey: strOrNull(r.concurrency_key),
     concurrencyLimit: numOrNull(r.concurrency_limit),
     input: parseJson(r.input),

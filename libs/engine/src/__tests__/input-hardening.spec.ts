@@ -82,6 +82,8 @@ describe.each(STORES)('cancelling a parent [%s]', (dialect) => {
     const [job] = await t.engine.pull.poll('w1', 1);
     const fence = { execution_seq: job.execution_seq, lease_token: job.lease_token };
     await t.engine.pull.update('w1', job.job_id, { status: 'yielded', yield: { type: 'invoke_function_async', step_id: `${parentId}:child:0`, function_id: 'child' }, ...fence });
+    // The fire-and-forget parent resumes once its child is admitted.
+    await t.engine.resources.followUps.drain(5000);
     const [again] = (await t.engine.pull.poll('w1', 5)).filter((j) => j.run_id === parentId);
     await t.engine.pull.update('w1', again.job_id, { status: 'yielded', yield: { type: 'invoke_function', step_id: `${parentId}:child:1`, function_id: 'child' }, execution_seq: again.execution_seq, lease_token: again.lease_token });
     const { children } = await t.engine.api.getRunSteps(SCOPE, parentId);

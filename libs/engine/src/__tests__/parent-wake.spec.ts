@@ -2,7 +2,7 @@ import { InProcessBus } from '@ironflow/bus';
 import { JobAssignment } from '@ironflow/contracts';
 import { Engine, toPushRequest } from '@ironflow/engine';
 import { ExecutionFence } from '@ironflow/fencing';
-import { SCOPE, STORES, TestEngine, openTestEngine } from '@ironflow/testing';
+import { SCOPE, STORES, TestEngine, openTestEngine, waitForAdmission } from '@ironflow/testing';
 import {
   WORKER,
   counterValue,
@@ -60,6 +60,7 @@ describe.each(STORES)('parent wake [%s]', (dialect) => {
     const childId = step.childRunId!;
     expect(await readRun(t, childId)).toMatchObject({ status: 'waiting_for_capacity', parentRunId: parentId, parentStepId: invokeId, input: { n: 2 } });
     expect(await readRun(t, parentId)).toMatchObject({ status: 'waiting', version: 3 });
+    await waitForAdmission(t, childId);
     return { parentId, invokeId, childId };
   }
 
@@ -78,6 +79,7 @@ describe.each(STORES)('parent wake [%s]', (dialect) => {
     });
     expect(result.effect).toBe('waiting');
     const childId = (await readStep(t, parentId, invokeId)).childRunId!;
+    await waitForAdmission(t, childId);
     return { parentId, invokeId, childId };
   }
 

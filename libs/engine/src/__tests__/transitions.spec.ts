@@ -188,23 +188,26 @@ describe.each(STORES)('run transitions [%s]', (dialect) => {
     expect(await t.engine.pull.poll(WORKER, 5)).toEqual([]);
   });
 
-  it('invoke_function_async completes its step with {run_id} and queues the parent at once', async () => {
+  it('invoke_function_async completes its step with {run_id}, admits the held child, then queues the parent', async () => {
     const runId = await start();
     const job = await pollAndAck(t);
     const invokeId = stepId(runId, 'child');
     const result = await t.engine.pull.update(WORKER, job.job_id, fenced(job, { status: 'yielded', yield: { type: 'invoke_function_async', step_id: invokeId, function_id: 'child', input: { sku: 'X1' } } }));
-    expect(result.effect).toBe('queued');
-
-    const parent = await readRun(t, runId);
-    expect(parent).toMatchObject({ status: 'waiting_for_capacity', version: 3, attempt: 1 });
-    expect(parent.availableAt).toBeLessThanOrEqual(t.db.clock.now());
-    expect(await readLeases(t, runId)).toEqual([]);
+    expect(result.effect).toBe('waiting');
 
     const { children } = await t.engine.api.getRunSteps(SCOPE, runId);
     expect(children).toHaveLength(1);
     const child = children[0];
     expect(child).toMatchObject({ functionId: 'child', status: 'waiting_for_capacity', parentRunId: runId, parentStepId: invokeId, input: { sku: 'X1' } });
     expect(await readStep(t, runId, invokeId)).toMatchObject({ type: 'invoke', name: 'child', status: 'completed', output: { run_id: child.id }, childRunId: child.id });
+    expect(await readLeases(t, runId)).toEqual([]);
+
+    // Off the report: the child is admitted (released to the queue), then the parent resumes.
+    await settle(t);
+    const parent = await readRun(t, runId);
+    expect(parent).toMatchObject({ status: 'waiting_for_capacity', version: 4, attempt: 1 });
+    expect(parent.availableAt).toBeLessThanOrEqual(t.db.clock.now());
+    expect(await readRun(t, child.id)).toMatchObject({ held: false, status: 'waiting_for_capacity' });
 
     // Both the parent's next segment and the child are claimable now.
     const jobs = await t.engine.pull.poll(WORKER, 5);

@@ -22,18 +22,21 @@ export interface NewRun {
   parentStepId?: string;
   concurrencyKey?: string | null;
   concurrencyLimit?: number | null;
+  /** Insert the run held: claims skip it until its admission releases it (`releaseHeld`). */
+  held?: boolean;
 }
 
-/** Inserts a run in `waiting_for_capacity`, available now, attempt 1. Returns the row. */
+/** Inserts a run in `waiting_for_capacity`, available now (unless `held`), attempt 1. Returns the row. */
 export async function insertRun(tx: Tx, run: NewRun): Promise<RunRecord> {
   const rows = await tx.query(
     `INSERT INTO runs (id, project, env, function_id, function_version, mode, event_id, status, version,
        attempt, max_attempts, execution_seq, available_at, recoveries, parent_run_id, parent_step_id,
-       wake_pending, concurrency_key, concurrency_limit, input, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, 'waiting_for_capacity', 1, 1, $8, 0, $9, 0, $10, $11, 0, $12, $14, $13, $9, $9)
+       wake_pending, concurrency_key, concurrency_limit, input, created_at, updated_at, held)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, 'waiting_for_capacity', 1, 1, $8, 0, $9, 0, $10, $11, 0, $12, $14, $13, $9, $9, $15)
      RETURNING *`,
     [run.id, run.project, run.env, run.functionId, run.functionVersion, run.mode, run.eventId, run.maxAttempts,
-      tx.now, run.parentRunId ?? null, run.parentStepId ?? null, run.concurrencyKey ?? null, toJson(run.input ?? null), run.concurrencyLimit ?? null],
+      tx.now, run.parentRunId ?? null, run.parentStepId ?? null, run.concurrencyKey ?? null, toJson(run.input ?? null), run.concurrencyLimit ?? null,
+      run.held ? 1 : 0],
   );
   return mapRun(rows[0]);
 }
@@ -97,12 +100,12 @@ export interface ClaimFilter {
 
 /**
  * Claims up to `limit` queued segments (DESIGN.md "The queue is the runs table"): runs in
- * `waiting_for_capacity` whose `available_at` has passed, oldest first, skipping rows another
- * claimer holds. Each claimed run moves to `running` with `execution_seq` bumped and the given
+ * `waiting_for_capacity` whose `available_at` has passed and that are not held for their
+ * admission, oldest first, skipping rows another claimer holds. Each claimed run moves to `running` with `execution_seq` bumped and the given
  * new lease token; the caller inserts the lease rows in the same unit of work.
  */
 export async function claimRuns(tx: Tx, filter: ClaimFilter, newToken: () => string): Promise<RunRecord[]> {
-  const where = [`status = 'waiting_for_capacity'`, 'mode = $1', 'available_at <= $2'];
+  const where = [`status = 'waiting_for_capacity'`, 'mode = $1', 'available_at <= $2', 'held = 0'];
   const params: unknown[] = [filter.mode, tx.now];
   if (filter.project !== undefined) { params.push(filter.project); where.push(`project = $${params.length}`); }
   if (filter.env !== undefined) { params.push(filter.env); where.push(`env = $${params.length}`); }
@@ -242,5 +245,36 @@ export async function clearWakePending(tx: Tx, runId: string): Promise<void> {
 /** Ended children whose parent wake has not been applied, oldest first (partial index). */
 export async function listWakePending(tx: Tx, limit: number): Promise<RunRecord[]> {
   const rows = await tx.query(`SELECT * FROM runs WHERE wake_pending = 1 ORDER BY ended_at, id LIMIT $1`, [limit]);
+  return rows.map(mapRun);
+}
+
+/**
+ * Admits a held run to the queue (its dispatch): only while it is still held and
+ * `waiting_for_capacity`, so a second admission changes nothing. Returns whether it was released.
+ */
+export async function releaseHeld(tx: Tx, runId: string): Promise<boolean> {
+  const r = await tx.execute(
+    `UPDATE runs SET held = 0, available_at = $2, version = version + 1, updated_at = $2
+     WHERE id = $1 AND held = 1 AND status = 'waiting_for_capacity'`,
+    [runId, tx.now],
+  );
+  return r.affected === 1;
+}
+
+/**
+ * One page of held runs created at or before `createdUpTo`, after the keyset cursor `after`
+ * (`created_at`, `id`), oldest first (the orphan sweep; partial index `runs_held`).
+ */
+export async function pageHeldRuns(tx: Tx, createdUpTo: number, after: { createdAt: number; id: string } | null, limit: number): Promise<RunRecord[]> {
+  const rows = after
+    ? await tx.query(
+      `SELECT * FROM runs WHERE held = 1 AND status = 'waiting_for_capacity' AND created_at <= $1
+         AND (created_at > $2 OR (created_at = $2 AND id > $3)) ORDER BY created_at, id LIMIT $4`,
+      [createdUpTo, after.createdAt, after.id, limit],
+    )
+    : await tx.query(
+      `SELECT * FROM runs WHERE held = 1 AND status = 'waiting_for_capacity' AND created_at <= $1 ORDER BY created_at, id LIMIT $2`,
+      [createdUpTo, limit],
+    );
   return rows.map(mapRun);
 }

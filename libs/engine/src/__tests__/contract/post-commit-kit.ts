@@ -1,7 +1,7 @@
 import { CallScope, JobAssignment } from '@ironflow/contracts';
 import { Engine } from '@ironflow/engine';
 import { RunRecord, StepRecord, runsSql, stepsSql } from '@ironflow/store';
-import { TestEngine } from '@ironflow/testing';
+import { TestEngine, waitForAdmission } from '@ironflow/testing';
 
 /** Functions of the post-commit contract tests: a parent that invokes a pull child. */
 export async function registerParentAndChild(t: TestEngine, parentMode: 'push' | 'pull', engine: Engine = t.engine): Promise<void> {
@@ -16,7 +16,7 @@ export interface ParentWaiting {
   stepId: string;
 }
 
-/** Triggers the parent and drives its first segment to a sync invoke of `child`. */
+/** Triggers the parent and drives its first segment to a sync invoke of `child`, and waits for the child's admission. */
 export async function parentWaitingOnChild(t: TestEngine, parentMode: 'push' | 'pull', engine: Engine = t.engine, scope: CallScope = t.scope): Promise<ParentWaiting> {
   const { runIds } = await engine.api.trigger(scope, { event: 'go', data: { order: 7 } });
   const parentId = runIds[0];
@@ -30,6 +30,7 @@ export async function parentWaitingOnChild(t: TestEngine, parentMode: 'push' | '
     await engine.pull.update('w1', job.job_id, { status: 'yielded', yield: y.yield, execution_seq: job.execution_seq, lease_token: job.lease_token });
   }
   const step = await readStep(t, parentId, stepId);
+  await waitForAdmission(t, step!.childRunId!);
   return { parentId, childId: step!.childRunId!, stepId };
 }
 

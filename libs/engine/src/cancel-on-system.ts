@@ -1,0 +1,110 @@
+import { RunError, isTerminalRunStatus } from '@ironflow/contracts';
+import { EventRecord, RunRecord, cancelOnSql, runsSql } from '@ironflow/store';
+import { CancelSystem, cancelInTx } from './cancel-system';
+import { matchValueAt } from './cancel-on-specs';
+import { OutcomeAnnouncer } from './outcome-announcer';
+import { EngineResources } from './resources';
+
+/**
+ * `cancel_on` (WIRE-PROTOCOL.md 5.3 `cancelOn`; specification, "What follows a commit" and
+ * "Two recovery paths announce the same way"). A function's `cancelOn: [{event, match}]` cancels
+ * every run of it that has not ended when an event of that name arrives whose value at the
+ * `match` path equals the run's (OR across specs; a spec without `match` matches any event of
+ * the name). The specs are written as `cancel_on_specs` rows in the run's creating transaction.
+ *
+ * Two paths reach a run:
+ * - the live match (`matchEvent`), run after the event's commit off the emitter's path, finds the
+ *   runs whose specs the event matches;
+ * - the replay (`replay`), run after a new run's commit and before its dispatch, reads the event
+ *   log for cancel events stamped up to `cancelOnReplayWindowMs` (30 s) before the run was
+ *   created, at most `cancelOnReplayRowsPerSpec` (1000) a spec, up to the store's clock. The log
+ *   is the store, so the replay also sees an event another node took, and holds after a restart.
+ * Each reads after its own commit, so an event and a run committed at the same time cannot miss
+ * each other: whichever commits second sees the other.
+ *
+ * A `cancel_on` cancel commits like any cancel (the run's `waitForEvent` correlations close and the
+ * children it waits on are cancelled) and is announced from the committed row: the RESULTS frame,
+ * the `cancelled` run event, a `run.cancelled` audit row with cause `cancel-on-event`, and the
+ * parent wake, all off the caller's path. Its error reads `cancel_on: <event name> <event id>`.
+ * A match that finds a run ended deletes that run's specs (the cleanup a lost follow-up left).
+ */
+export class CancelOnSystem {
+  constructor(
+    private readonly r: EngineResources,
+    private readonly announcer: OutcomeAnnouncer,
+    private readonly cancels: CancelSystem,
+  ) {}
+
+  /**
+   * The live match of a committed event: cancels every run its specs match (one unit of work a
+   * run, so a bad row costs only itself; a failed one is logged). Returns the runs cancelled.
+   */
+  async matchEvent(event: EventRecord): Promise<number> {
+    const runIds = await this.r.store.read('cancelOnMatch', (tx) =>
+      cancelOnSql.listMatchingRuns(tx, event.project, event.env, event.name, (path) => matchValueAt(event.data, path)),
+    );
+    let cancelled = 0;
+    for (const runId of runIds) {
+      try {
+        if (await this.cancelFor(runId, event)) cancelled += 1;
+      } catch (err) {
+        this.r.logger.warn('cancel_on match could not cancel a run', { runId, eventId: event.id, error: String(err) });
+      }
+    }
+    return cancelled;
+  }
+
+  /**
+   * The replay of a new run, before its dispatch: reads the run's specs, then the event log for
+   * each, and cancels the run at the first event that matches. Resolves the committed cancel, or
+   * `null` when nothing matched (or another outcome ended the run first). Throws a store error
+   * from the spec read, the log read or the cancel, so the caller does not dispatch the run.
+   */
+  async replay(run: RunRecord): Promise<RunRecord | null> {
+    const specs = await this.r.store.read('cancelOnSpecs', (tx) => cancelOnSql.listSpecsOfRun(tx, run.id));
+    if (specs.length === 0) return null;
+    const since = run.createdAt - this.r.config.cancelOnReplayWindowMs;
+    for (const spec of specs) {
+      const events = await this.r.store.read('cancelOnReplayLog', (tx) =>
+        cancelOnSql.listReplayEvents(tx, run.project, run.env, spec.eventName, since, run.eventId, this.r.config.cancelOnReplayRowsPerSpec),
+      );
+      const match = events.find((e) => spec.matchPath === null || matchValueAt(e.data, spec.matchPath) === spec.matchValue);
+      if (!match) continue;
+      const committed = await this.cancelFor(run.id, match);
+      if (committed) return committed;
+      return null;
+    }
+    return null;
+  }
+
+  /** Cancels `runId` for `event` unless it has ended (then only its specs are deleted); announces the cancel. */
+  private async cancelFor(runId: string, event: EventRecord): Promise<RunRecord | null> {
+    const result = await this.r.store.unitOfWork('cancelOnCancel', async (tx) => {
+      const run = await runsSql.getRun(tx, runId, { lock: true });
+      // The event that created a run does not cancel it.
+      if (!run || run.eventId === event.id) return null;
+      if (isTerminalRunStatus(run.status)) {
+        await cancelOnSql.deleteSpecsOfRun(tx, runId);
+        return null;
+      }
+      await this.r.pausePoints.reached('cancelOn.afterRead', runId);
+      const cancelled = await cancelInTx(tx, run, cancelOnError(event));
+      if (cancelled) await cancelOnSql.deleteSpecsOfRun(tx, runId);
+      return cancelled;
+    });
+    if (!result) return null;
+    this.cancels.cancelAwaitedChildren(result.committed, result.awaitedChildren);
+    void this.announcer.announce(result.committed, 'cancel-on-event');
+    return result.committed;
+  }
+
+  /** Deletes the specs of up to a page of ended runs (the scheduler's `cancel_on` cleanup). */
+  cleanUp(): Promise<number> {
+    return this.r.store.unitOfWork('cancelOnCleanup', (tx) => cancelOnSql.deleteSpecsOfEndedRuns(tx, this.r.config.passPageSize));
+  }
+}
+
+/** The stored error of a run a `cancel_on` event cancelled: `ironflow run get` shows its message. */
+function cancelOnError(event: EventRecord): RunError {
+  return { message: `cancel_on: ${event.name} ${event.id}`, code: 'CANCELLED', retryable: false, event_id: event.id, event_name: event.name };
+}

@@ -1,0 +1,301 @@
+import { RUN_ERROR_CODES, RunError, YieldInfo, isTerminalRunStatus } from '@ironflow/contracts';
+import { commitOutcome } from '@ironflow/outcome';
+import { FunctionRecord, InvokeRow, RunRecord, Tx, functionsSql, invokesSql, runsSql, stepsSql } from '@ironflow/store';
+import { CancelOnSystem } from './cancel-on-system';
+import { DispatchHints } from './dispatch-hints';
+import { insertNewRun, newRunOf } from './new-run';
+import { OutcomeAnnouncer } from './outcome-announcer';
+import { EngineResources } from './resources';
+import { recordRunCreated } from './run-created-audit';
+
+type InvokeYield = Extract<YieldInfo, { type: 'invoke_function' | 'invoke_function_async' }>;
+
+/** A `step.invoke` accepted in a report's unit of work: the held child and its pending invocation. */
+export interface AcceptedInvoke {
+  child: RunRecord;
+  invoke: InvokeRow;
+}
+
+/** A held run to admit, and the pending invocation that created it (`null` for a triggered run). */
+export interface AdmissionTarget {
+  run: RunRecord;
+  invoke: InvokeRow | null;
+}
+
+/**
+ * Who admits and how:
+ * - `report`: an accepted report's follow-up (writes the `run.created` row and waits for it,
+ *   waits on locks like the report did);
+ * - `created`: a triggered or directly invoked run held for its `cancel_on` replay (same);
+ * - `retried-yield`: a repeated invoke report that finds its child created (no rows);
+ * - `pass`: the pending-invocation pass (writes the row unless its admission already did, waits at
+ *   most `createdRowWaitMs` for it, gives up on a lock after `wakeLockTimeoutMs`);
+ * - `sweep`: the orphan sweep (no rows, the same lock limit).
+ */
+export type AdmissionPath = 'report' | 'created' | 'retried-yield' | 'pass' | 'sweep';
+
+/**
+ * What an admission came to: the child `dispatched` (released to the queue), `ended` (its replay
+ * cancelled it, or another outcome had), `refused` (failed for a reason no retry can change),
+ * `settled` (cancelled quietly: no parent waits on it), or left to a later pass: `no-slot`,
+ * `failed` (a store error), `in-flight` (an admission of it is already under way on this node).
+ */
+export type AdmissionOutcome = 'dispatched' | 'ended' | 'refused' | 'settled' | 'no-slot' | 'failed' | 'in-flight';
+
+const DEFAULT_INVOKE_TIMEOUT_MS = 30_000;
+
+/**
+ * Invoke admission (specification, the accepted `step.invoke` report's order of effects; "An
+ * invoked child replays cancel_on and is read again before it is dispatched"; "Outcomes nobody
+ * announces"). A report that yields `step.invoke` commits, in its own unit of work, the child run
+ * (held: no claim takes it), the parent's invoke step linked to it, the parent's wait, and the
+ * pending invocation (`function_invokes`). Then, off the report and in this order: the child's
+ * `run.created` row, a slot (waiting at most `admissionSlotWaitMs`, 5 s), the child's `cancel_on`
+ * replay, a second read of the child under its row lock, and one unit of work that dispatches the
+ * child (releases it to the queue), settles the invocation and, for a fire-and-forget invoke,
+ * resumes the parent. So later replay never has to undo what a fast child did.
+ *
+ * A store error stops the admission before its dispatch and leaves it, committed, to the
+ * pending-invocation pass and the orphan sweep, which run the same admission again: the replay,
+ * the dispatch and the resume are each guarded in SQL, so a second admission changes nothing. A
+ * child whose parent link no longer holds is cancelled quietly (`invoke-link-failed`,
+ * `invoke-result-won`, `parent-ended`: no frame, no audit row, and from a pass an `updated` run
+ * event). A refusal no retry can change (`admissionRefusal`) fails the run it would have queued,
+ * announced like any failure, which wakes its parent.
+ */
+export class InvokeAdmission {
+  /** Runs whose admission is under way on this node: a pass does not start a second one. */
+  private readonly inFlight = new Set<string>();
+
+  constructor(
+    private readonly r: EngineResources,
+    private readonly announcer: OutcomeAnnouncer,
+    private readonly cancelOn: CancelOnSystem,
+    private readonly hints: DispatchHints,
+  ) {}
+
+  /**
+   * In the report's unit of work: creates the held child of a `step.invoke` yield, the parent's
+   * invoke step (waiting with its timeout, or, fire-and-forget, completed with `{run_id}`) and the
+   * pending invocation. The caller moves the parent to `waiting`.
+   */
+  async accept(tx: Tx, parent: RunRecord, y: InvokeYield, target: FunctionRecord, step: { name: string; sequence: number }): Promise<AcceptedInvoke> {
+    const child = await insertNewRun(tx, target, newRunOf(parent, target, null, y.input, { runId: parent.id, stepId: y.step_id }), true);
+    this.r.metrics.runsCreated.inc({ function_id: target.definition.id });
+    const async = y.type === 'invoke_function_async';
+    await stepsSql.insertWaitStep(tx, async
+      ? { runId: parent.id, stepId: y.step_id, name: step.name, type: 'invoke', status: 'completed', childRunId: child.id, output: { run_id: child.id }, sequence: step.sequence }
+      : { runId: parent.id, stepId: y.step_id, name: step.name, type: 'invoke', status: 'waiting', childRunId: child.id, timeoutAt: tx.now + (y.invoke_timeout_ms ?? DEFAULT_INVOKE_TIMEOUT_MS), sequence: step.sequence });
+    const invoke = await invokesSql.insertInvoke(tx, {
+      parentRunId: parent.id,
+      parentStepId: y.step_id,
+      childRunId: child.id,
+      project: parent.project,
+      env: parent.env,
+      parentFunctionId: parent.functionId,
+      childFunctionId: child.functionId,
+      async,
+    });
+    return { child, invoke };
+  }
+
+  /** After an accepted report's commit: the child's admission, as a tracked follow-up. */
+  afterReport(accepted: AcceptedInvoke): void {
+    this.r.followUps.track('invoke-admission', () => this.admit({ run: accepted.child, invoke: accepted.invoke }, 'report').then(() => undefined));
+  }
+
+  /** After a trigger or a direct invoke created `run` held: its `run.created` row, replay and dispatch. */
+  afterCreate(run: RunRecord): void {
+    this.r.followUps.track('run-admission', () => this.admit({ run, invoke: null }, 'created').then(() => undefined));
+  }
+
+  /**
+   * A repeated invoke report (a worker retrying after a lost answer): when its invocation is still
+   * pending, the child it finds created is replayed and read again before its dispatch.
+   */
+  afterRetriedYield(parentRunId: string, stepId: string): void {
+    this.r.followUps.track('invoke-admission', async () => {
+      const target = await this.r.store.read('readPendingInvoke', async (tx) => {
+        const invoke = await invokesSql.getInvoke(tx, parentRunId, stepId);
+        if (!invoke || invoke.settledAt !== null) return null;
+        const run = await runsSql.getRun(tx, invoke.childRunId);
+        return run ? { run, invoke } : null;
+      });
+      if (target) await this.admit(target, 'retried-yield');
+    });
+  }
+
+  /**
+   * Admits a held run (see the class comment). Never throws: a store error is logged and leaves
+   * the admission to a later pass. Resolves what the admission came to.
+   */
+  async admit(target: AdmissionTarget, path: AdmissionPath): Promise<AdmissionOutcome> {
+    const { run, invoke } = target;
+    if (this.inFlight.has(run.id)) return 'in-flight';
+    this.inFlight.add(run.id);
+    try {
+      const wroteRow = await this.writeCreatedRow(target, path);
+      const release = await this.r.wakeSlots.acquireWithin(this.r.config.admissionSlotWaitMs);
+      if (!release) {
+        this.r.logger.warn('admission: no slot came free; the pass replays and dispatches the run', { runId: run.id });
+        await this.leaveToPass(invoke, wroteRow);
+        return 'no-slot';
+      }
+      try {
+        await this.cancelOn.replay(run);
+        return await this.dispatch(target, path);
+      } catch (err) {
+        this.r.logger.warn('admission stopped before its dispatch; the pass tries again', { runId: run.id, path, error: String(err) });
+        await this.leaveToPass(invoke, wroteRow);
+        return 'failed';
+      } finally {
+        release();
+      }
+    } finally {
+      this.inFlight.delete(run.id);
+    }
+  }
+
+  /** Whether an admission of `runId` is under way on this node. */
+  isInFlight(runId: string): boolean {
+    return this.inFlight.has(runId);
+  }
+
+  /**
+   * The child's `run.created` row, stamped with its creation time so it sorts first. A report or a
+   * new run waits for it (up to the recorder's 5 s budget); a pass waits at most `createdRowWaitMs`
+   * and lets the row land after the dispatch. Resolves whether a row was written here.
+   */
+  private async writeCreatedRow(target: AdmissionTarget, path: AdmissionPath): Promise<boolean> {
+    const wanted = path === 'report' || path === 'created' || (path === 'pass' && target.invoke !== null && !target.invoke.createdRow);
+    if (!wanted) return false;
+    const row = recordRunCreated(this.r, target.run);
+    if (path !== 'pass') {
+      await row;
+      return true;
+    }
+    this.r.followUps.track('run-created-audit', () => row.then(() => undefined));
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([row, new Promise((resolve) => { timer = setTimeout(resolve, this.r.config.createdRowWaitMs); })]);
+    clearTimeout(timer);
+    return true;
+  }
+
+  /** Notes, best effort, that the rows of an admission left to the pass are written, so the pass does not write them again. */
+  private async leaveToPass(invoke: InvokeRow | null, wroteRow: boolean): Promise<void> {
+    if (!invoke || !wroteRow || invoke.createdRow) return;
+    try {
+      await this.r.store.unitOfWork('markCreatedRow', async (tx) => {
+        await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
+        await invokesSql.markCreatedRow(tx, invoke.parentRunId, invoke.parentStepId);
+      });
+    } catch (err) {
+      this.r.logger.warn('admission: could not note its run.created row; the pass may write it again', { runId: invoke.childRunId, error: String(err) });
+    }
+  }
+
+  /**
+   * The second read of the run and its dispatch, in one unit of work under the run's row lock:
+   * releases it to the queue (or fails it for a refusal no retry can change, or cancels it quietly
+   * when no parent waits on it), settles its invocation and resumes a fire-and-forget parent.
+   */
+  private async dispatch(target: AdmissionTarget, path: AdmissionPath): Promise<AdmissionOutcome> {
+    const recovery = path === 'pass' || path === 'sweep';
+    const effect = await this.r.store.unitOfWork('admitRun', async (tx) => {
+      if (recovery) await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
+      const run = await runsSql.getRun(tx, target.run.id, { lock: true });
+      const done: AdmissionEffect = { outcome: 'ended' };
+      if (run && !isTerminalRunStatus(run.status) && run.held) {
+        const unlinked = target.invoke && !target.invoke.async ? await unlinkedReason(tx, run) : null;
+        if (unlinked) {
+          done.quiet = await commitOutcome(tx, run.id, { status: 'cancelled', error: { message: `${unlinked}: no parent waits on run ${run.id}`, code: 'CANCELLED', retryable: false } }, { kind: 'not-terminal' });
+          if (done.quiet) await runsSql.clearWakePending(tx, run.id);
+          done.outcome = 'settled';
+        } else {
+          const refused = await refuseInTx(tx, run);
+          if (refused) {
+            done.refused = refused;
+            done.outcome = 'refused';
+          } else if (await runsSql.releaseHeld(tx, run.id)) {
+            done.dispatched = run;
+            done.outcome = 'dispatched';
+          }
+        }
+      } else if (run && !isTerminalRunStatus(run.status)) {
+        done.outcome = 'dispatched'; // another admission released it
+      }
+      if (target.invoke && (await invokesSql.settleInvoke(tx, target.invoke.parentRunId, target.invoke.parentStepId)) && target.invoke.async) {
+        await this.resumeParent(tx, target.invoke.parentRunId, done);
+      }
+      return done;
+    });
+    if (effect.dispatched) this.hints.queued(effect.dispatched.project, effect.dispatched.env, effect.dispatched.mode);
+    if (effect.resumed) this.hints.queued(effect.resumed.project, effect.resumed.env, effect.resumed.mode);
+    if (effect.refused) void this.announcer.announce(effect.refused, 'admission-refused');
+    if (effect.parentRefused) void this.announcer.announce(effect.parentRefused, 'admission-refused');
+    // Nobody waits on a run cancelled quietly: no frame, no audit row; a pass publishes `updated`.
+    if (effect.quiet && recovery) void this.announcer.publishRunEvent(effect.quiet, 'updated');
+    return effect.outcome;
+  }
+
+  /** Resumes a fire-and-forget parent (its admission): queued again from `waiting`, or failed for a refusal no retry can change. */
+  private async resumeParent(tx: Tx, parentRunId: string, done: AdmissionEffect): Promise<void> {
+    const parent = await runsSql.getRun(tx, parentRunId, { lock: true });
+    if (!parent || parent.status !== 'waiting') return;
+    const refused = await refuseInTx(tx, parent);
+    if (refused) done.parentRefused = refused;
+    else if (await runsSql.queueContinuation(tx, parent.id)) done.resumed = parent;
+  }
+}
+
+interface AdmissionEffect {
+  outcome: AdmissionOutcome;
+  dispatched?: RunRecord;
+  refused?: RunRecord;
+  quiet?: RunRecord | null;
+  resumed?: RunRecord;
+  parentRefused?: RunRecord;
+}
+
+/**
+ * Why a sync invoke's held child has no parent waiting on it, or `null` while its parent's step
+ * still waits on it: the step is gone or links another run (`invoke-link-failed`), the parent has
+ * ended (`parent-ended`), or the step was ended by something else (`invoke-result-won`).
+ */
+async function unlinkedReason(tx: Tx, child: RunRecord): Promise<string | null> {
+  const step = await stepsSql.getStep(tx, child.parentRunId!, child.parentStepId!);
+  if (!step || step.childRunId !== child.id) return 'invoke-link-failed';
+  const parent = await runsSql.getRun(tx, child.parentRunId!);
+  if (!parent || isTerminalRunStatus(parent.status)) return 'parent-ended';
+  if (step.status !== 'waiting') return 'invoke-result-won';
+  return null;
+}
+
+/**
+ * Why `run` cannot be admitted to the queue, for a reason no retry can change (specification, "A
+ * resume's admission can fail in two ways"): a push run whose function has no endpoint URL, or an
+ * execution mode the engine does not support. `null` when it can be admitted. Anything else that
+ * goes wrong (a lock timeout, a store error) is retryable: the caller leaves the run as it was.
+ */
+export function admissionRefusal(run: RunRecord, fn: FunctionRecord | null): string | null {
+  if (run.mode !== 'push' && run.mode !== 'pull') return `execution mode ${JSON.stringify(run.mode)} is not supported`;
+  if (run.mode === 'push' && fn && !fn.definition.endpointUrl) {
+    return `function ${run.functionId} (version ${fn.version}) has no endpoint URL, so its push run cannot be dispatched`;
+  }
+  return null;
+}
+
+/** The stored error of a run whose admission was refused. */
+export function refusalError(reason: string): RunError {
+  return { message: `admission refused: ${reason}`, code: RUN_ERROR_CODES.ADMISSION_REFUSED, retryable: false };
+}
+
+/**
+ * In the caller's unit of work, with `run` read there under its row lock: when its admission is
+ * refused, fails it (only if it is unchanged since that read) and returns the committed row.
+ */
+async function refuseInTx(tx: Tx, run: RunRecord): Promise<RunRecord | null> {
+  const reason = admissionRefusal(run, await functionsSql.getFunction(tx, run.project, run.env, run.functionId));
+  if (!reason) return null;
+  return commitOutcome(tx, run.id, { status: 'failed', error: refusalError(reason) }, { kind: 'version', status: run.status, version: run.version });
+}

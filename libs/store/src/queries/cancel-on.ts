@@ -1,0 +1,108 @@
+import { EventRecord, mapEvent } from '../rows';
+import { placeholders } from '../sql';
+import { Tx } from '../tx';
+
+/** One `cancelOn` spec of a run (DESIGN.md `cancel_on_specs`). */
+export interface CancelOnSpecRow {
+  runId: string;
+  specIndex: number;
+  eventName: string;
+  /** The spec's `match` path; `null` when any event of that name matches. */
+  matchPath: string | null;
+  /** JSON text of the run's value at `matchPath` (`null` without a path). */
+  matchValue: string | null;
+}
+
+/** Writes a new run's specs, in the run's creating unit of work. */
+export async function insertSpecs(tx: Tx, project: string, env: string, specs: CancelOnSpecRow[]): Promise<void> {
+  for (const s of specs) {
+    await tx.execute(
+      `INSERT INTO cancel_on_specs (run_id, spec_index, project, env, event_name, match_path, match_value, created_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+      [s.runId, s.specIndex, project, env, s.eventName, s.matchPath, s.matchValue, tx.now],
+    );
+  }
+}
+
+/** A run's specs, in declaration order (the replay's spec read). */
+export async function listSpecsOfRun(tx: Tx, runId: string): Promise<CancelOnSpecRow[]> {
+  const rows = await tx.query(`SELECT * FROM cancel_on_specs WHERE run_id = $1 ORDER BY spec_index`, [runId]);
+  return rows.map((r) => ({
+    runId: String(r.run_id),
+    specIndex: Number(r.spec_index),
+    eventName: String(r.event_name),
+    matchPath: r.match_path === null ? null : String(r.match_path),
+    matchValue: r.match_value === null ? null : String(r.match_value),
+  }));
+}
+
+/**
+ * Runs whose specs an event named `eventName` matches (the live match): for each distinct `match`
+ * path of that event name, `valueAt(path)` gives the JSON text of the event's value there, and a
+ * spec matches when the run's value is the same text; a spec without a path matches any event of
+ * the name. Returns run ids, sorted.
+ */
+export async function listMatchingRuns(
+  tx: Tx,
+  project: string,
+  env: string,
+  eventName: string,
+  valueAt: (path: string) => string,
+): Promise<string[]> {
+  const paths = await tx.query<{ match_path: string | null }>(
+    `SELECT DISTINCT match_path FROM cancel_on_specs WHERE project = $1 AND env = $2 AND event_name = $3`,
+    [project, env, eventName],
+  );
+  const ids = new Set<string>();
+  for (const { match_path: path } of paths) {
+    const rows = path === null
+      ? await tx.query<{ run_id: string }>(
+        `SELECT run_id FROM cancel_on_specs WHERE project = $1 AND env = $2 AND event_name = $3 AND match_path IS NULL`,
+        [project, env, eventName],
+      )
+      : await tx.query<{ run_id: string }>(
+        `SELECT run_id FROM cancel_on_specs WHERE project = $1 AND env = $2 AND event_name = $3 AND match_path = $4 AND match_value = $5`,
+        [project, env, eventName, path, valueAt(path)],
+      );
+    for (const r of rows) ids.add(String(r.run_id));
+  }
+  return [...ids].sort();
+}
+
+/** Deletes a run's specs (its `cancel_on` cleanup). */
+export async function deleteSpecsOfRun(tx: Tx, runId: string): Promise<void> {
+  await tx.execute(`DELETE FROM cancel_on_specs WHERE run_id = $1`, [runId]);
+}
+
+/** Deletes the specs of up to `limit` runs that have ended (the cleanup a lost follow-up left). Returns the rows deleted. */
+export async function deleteSpecsOfEndedRuns(tx: Tx, limit: number): Promise<number> {
+  const ended = await tx.query<{ run_id: string }>(
+    `SELECT DISTINCT s.run_id FROM cancel_on_specs s JOIN runs r ON r.id = s.run_id
+     WHERE r.status IN ('completed', 'failed', 'cancelled') LIMIT $1`,
+    [limit],
+  );
+  if (ended.length === 0) return 0;
+  const ids = ended.map((r) => String(r.run_id));
+  return (await tx.execute(`DELETE FROM cancel_on_specs WHERE run_id IN (${placeholders(1, ids.length)})`, ids)).affected;
+}
+
+/**
+ * The replay's read of the event log: events named `eventName` stamped at or after `sinceTs`,
+ * oldest first, at most `limit` (the specification's "~1000 log rows a spec"), without the event
+ * that created the run. No upper bound: the log is read up to the store's own clock.
+ */
+export async function listReplayEvents(
+  tx: Tx,
+  project: string,
+  env: string,
+  eventName: string,
+  sinceTs: number,
+  exceptEventId: string | null,
+  limit: number,
+): Promise<EventRecord[]> {
+  const rows = await tx.query(
+    `SELECT * FROM events WHERE project = $1 AND env = $2 AND name = $3 AND ts >= $4 AND id <> $5 ORDER BY ts, id LIMIT $6`,
+    [project, env, eventName, sinceTs, exceptEventId ?? '', limit],
+  );
+  return rows.map(mapEvent);
+}
