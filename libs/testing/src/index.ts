@@ -8,3 +8,4 @@ export * from './jetstream';
 export * from './scratch-database';
 export * from './test-server';
 export * from './admission';
+export * from './faulty-store';

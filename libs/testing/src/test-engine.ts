@@ -2,6 +2,7 @@ import { Bus, InProcessBus, NatsBus } from '@ironflow/bus';
 import { FollowUpTracker } from '@ironflow/follow-up';
 import { randomBytes } from 'node:crypto';
 import { FaultyBus } from './faulty-bus';
+import { FaultyStore } from './faulty-store';
 import { CallScope } from '@ironflow/contracts';
 import { Engine, EngineConfig } from '@ironflow/engine';
 import { Dialect } from '@ironflow/store';
@@ -23,9 +24,14 @@ export interface TestEngine {
   gate: PauseGate;
   /** The engine's bus: a `FaultyBus` around the real one. */
   bus: FaultyBus;
+  /** The engine's store: a `FaultyStore` around `db.store` (the test's own reads use `db.store`). */
+  faults: FaultyStore;
   /** A scope of its own (unique project and env), so subjects on a shared NATS do not mix. */
   scope: CallScope;
-  /** A second engine over the same store, as a fresh node after a crash (its own bus and tracker). */
+  /**
+   * A second engine over the same store, as a fresh node after a crash or another node (its own
+   * bus, tracker and `FaultyStore`: `faultsOf(engine)`).
+   */
   restart(options?: TestEngineOptions): Promise<Engine>;
   /** Stops the engine (no loops run unless `start` was called) and disposes the store. */
   close(): Promise<void>;
@@ -39,18 +45,20 @@ export async function openTestEngine(dialect: Dialect, config: Partial<EngineCon
   const bus = new FaultyBus(await openBus());
   const suffix = randomBytes(4).toString('hex');
   const scope: CallScope = { project: `p${suffix}`, env: `e${suffix}` };
-  const engine = new Engine({ store: db.store, clock: db.clock, bus, pausePoints: gate, followUps: options.followUps, config: { leaseMs: 30_000, ...config } });
+  const faults = new FaultyStore(db.store);
+  const engine = new Engine({ store: faults, clock: db.clock, bus, pausePoints: gate, followUps: options.followUps, config: { leaseMs: 30_000, ...config } });
   const extra: { engine: Engine; bus: Bus }[] = [];
   return {
     engine,
     db,
     gate,
     bus,
+    faults,
     scope,
     restart: async (restartOptions = {}) => {
       const reopened = await db.reopen();
       const nextBus = await openBus(restartOptions.bus ?? options.bus);
-      const next = new Engine({ store: reopened.store, clock: reopened.clock, bus: nextBus, pausePoints: gate, followUps: restartOptions.followUps, config: { leaseMs: 30_000, ...config } });
+      const next = new Engine({ store: new FaultyStore(reopened.store), clock: reopened.clock, bus: nextBus, pausePoints: gate, followUps: restartOptions.followUps, config: { leaseMs: 30_000, ...config } });
       extra.push({ engine: next, bus: nextBus });
       return next;
     },
@@ -66,4 +74,11 @@ function natsUrl(): string {
   const url = process.env.IRONFLOW_TEST_NATS_URL;
   if (!url) throw new Error('IRONFLOW_TEST_NATS_URL is not set (see libs/testing/src/global-setup.ts)');
   return url;
+}
+
+/** The `FaultyStore` an engine of `openTestEngine` (or its `restart`) runs on. */
+export function faultsOf(engine: Engine): FaultyStore {
+  const store = engine.resources.store;
+  if (!(store instanceof FaultyStore)) throw new Error('this engine does not run on a FaultyStore');
+  return store;
 }

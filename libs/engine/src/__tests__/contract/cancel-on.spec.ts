@@ -1,0 +1,175 @@
+import { subjects } from '@ironflow/bus';
+import { Engine } from '@ironflow/engine';
+import { STORES, TestEngine, countStreamMessages, openTestEngine, waitFor, waitForAdmission } from '@ironflow/testing';
+import { emitCancel, holdAudit, registerInvokeFunctions, reportInvoke } from './admission-kit';
+import { auditRows, metricValue, pollOne, readRun, readStep } from './post-commit-kit';
+
+/**
+ * `cancel_on` (specification, "What follows a commit", "Two recovery paths announce the same
+ * way", and the tests of `post_commit_announce_test.go` / `post_commit_followup_test.go` it
+ * names), on SQLite and PostgreSQL against real NATS JetStream.
+ */
+describe.each(STORES)('cancel_on [%s]', (dialect) => {
+  let t: TestEngine;
+
+  beforeEach(async () => {
+    t = await openTestEngine(dialect, { followUpDrainMs: 1000, admissionGraceMs: 0 }, { bus: 'nats' });
+  });
+  afterEach(() => t.close());
+
+  const drain = (engine: Engine = t.engine) => engine.resources.followUps.drain(10_000);
+  const specCount = async (runId: string) =>
+    Number((await t.db.store.read('test', (tx) => tx.query<{ n: unknown }>(`SELECT COUNT(*) AS n FROM cancel_on_specs WHERE run_id = $1`, [runId])))[0].n);
+
+  /** A triggered run of `order.process` (cancelOn order.cancelled by data.orderId), driven to a sleep. */
+  async function sleepingOrder(orderId: string): Promise<string> {
+    const { runIds } = await t.engine.api.trigger(t.scope, { event: 'order.placed', data: { orderId } });
+    await waitForAdmission(t, runIds[0]);
+    const job = await pollOne(t.engine, runIds[0]);
+    await t.engine.pull.update('w1', job.job_id, {
+      status: 'yielded',
+      yield: { type: 'sleep', step_id: `${runIds[0]}:nap:0`, until: new Date(Date.now() + 3_600_000).toISOString() },
+      execution_seq: job.execution_seq,
+      lease_token: job.lease_token,
+    });
+    expect(await readRun(t, runIds[0])).toMatchObject({ status: 'waiting' });
+    return runIds[0];
+  }
+
+  async function registerOrderProcess(): Promise<void> {
+    await t.engine.api.registerFunction(t.scope, { id: 'order.process', mode: 'pull', triggers: [{ event: 'order.placed' }], cancelOn: [{ event: 'order.cancelled', match: 'data.orderId' }] });
+    await t.engine.pull.register(t.scope, 'w1', { worker_id: 'w1', function_ids: ['order.process'] });
+  }
+
+  it('order.cancelled {orderId: A} cancels the waiting run of order A only, with the event as its cause', async () => {
+    await registerOrderProcess();
+    const runA = await sleepingOrder('A');
+    const runB = await sleepingOrder('B');
+    const eventId = await emitCancel(t, 'A');
+    await drain();
+
+    expect(await readRun(t, runA)).toMatchObject({
+      status: 'cancelled',
+      error: { code: 'CANCELLED', message: `cancel_on: order.cancelled ${eventId}`, event_id: eventId, event_name: 'order.cancelled' },
+    });
+    expect(await readRun(t, runB)).toMatchObject({ status: 'waiting' });
+    const history = (await t.engine.api.getRunSteps(t.scope, runA)).history;
+    expect(history.find((h) => h.eventType === 'run.cancelled')).toMatchObject({ cause: 'cancel-on-event' });
+    // The cancel deletes the run's specs; the live run keeps its own.
+    expect(await specCount(runA)).toBe(0);
+    expect(await specCount(runB)).toBe(1);
+    // A second matching event finds nothing more to cancel.
+    await emitCancel(t, 'A');
+    await drain();
+    expect(await metricValue(t.engine, 'ironflow_run_outcomes_total', { status: 'cancelled' })).toBe(1);
+  });
+
+  it('a cancel event that came before the run existed is replayed when a trigger creates it: the run is cancelled before any dispatch', async () => {
+    await registerOrderProcess();
+    const eventId = await emitCancel(t, 'C');
+    const { runIds } = await t.engine.api.trigger(t.scope, { event: 'order.placed', data: { orderId: 'C' } });
+    await drain();
+    expect(await readRun(t, runIds[0])).toMatchObject({ status: 'cancelled', executionSeq: 0, startedAt: null, error: { message: `cancel_on: order.cancelled ${eventId}` } });
+    expect(await t.engine.pull.poll('w1', 5)).toEqual([]);
+    // Another order is not touched by that cancel.
+    const other = await t.engine.api.trigger(t.scope, { event: 'order.placed', data: { orderId: 'D' } });
+    await drain();
+    expect(await readRun(t, other.runIds[0])).toMatchObject({ status: 'waiting_for_capacity', held: false });
+  });
+
+  it('TestPostCommit_CancelIsAnnouncedOnEveryPath: a cancel_on match sends one frame, one cancelled event, one run.cancelled row (cancel-on-event) and wakes the parent once', async () => {
+    await registerInvokeFunctions(t);
+    const { parentId, childId, stepId } = await reportInvoke(t, 'A');
+    await waitForAdmission(t, childId);
+    await emitCancel(t, 'A');
+    await drain();
+    await emitCancel(t, 'A');
+    await drain();
+
+    expect(await readRun(t, childId)).toMatchObject({ status: 'cancelled', error: { code: 'CANCELLED' } });
+    expect(await countStreamMessages('RESULTS', subjects.result(t.scope.project, t.scope.env, childId))).toBe(1);
+    expect(await countStreamMessages('PUBSUB', subjects.runEvent(t.scope.env, childId, 'cancelled'))).toBe(1);
+    const rows = await t.db.store.read('test', (tx) => tx.query<{ cause: string }>(`SELECT cause FROM audit_events WHERE run_id = $1 AND event_type = 'run.cancelled'`, [childId]));
+    expect(rows).toEqual([{ cause: 'cancel-on-event' }]);
+    expect(await readStep(t, parentId, stepId)).toMatchObject({ status: 'failed' });
+    expect(await readRun(t, parentId)).toMatchObject({ status: 'waiting_for_capacity' });
+    expect(await metricValue(t.engine, 'ironflow_parent_wakes_total')).toBe(1);
+  });
+
+  it('TestPostCommit_CancelOnAnnouncesWithoutRereadingTheRun: with every read failing after the cancel_on commit, the frame, the event, the row and the wake still go out', async () => {
+    await registerInvokeFunctions(t);
+    const { parentId, childId, stepId } = await reportInvoke(t, 'A');
+    await waitForAdmission(t, childId);
+    let committed = false;
+    t.faults.afterCommit((name) => name === 'cancelOnCancel', () => {
+      committed = true;
+      t.faults.fail({ unit: (_name, kind) => kind === 'read' });
+    });
+    await emitCancel(t, 'A');
+    await drain();
+    expect(committed).toBe(true);
+
+    expect(await readRun(t, childId)).toMatchObject({ status: 'cancelled' });
+    expect(await countStreamMessages('RESULTS', subjects.result(t.scope.project, t.scope.env, childId))).toBe(1);
+    expect(await countStreamMessages('PUBSUB', subjects.runEvent(t.scope.env, childId, 'cancelled'))).toBe(1);
+    expect(await auditRows(t, childId, 'run.cancelled')).toBe(1);
+    expect(await readStep(t, parentId, stepId)).toMatchObject({ status: 'failed' });
+    expect(await readRun(t, parentId)).toMatchObject({ status: 'waiting_for_capacity' });
+  });
+
+  it('TestPostCommit_ShutdownDrainsCancelOnAnnounce: stop waits for a cancel_on announce under way, and returns once its row has landed', async () => {
+    await registerInvokeFunctions(t);
+    const { childId } = await reportInvoke(t, 'A');
+    await waitForAdmission(t, childId);
+    await drain();
+    const audit = holdAudit(t.engine);
+    await emitCancel(t, 'A');
+    await waitFor('the RESULTS frame', async () => (await countStreamMessages('RESULTS', subjects.result(t.scope.project, t.scope.env, childId))) === 1 || undefined);
+    await audit.reached;
+    const stopping = t.engine.stop(10_000);
+    // The announce is still under way (its row is held) when shutdown begins.
+    expect(t.engine.resources.followUps.size).toBeGreaterThan(0);
+    audit.release();
+    await stopping;
+    expect(await auditRows(t, childId, 'run.cancelled')).toBe(1);
+    expect(await metricValue(t.engine, 'ironflow_audit_write_failures_total')).toBe(0);
+  });
+
+  it('TestPostCommit_CancelOnAfterStopBeganIsStillAnnounced: a cancel_on commit made after shutdown began is announced, and wakes the parent', async () => {
+    await registerInvokeFunctions(t);
+    const { parentId, childId, stepId } = await reportInvoke(t, 'A');
+    await waitForAdmission(t, childId);
+    await drain();
+    const gate = t.gate.arm('cancelOn.afterRead', childId);
+    await emitCancel(t, 'A');
+    await gate.reached;
+    const stopping = t.engine.stop(10_000);
+    gate.release();
+    await stopping;
+
+    expect(await readRun(t, childId)).toMatchObject({ status: 'cancelled' });
+    expect(await countStreamMessages('RESULTS', subjects.result(t.scope.project, t.scope.env, childId))).toBe(1);
+    expect(await countStreamMessages('PUBSUB', subjects.runEvent(t.scope.env, childId, 'cancelled'))).toBe(1);
+    expect(await auditRows(t, childId, 'run.cancelled')).toBe(1);
+    expect(await readStep(t, parentId, stepId)).toMatchObject({ status: 'failed' });
+  });
+});
+
+describe('cancelOn at registration [sqlite]', () => {
+  let t: TestEngine;
+  beforeEach(async () => { t = await openTestEngine('sqlite'); });
+  afterEach(() => t.close());
+
+  it('is stored and answered back', async () => {
+    const { function: fn } = await t.engine.api.registerFunction(t.scope, { id: 'f', mode: 'pull', cancelOn: [{ event: 'order.cancelled', match: 'data.orderId' }, { event: 'shop.closed' }] });
+    expect(fn.cancelOn).toEqual([{ event: 'order.cancelled', match: 'data.orderId' }, { event: 'shop.closed' }]);
+  });
+
+  it('refuses an `if` expression (not acted on yet) and any other unknown key, by name, with VALIDATION_ERROR', async () => {
+    const withIf = t.engine.api.registerFunction(t.scope, { id: 'f', mode: 'pull', cancelOn: [{ event: 'a', match: 'data.id', if: 'event.data.x > 1' } as never] });
+    await expect(withIf).rejects.toMatchObject({ code: 'VALIDATION_ERROR', message: expect.stringContaining('cancelOn.0.if') });
+    const withTimeout = t.engine.api.registerFunction(t.scope, { id: 'f', mode: 'pull', cancelOn: [{ event: 'a', timeout: '1h' } as never] });
+    await expect(withTimeout).rejects.toMatchObject({ code: 'VALIDATION_ERROR', message: expect.stringContaining('timeout') });
+    expect(await t.engine.api.listFunctions(t.scope)).toEqual([]);
+  });
+});

@@ -1,0 +1,131 @@
+import { Dialect, Store, Tx } from '@ironflow/store';
+
+/** Which store calls a fault applies to: units of work and reads by name, and statements by SQL. */
+export interface StoreFaultRule {
+  /** A unit of work (`kind: 'unit'`) or a read (`kind: 'read'`) by its name. */
+  unit?: (name: string, kind: 'unit' | 'read') => boolean;
+  /** A statement by its SQL text and parameters (checked as it runs, inside its unit). */
+  query?: (sql: string, params: readonly unknown[]) => boolean;
+}
+
+interface Armed {
+  rule: StoreFaultRule;
+  left: number;
+}
+
+/**
+ * A fault hook around a real store, behind the same port (STYLE.md "fault-injection hooks live
+ * behind ports"): calls matching a `fail` rule throw as a store error would (before the unit
+ * starts, or at the matching statement, rolling its unit back); calls matching a `hold` rule wait
+ * before they start until released, as on a stuck table; `afterCommit` runs a callback once a
+ * matching unit has committed (to fail the reads that follow a commit). Everything else passes
+ * through. Every failure is recorded in `failures`.
+ */
+export class FaultyStore implements Store {
+  readonly failures: string[] = [];
+  private fails: Armed[] = [];
+  private holds: { rule: StoreFaultRule; reached: () => void; released: Promise<void> }[] = [];
+  private commits: { match: (name: string) => boolean; then: () => void }[] = [];
+
+  constructor(private readonly inner: Store) {}
+
+  get dialect(): Dialect {
+    return this.inner.dialect;
+  }
+
+  /** Fails the next `count` calls (default: all) that `rule` matches. */
+  fail(rule: StoreFaultRule, count = Number.POSITIVE_INFINITY): void {
+    this.fails.push({ rule, left: count });
+  }
+
+  /**
+   * Holds every unit of work or read that `rule.unit` matches, before it starts, until `release()`;
+   * `reached` resolves when the first one is held.
+   */
+  hold(rule: StoreFaultRule): { reached: Promise<void>; release: () => void } {
+    let reached!: () => void;
+    let release!: () => void;
+    const reachedPromise = new Promise<void>((resolve) => (reached = resolve));
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const entry = { rule, reached, released };
+    this.holds.push(entry);
+    return {
+      reached: reachedPromise,
+      release: () => {
+        this.holds = this.holds.filter((h) => h !== entry);
+        release();
+      },
+    };
+  }
+
+  /** Calls `then` once, right after the next unit of work whose name `match` accepts commits. */
+  afterCommit(match: (name: string) => boolean, then: () => void): void {
+    this.commits.push({ match, then });
+  }
+
+  /** Removes every fail rule (holds stay until released). */
+  heal(): void {
+    this.fails = [];
+  }
+
+  async unitOfWork<T>(name: string, work: (tx: Tx) => Promise<T>): Promise<T> {
+    await this.enter(name, 'unit');
+    const result = await this.inner.unitOfWork(name, (tx) => work(this.faulty(tx, name)));
+    const due = this.commits.filter((c) => c.match(name));
+    this.commits = this.commits.filter((c) => !due.includes(c));
+    for (const c of due) c.then();
+    return result;
+  }
+
+  async read<T>(name: string, work: (tx: Tx) => Promise<T>): Promise<T> {
+    await this.enter(name, 'read');
+    return this.inner.read(name, (tx) => work(this.faulty(tx, name)));
+  }
+
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+
+  private async enter(name: string, kind: 'unit' | 'read'): Promise<void> {
+    for (const h of this.holds.filter((h) => h.rule.unit?.(name, kind))) {
+      h.reached();
+      await h.released;
+    }
+    if (this.take((rule) => !!rule.unit?.(name, kind) && !rule.query)) throw this.failure(`${kind} ${name}`);
+  }
+
+  private faulty(tx: Tx, name: string): Tx {
+    const check = (sql: string, params: readonly unknown[] = []) => {
+      if (this.take((rule) => !!rule.query?.(sql, params) && (!rule.unit || rule.unit(name, 'unit') || rule.unit(name, 'read')))) {
+        throw this.failure(`statement in ${name}: ${sql.replace(/\s+/g, ' ').slice(0, 80)}`);
+      }
+    };
+    return {
+      dialect: tx.dialect,
+      now: tx.now,
+      forUpdate: tx.forUpdate,
+      forUpdateSkipLocked: tx.forUpdateSkipLocked,
+      setLockTimeout: (ms) => tx.setLockTimeout(ms),
+      query: async (sql, params) => {
+        check(sql, params);
+        return tx.query(sql, params);
+      },
+      execute: async (sql, params) => {
+        check(sql, params);
+        return tx.execute(sql, params);
+      },
+    };
+  }
+
+  private take(matches: (rule: StoreFaultRule) => boolean): boolean {
+    const armed = this.fails.find((f) => f.left > 0 && matches(f.rule));
+    if (!armed) return false;
+    armed.left -= 1;
+    return true;
+  }
+
+  private failure(what: string): Error {
+    this.failures.push(what);
+    return new Error(`fault hook: ${what} failed`);
+  }
+}
