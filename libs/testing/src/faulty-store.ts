@@ -33,9 +33,13 @@ export class FaultyStore implements Store {
     return this.inner.dialect;
   }
 
-  /** Fails the next `count` calls (default: all) that `rule` matches. */
-  fail(rule: StoreFaultRule, count = Number.POSITIVE_INFINITY): void {
-    this.fails.push({ rule, left: count });
+  /** Fails the next `count` calls (default: all) that `rule` matches. Returns what removes this rule alone. */
+  fail(rule: StoreFaultRule, count = Number.POSITIVE_INFINITY): () => void {
+    const armed = { rule, left: count };
+    this.fails.push(armed);
+    return () => {
+      this.fails = this.fails.filter((f) => f !== armed);
+    };
   }
 
   /**
