@@ -398,6 +398,22 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     expect(listed?.cancelOn).toEqual([{ event: 'order.cancelled', match: 'data.orderId' }, { event: 'shop.closed', match: '' }]);
   });
 
+  it('a cancelOn event cancels the matching run only; GetRun names the event as the cause and GetRunSteps records cancel-on-event', async () => {
+    const fnId = uid('cancellable');
+    const placed = uid('placed');
+    const cancelled = uid('cancelled');
+    expect((await connect(engine.url, 'RegisterFunction', { id: fnId, preferredMode: 'pull', triggers: [{ event: placed }], cancelOn: [{ event: cancelled, match: 'data.orderId' }] })).status).toBe(200);
+    const runA = (await connect(engine.url, 'Trigger', { event: placed, data: { orderId: 'A' } })).json.runIds[0];
+    const runB = (await connect(engine.url, 'Trigger', { event: placed, data: { orderId: 'B' } })).json.runIds[0];
+    const cancel = await connect(engine.url, 'Trigger', { event: cancelled, data: { orderId: 'A' } });
+    expect(cancel.json.runIds).toEqual([]);
+    const run = await waitForRun(engine.url, runA, (r) => r.status === 'cancelled');
+    expect(run.error).toMatchObject({ code: 'CANCELLED', message: `cancel_on: ${cancelled} ${cancel.json.eventId}` });
+    const steps = await connect(engine.url, 'GetRunSteps', { id: runA });
+    expect(steps.json.history.find((h: any) => h.eventType === 'run.cancelled')).toMatchObject({ cause: 'cancel-on-event' });
+    expect((await connect(engine.url, 'GetRun', { id: runB })).json.status).toBe('waiting_for_capacity');
+  });
+
   it('Trigger refuses an event version other than 1 and event metadata, which the engine does not carry yet', async () => {
     for (const extra of [{ version: 2 }, { metadata: { source: 'test' } }]) {
       const res = await connect(engine.url, 'Trigger', { event: uid('ev'), data: {}, ...extra });

@@ -73,6 +73,15 @@ describe('ironflow CLI', () => {
       expect(JSON.parse(json.out[0])).toEqual({ status: 'cancelled', runId: 'run-5', functionId: 'pay' });
     });
 
+    it('run get shows a cancel_on cancel\'s cause: the event in the error and cancel-on-event in the history', async () => {
+      replies.GetRun = () => ({ status: 200, body: { id: 'run-6', functionId: 'ship', functionVersion: 1, executionMode: 'pull', eventId: 'evt-0', status: 'cancelled', attempt: 1, maxAttempts: 3, createdAt: '2025-01-01T00:00:00.000Z', updatedAt: '2025-01-01T00:00:01.000Z', error: { message: 'cancel_on: order.cancelled evt-9', code: 'CANCELLED' } } });
+      replies.GetRunSteps = () => ({ status: 200, body: { steps: [], history: [{ eventType: 'run.created', cause: 'trigger', ts: '2025-01-01T00:00:00.000Z' }, { eventType: 'run.cancelled', cause: 'cancel-on-event', ts: '2025-01-01T00:00:01.000Z' }] } });
+      const res = await cli(server.url, 'run', 'get', 'run-6');
+      expect(res.code).toBe(0);
+      expect(res.out[0]).toContain('error      [CANCELLED] cancel_on: order.cancelled evt-9');
+      expect(res.out[0]).toContain('2025-01-01T00:00:01.000Z run.cancelled: cancel-on-event');
+    });
+
     it('documents the exit codes in the help of emit and invoke', async () => {
       for (const command of ['emit', 'invoke']) {
         const res = await cli(server.url, command, '--help');

@@ -31,8 +31,12 @@ export async function insertAuditRows(tx: Tx, rows: AuditRow[]): Promise<void> {
   await tx.execute(`INSERT INTO audit_events (run_id, function_id, event_type, cause, data, ts) VALUES ${values.join(', ')}`, params);
 }
 
+/**
+ * A run's audit rows by time, then insertion: a row that lands late with an earlier time (a
+ * `run.created` row stamped with the run's creation time) reads in its place.
+ */
 export async function listAudit(tx: Tx, runId: string): Promise<{ eventType: string; cause: string | null; data: unknown; ts: number }[]> {
-  const rows = await tx.query(`SELECT * FROM audit_events WHERE run_id = $1 ORDER BY id`, [runId]);
+  const rows = await tx.query(`SELECT * FROM audit_events WHERE run_id = $1 ORDER BY ts, id`, [runId]);
   return rows.map((r) => ({
     eventType: String(r.event_type),
     cause: r.cause === null ? null : String(r.cause),
