@@ -14,12 +14,19 @@ type InvokeYield = Extract<YieldInfo, { type: 'invoke_function' | 'invoke_functi
 export interface AcceptedInvoke {
   child: RunRecord;
   invoke: InvokeRow;
+  /** Whether the child's function declares `cancelOn` (else its admission has nothing to replay). */
+  cancelOn: boolean;
 }
 
 /** A held run to admit, and the pending invocation that created it (`null` for a triggered run). */
 export interface AdmissionTarget {
   run: RunRecord;
   invoke: InvokeRow | null;
+  /**
+   * `false` when the creator knows the run has no `cancel_on` specs, so the replay's spec read is
+   * skipped; a pass or the sweep does not know and replays (default `true`).
+   */
+  replay?: boolean;
 }
 
 /**
@@ -96,12 +103,12 @@ export class InvokeAdmission {
       childFunctionId: child.functionId,
       async,
     });
-    return { child, invoke };
+    return { child, invoke, cancelOn: (target.definition.cancelOn ?? []).length > 0 };
   }
 
   /** After an accepted report's commit: the child's admission, as a tracked follow-up. */
   afterReport(accepted: AcceptedInvoke): void {
-    this.r.followUps.track('invoke-admission', () => this.admit({ run: accepted.child, invoke: accepted.invoke }, 'report').then(() => undefined));
+    this.r.followUps.track('invoke-admission', () => this.admit({ run: accepted.child, invoke: accepted.invoke, replay: accepted.cancelOn }, 'report').then(() => undefined));
   }
 
   /** After a trigger or a direct invoke created `run` held: its `run.created` row, replay and dispatch. */
@@ -142,7 +149,7 @@ export class InvokeAdmission {
         return 'no-slot';
       }
       try {
-        await this.cancelOn.replay(run);
+        if (target.replay !== false) await this.cancelOn.replay(run);
         return await this.dispatch(target, path);
       } catch (err) {
         this.r.logger.warn('admission stopped before its dispatch; the pass tries again', { runId: run.id, path, error: String(err) });
