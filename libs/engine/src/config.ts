@@ -48,7 +48,9 @@ export interface EngineConfig {
   createdRowWaitMs: number;
   /**
    * The pending-invocation pass and the orphan sweep leave a run alone this long after its
-   * creation, so an admission under way is not done twice (default 30000).
+   * creation, so an admission under way is not done twice (default 10000: its own longest waits,
+   * the `run.created` row's 5 s budget and the 5 s slot wait; well inside the 30 s default invoke
+   * timeout, which a child left held would otherwise reach).
    */
   admissionGraceMs: number;
 }
@@ -73,5 +75,5 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   cancelOnReplayRowsPerSpec: 1000,
   admissionSlotWaitMs: 5000,
   createdRowWaitMs: 1000,
-  admissionGraceMs: 30_000,
+  admissionGraceMs: 10_000,
 };
