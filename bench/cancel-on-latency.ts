@@ -21,12 +21,14 @@
  * Usage: node dist/bench/cancel-on-latency.js [--waiting 10000] [--rate 1000] [--seconds 10] [--inflight 64] [--chunk 5000] [--settle-ms 60000]
  */
 import { randomBytes } from 'node:crypto';
+import { loadavg } from 'node:os';
 import { NatsBus, subjects } from '@ironflow/bus';
 import { CallScope } from '@ironflow/contracts';
 import { Engine } from '@ironflow/engine';
 import { openStore } from '@ironflow/store';
 import { Client } from 'pg';
 import { DATABASE_URL, NATS_URL, benchSchema, dropSchema, intArg, machineInfo, nowMs, purgeScope, schemaClient, sleep, summarize, table, writeResults } from './lib/common';
+import { CountingStore, perCall } from './lib/counting-store';
 import { progress } from './lib/progress';
 
 const FUNCTION_ID = 'bench.order';
@@ -88,7 +90,8 @@ async function main(): Promise<void> {
   const poolSize = 10;
   const opened = await openStore({ url: DATABASE_URL, schema, poolSize });
   const bus = await NatsBus.connect({ url: NATS_URL, name: 'ironflow-bench-cancel-on' });
-  const engine = new Engine({ store: opened.store, clock: opened.clock, bus, poolSize });
+  const store = new CountingStore(opened.store);
+  const engine = new Engine({ store, clock: opened.clock, bus, poolSize });
   const client = await schemaClient(schema);
   const startedAt = new Date().toISOString();
   const emitStart = new Map<string, number>();
@@ -99,6 +102,8 @@ async function main(): Promise<void> {
   let loadMs = 0;
   let emitMs = 0;
   let settledMs = 0;
+  let countsBefore = store.snapshot();
+  let countsAfter = countsBefore;
   try {
     await engine.api.registerFunction(scope, { id: FUNCTION_ID, mode: 'pull', triggers: [{ event: PLACED }], cancelOn: [{ event: CANCELLED, match: 'data.orderId' }] });
     loadMs = await bulkLoad(client, scope, waiting, chunk, opened.clock.now());
@@ -116,6 +121,7 @@ async function main(): Promise<void> {
       if (start !== undefined) announced.push(at - start);
     });
 
+    countsBefore = store.snapshot();
     process.stderr.write(`cancel_on: ${waiting} waiting runs, ${rate} cancel events/s for ${seconds} s (at most ${inflightCap} emits outstanding), PostgreSQL schema ${schema}, NATS ${NATS_URL}\n`);
     const bar = progress('emit      ', total);
     const begin = nowMs();
@@ -149,6 +155,7 @@ async function main(): Promise<void> {
     }
     await engine.resources.followUps.drain(settleMs);
     settledMs = nowMs() - settleStart;
+    countsAfter = store.snapshot();
     sub.unsubscribe();
   } finally {
     await engine.stop(5000);
@@ -173,7 +180,7 @@ async function main(): Promise<void> {
   const auditRows = Number((await client.query<{ n: string }>(`SELECT COUNT(*) AS n FROM audit_events WHERE event_type = 'run.cancelled' AND cause = 'cancel-on-event'`)).rows[0].n);
   await client.end();
   await bus.close();
-  await opened.store.close();
+  await store.close();
   await dropSchema(schema);
   await purgeScope(NATS_URL, scope.project, scope.env).catch(() => undefined);
 
@@ -187,7 +194,13 @@ async function main(): Promise<void> {
   ]));
   const reached = Math.round((emitted / (emitMs / 1000)) * 10) / 10;
   console.log(`\nemitted ${emitted} events (${emitErrors} errors) in ${(emitMs / 1000).toFixed(2)} s: ${reached} events/s (target ${rate}); all settled ${(settledMs / 1000).toFixed(2)} s after the last emit`);
-  console.log(`runs a cancel matched left waiting: ${matchedLeftWaiting}; runs cancelled that no cancel matched: ${unmatchedCancelled}; run.cancelled rows (cancel-on-event): ${auditRows}`);
+  console.log(`runs a cancel matched left waiting: ${matchedLeftWaiting}; runs cancelled that no cancel matched: ${unmatchedCancelled}; run.cancelled rows (cancel-on-event): ${auditRows} (the rest dropped and counted by the audit recorder)`);
+  const units = perCall(countsBefore.units, countsAfter.units, Math.max(1, emitted));
+  const reads = perCall(countsBefore.reads, countsAfter.reads, Math.max(1, emitted));
+  const costRows: (string | number)[][] = [['per cancel event', 'count', 'mean ms']];
+  for (const [name, v] of Object.entries(units)) costRows.push([`${name} unit`, v.perCall, v.meanMs]);
+  for (const [name, v] of Object.entries(reads)) costRows.push([`${name} read`, v.perCall, v.meanMs]);
+  console.log(`\n${table(costRows)}`);
   const path = writeResults('cancel-on-latency', {
     startedAt,
     machine: await machineInfo(),
@@ -202,6 +215,8 @@ async function main(): Promise<void> {
     matchedLeftWaiting,
     unmatchedCancelled,
     runCancelledAuditRows: auditRows,
+    perEvent: { unitsOfWork: units, reads },
+    loadAverage: loadavg(),
   });
   console.log(`\nresults: ${path}`);
   if (matchedLeftWaiting > 0 || unmatchedCancelled > 0) process.exitCode = 1;
