@@ -1,8 +1,9 @@
 import { CallScope } from '@ironflow/contracts';
 import { Engine, SegmentReport } from '@ironflow/engine';
 import { ExecutionFence } from '@ironflow/fencing';
-import { TestEngine, faultsOf } from '@ironflow/testing';
-import { invokesSql } from '@ironflow/store';
+import { FollowUpTracker } from '@ironflow/follow-up';
+import { Dialect, invokesSql } from '@ironflow/store';
+import { TestEngine, faultsOf, openTestEngine } from '@ironflow/testing';
 import { readRun, readStep } from './post-commit-kit';
 
 /**
@@ -11,6 +12,21 @@ import { readRun, readStep } from './post-commit-kit';
  * child that `order.cancelled` cancels by `data.orderId`.
  */
 export const CHILD_CANCEL_ON = [{ event: 'order.cancelled', match: 'data.orderId' }];
+
+/** The engine config of these tests: a short follow-up drain, and passes that take a run at once. */
+export const ADMISSION_TEST_CONFIG = { followUpDrainMs: 1000, admissionGraceMs: 0 };
+
+/** An engine on `dialect` with real NATS, the functions below registered. */
+export async function openAdmissionTest(dialect: Dialect, followUps?: FollowUpTracker): Promise<TestEngine> {
+  const t = await openTestEngine(dialect, ADMISSION_TEST_CONFIG, { bus: 'nats', followUps });
+  await registerInvokeFunctions(t);
+  return t;
+}
+
+/** Waits for every follow-up of `engine` (admissions, announces, wakes). */
+export function drainFollowUps(engine: Engine): Promise<boolean> {
+  return engine.resources.followUps.drain(15_000);
+}
 
 export async function registerInvokeFunctions(t: TestEngine, engine: Engine = t.engine): Promise<void> {
   await engine.api.registerFunction(t.scope, { id: 'parent', mode: 'push', endpointUrl: 'http://127.0.0.1:9/never-called', triggers: [{ event: 'go' }] });

@@ -1,8 +1,7 @@
 import { subjects } from '@ironflow/bus';
-import { Engine } from '@ironflow/engine';
 import { ExecutionFence } from '@ironflow/fencing';
-import { STORES, TestEngine, countStreamMessages, openTestEngine, waitForAdmission } from '@ironflow/testing';
-import { dispatchedUnclaimed, invocation, registerInvokeFunctions, reportInvoke, takeAllSlots } from './admission-kit';
+import { STORES, TestEngine, countStreamMessages, waitForAdmission } from '@ironflow/testing';
+import { dispatchedUnclaimed, drainFollowUps, invocation, openAdmissionTest, reportInvoke, takeAllSlots } from './admission-kit';
 import { auditRows, endChild, metricValue, readRun, readStep } from './post-commit-kit';
 
 const NO_ENDPOINT = /has no endpoint URL, so its push run cannot be dispatched/;
@@ -18,13 +17,9 @@ const NO_ENDPOINT = /has no endpoint URL, so its push run cannot be dispatched/;
 describe.each(STORES)('admission [%s]', (dialect) => {
   let t: TestEngine;
 
-  beforeEach(async () => {
-    t = await openTestEngine(dialect, { followUpDrainMs: 1000, admissionGraceMs: 0 }, { bus: 'nats' });
-    await registerInvokeFunctions(t);
-  });
+  beforeEach(async () => { t = await openAdmissionTest(dialect); });
   afterEach(() => t.close());
-
-  const drain = (engine: Engine = t.engine) => engine.resources.followUps.drain(10_000);
+  const drain = () => drainFollowUps(t.engine);
 
   /** `parent` (push) waits on `child`; then `parent` is registered again as a pull function (no endpoint). */
   async function parentLosesItsEndpoint() {

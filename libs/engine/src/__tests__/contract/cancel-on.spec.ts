@@ -1,7 +1,6 @@
 import { subjects } from '@ironflow/bus';
-import { Engine } from '@ironflow/engine';
 import { STORES, TestEngine, countStreamMessages, openTestEngine, waitFor, waitForAdmission } from '@ironflow/testing';
-import { emitCancel, holdAudit, registerInvokeFunctions, reportInvoke } from './admission-kit';
+import { ADMISSION_TEST_CONFIG, drainFollowUps, emitCancel, holdAudit, registerInvokeFunctions, reportInvoke } from './admission-kit';
 import { auditRows, metricValue, pollOne, readRun, readStep } from './post-commit-kit';
 
 /**
@@ -13,11 +12,11 @@ describe.each(STORES)('cancel_on [%s]', (dialect) => {
   let t: TestEngine;
 
   beforeEach(async () => {
-    t = await openTestEngine(dialect, { followUpDrainMs: 1000, admissionGraceMs: 0 }, { bus: 'nats' });
+    t = await openTestEngine(dialect, ADMISSION_TEST_CONFIG, { bus: 'nats' });
   });
   afterEach(() => t.close());
 
-  const drain = (engine: Engine = t.engine) => engine.resources.followUps.drain(10_000);
+  const drain = () => drainFollowUps(t.engine);
   const specCount = async (runId: string) =>
     Number((await t.db.store.read('test', (tx) => tx.query<{ n: unknown }>(`SELECT COUNT(*) AS n FROM cancel_on_specs WHERE run_id = $1`, [runId])))[0].n);
 

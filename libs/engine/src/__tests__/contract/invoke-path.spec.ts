@@ -1,7 +1,7 @@
 import { Engine } from '@ironflow/engine';
 import { ExecutionFence } from '@ironflow/fencing';
-import { STORES, TestEngine, openTestEngine } from '@ironflow/testing';
-import { cancelledUnclaimed, dispatchedUnclaimed, emitCancel, history, holdAudit, registerInvokeFunctions, reportInvoke } from './admission-kit';
+import { STORES, TestEngine } from '@ironflow/testing';
+import { cancelledUnclaimed, dispatchedUnclaimed, drainFollowUps, emitCancel, history, holdAudit, openAdmissionTest, reportInvoke } from './admission-kit';
 import { pollOne, readRun, readStep } from './post-commit-kit';
 
 /**
@@ -14,13 +14,9 @@ import { pollOne, readRun, readStep } from './post-commit-kit';
 describe.each(STORES)('invoke path [%s]', (dialect) => {
   let t: TestEngine;
 
-  beforeEach(async () => {
-    t = await openTestEngine(dialect, { followUpDrainMs: 1000, admissionGraceMs: 0 }, { bus: 'nats' });
-    await registerInvokeFunctions(t);
-  });
+  beforeEach(async () => { t = await openAdmissionTest(dialect); });
   afterEach(() => t.close());
-
-  const drain = (engine: Engine = t.engine) => engine.resources.followUps.drain(10_000);
+  const drain = (engine: Engine = t.engine) => drainFollowUps(engine);
 
   it('TestInvokePath_ChildHonoursCancelAnotherNodeTook: a cancel only the other node took cancels the new child before any dispatch, and its parent resumes', async () => {
     const otherNode = await t.restart({ bus: 'nats' });

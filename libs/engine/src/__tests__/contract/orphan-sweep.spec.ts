@@ -1,6 +1,6 @@
 import { Engine } from '@ironflow/engine';
-import { CrashingFollowUpTracker, STORES, TestEngine, faultsOf, openTestEngine } from '@ironflow/testing';
-import { cancelledUnclaimed, dispatchedUnclaimed, emitCancel, registerInvokeFunctions, reportInvoke } from './admission-kit';
+import { CrashingFollowUpTracker, STORES, TestEngine, faultsOf } from '@ironflow/testing';
+import { cancelledUnclaimed, dispatchedUnclaimed, emitCancel, openAdmissionTest, reportInvoke } from './admission-kit';
 import { readRun, readStep } from './post-commit-kit';
 
 /**
@@ -17,15 +17,13 @@ describe.each(STORES)('orphan sweep [%s]', (dialect) => {
 
   beforeEach(async () => {
     crashing = new CrashingFollowUpTracker();
-    t = await openTestEngine(dialect, { followUpDrainMs: 1000, admissionGraceMs: 0 }, { bus: 'nats', followUps: crashing });
-    await registerInvokeFunctions(t);
+    t = await openAdmissionTest(dialect, crashing);
     // Children whose replay this suite makes fail: `flaky` and `stuck` cancel on events of their own.
     await t.engine.api.registerFunction(t.scope, { id: 'flaky', mode: 'pull', cancelOn: [{ event: 'flaky.cancelled', match: 'data.orderId' }] });
     await t.engine.api.registerFunction(t.scope, { id: 'stuck', mode: 'pull', cancelOn: [{ event: 'stuck.cancelled', match: 'data.orderId' }] });
     // The node that reports dies after each commit: every child it creates is an orphan.
     crashing.crash();
     sweeper = await t.restart({ bus: 'nats' });
-    Object.assign(sweeper.resources.config, { admissionGraceMs: 0 });
   });
   afterEach(() => t.close());
 

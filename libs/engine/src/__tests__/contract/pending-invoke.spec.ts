@@ -1,15 +1,16 @@
 import { Engine, EngineConfig } from '@ironflow/engine';
 import { FollowUpTracker } from '@ironflow/follow-up';
 import { runsSql } from '@ironflow/store';
-import { CrashingFollowUpTracker, STORES, TestEngine, faultsOf, openTestEngine, waitFor } from '@ironflow/testing';
+import { CrashingFollowUpTracker, STORES, TestEngine, faultsOf, waitFor } from '@ironflow/testing';
 import {
   cancelledUnclaimed,
   dispatchedUnclaimed,
+  drainFollowUps,
   emitCancel,
   history,
   holdAudit,
   invocation,
-  registerInvokeFunctions,
+  openAdmissionTest,
   reportInvoke,
   takeAllSlots,
 } from './admission-kit';
@@ -25,19 +26,17 @@ import { auditRows, pollOne, readRun, readStep } from './post-commit-kit';
 describe.each(STORES)('pending invocations [%s]', (dialect) => {
   let t: TestEngine;
   let crashing: CrashingFollowUpTracker;
-  const config: Partial<EngineConfig> = { followUpDrainMs: 1000, admissionGraceMs: 0 };
 
   beforeEach(async () => {
     crashing = new CrashingFollowUpTracker();
-    t = await openTestEngine(dialect, config, { bus: 'nats', followUps: crashing });
-    await registerInvokeFunctions(t);
+    t = await openAdmissionTest(dialect, crashing);
   });
   afterEach(async () => {
     jest.restoreAllMocks();
     await t.close();
   });
 
-  const drain = (engine: Engine = t.engine) => engine.resources.followUps.drain(15_000);
+  const drain = (engine: Engine = t.engine) => drainFollowUps(engine);
 
   /** The report commits, then the node dies: nothing after the commit runs. A fresh engine shares only the store. */
   async function crashAfterReport(orderId: string, options: { async?: boolean } = {}) {
@@ -238,8 +237,8 @@ describe.each(STORES)('pending invocations [%s]', (dialect) => {
       await t.close();
       const warnings: string[] = [];
       const tracker = new FollowUpTracker({ warn: (message) => warnings.push(message) });
-      t = await openTestEngine(dialect, { ...config, admissionSlotWaitMs: 15_000 }, { bus: 'nats', followUps: tracker });
-      await registerInvokeFunctions(t);
+      t = await openAdmissionTest(dialect, tracker);
+      t.engine.resources.config.admissionSlotWaitMs = 15_000;
       const logged = jest.spyOn(t.engine.resources.logger, 'warn');
       const releaseSlots = await takeAllSlots(t.engine);
       const { parentId, childId } = await reportInvoke(t, 'A', { async: true });
@@ -256,7 +255,6 @@ describe.each(STORES)('pending invocations [%s]', (dialect) => {
       expect(logged.mock.calls.map((c) => c[0])).toContain('admission stopped before its dispatch; the pass tries again');
       // The next start (a store opened again) recovers it.
       const next = await t.restart({ bus: 'nats' });
-      Object.assign(next.resources.config, { admissionGraceMs: 0 });
       const read = (id: string) => next.resources.store.read('test', (tx) => runsSql.getRun(tx, id));
       expect(await read(childId)).toMatchObject({ status: 'waiting_for_capacity', held: true });
       expect(await next.pendingInvokes.run()).toBe(1);
