@@ -98,9 +98,20 @@ export class CancelOnSystem {
     return result.committed;
   }
 
-  /** Deletes the specs of up to a page of ended runs (the scheduler's `cancel_on` cleanup). */
-  cleanUp(): Promise<number> {
-    return this.r.store.unitOfWork('cancelOnCleanup', (tx) => cancelOnSql.deleteSpecsOfEndedRuns(tx, this.r.config.passPageSize));
+  private cleanupCursor = '';
+
+  /**
+   * The scheduler's `cancel_on` cleanup: one page of runs with specs, after its cursor, whose
+   * ended runs lose their specs (a cancel_on cancel deletes its own in its commit; other outcomes
+   * leave them to this pass or to a later match). Returns the specs deleted.
+   */
+  async cleanUp(): Promise<number> {
+    const { deleted, next } = await this.r.store.unitOfWork('cancelOnCleanup', async (tx) => {
+      await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
+      return cancelOnSql.deleteSpecsOfEndedRuns(tx, this.cleanupCursor, this.r.config.passPageSize);
+    });
+    this.cleanupCursor = next;
+    return deleted;
   }
 }
 

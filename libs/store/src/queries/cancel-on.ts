@@ -74,16 +74,25 @@ export async function deleteSpecsOfRun(tx: Tx, runId: string): Promise<void> {
   await tx.execute(`DELETE FROM cancel_on_specs WHERE run_id = $1`, [runId]);
 }
 
-/** Deletes the specs of up to `limit` runs that have ended (the cleanup a lost follow-up left). Returns the rows deleted. */
-export async function deleteSpecsOfEndedRuns(tx: Tx, limit: number): Promise<number> {
-  const ended = await tx.query<{ run_id: string }>(
-    `SELECT DISTINCT s.run_id FROM cancel_on_specs s JOIN runs r ON r.id = s.run_id
-     WHERE r.status IN ('completed', 'failed', 'cancelled') LIMIT $1`,
-    [limit],
-  );
-  if (ended.length === 0) return 0;
-  const ids = ended.map((r) => String(r.run_id));
-  return (await tx.execute(`DELETE FROM cancel_on_specs WHERE run_id IN (${placeholders(1, ids.length)})`, ids)).affected;
+/**
+ * The cleanup a lost follow-up left: reads the next `limit` runs with specs after `afterRunId`
+ * (by id, so a pass costs a page however many runs wait) and deletes the specs of those that
+ * have ended. Returns the specs deleted and the next page's cursor (`''` at the end).
+ */
+export async function deleteSpecsOfEndedRuns(tx: Tx, afterRunId: string, limit: number): Promise<{ deleted: number; next: string }> {
+  const page = (await tx.query<{ run_id: string }>(
+    `SELECT DISTINCT run_id FROM cancel_on_specs WHERE run_id > $1 ORDER BY run_id LIMIT $2`,
+    [afterRunId, limit],
+  )).map((r) => String(r.run_id));
+  const next = page.length < limit ? '' : page[page.length - 1];
+  if (page.length === 0) return { deleted: 0, next };
+  const ended = (await tx.query<{ id: string }>(
+    `SELECT id FROM runs WHERE id IN (${placeholders(1, page.length)}) AND status IN ('completed', 'failed', 'cancelled')`,
+    page,
+  )).map((r) => String(r.id));
+  if (ended.length === 0) return { deleted: 0, next };
+  const deleted = (await tx.execute(`DELETE FROM cancel_on_specs WHERE run_id IN (${placeholders(1, ended.length)})`, ended)).affected;
+  return { deleted, next };
 }
 
 /**

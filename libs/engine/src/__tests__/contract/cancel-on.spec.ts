@@ -76,6 +76,20 @@ describe.each(STORES)('cancel_on [%s]', (dialect) => {
     expect(await readRun(t, other.runIds[0])).toMatchObject({ status: 'waiting_for_capacity', held: false });
   });
 
+  it('the cancel_on cleanup deletes the specs a run kept when it ended another way, and leaves a live run\'s', async () => {
+    await registerOrderProcess();
+    const done = await sleepingOrder('A');
+    const live = await sleepingOrder('B');
+    await t.engine.api.cancelRun(t.scope, done, 'by hand');
+    expect(await specCount(done)).toBe(1);
+    t.engine.resources.config.passPageSize = 1; // one run a page: the cursor goes on to the next
+    let deleted = 0;
+    for (let pass = 0; pass < 3; pass += 1) deleted += await t.engine.cancelOn.cleanUp();
+    expect(deleted).toBe(1);
+    expect(await specCount(done)).toBe(0);
+    expect(await specCount(live)).toBe(1);
+  });
+
   it('TestPostCommit_CancelIsAnnouncedOnEveryPath: a cancel_on match sends one frame, one cancelled event, one run.cancelled row (cancel-on-event) and wakes the parent once', async () => {
     await registerInvokeFunctions(t);
     const { parentId, childId, stepId } = await reportInvoke(t, 'A');
