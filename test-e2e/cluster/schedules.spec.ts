@@ -4,7 +4,7 @@ import { AddressInfo } from 'node:net';
 import { DataSource } from 'typeorm';
 import { createClient, createFunction, serve } from '@ironflow/sdk';
 import { scratchDatabase, waitFor } from '@ironflow/testing';
-import { ServiceProcess, freePort } from '../support/service-processes';
+import { ServiceProcess, clusterEnv, freePort } from '../support/service-processes';
 
 /**
  * Cron and debounce through the cluster (issue 9, items 1 and 2): api-gateway, dispatcher,
@@ -29,18 +29,9 @@ describe('cron and debounce through the cluster (three schedulers)', () => {
 
   beforeAll(async () => {
     db = await scratchDatabase('postgres', 'ironflow_e2e');
-    const common = {
-      IRONFLOW_DATABASE_URL: db.url,
-      NATS_URL: process.env.IRONFLOW_TEST_NATS_URL!,
-      IRONFLOW_POOL_SIZE: '8',
-      IRONFLOW_LEASE_MS: '5000',
-      IRONFLOW_TICK_MS: '200',
-      IRONFLOW_SCAN_MS: '200',
-      IRONFLOW_DISPATCH_POLL_MS: '100',
-      // A loaded CI machine can stall every process for seconds: a tick is "missed" (and collapses)
-      // only past 30 s, so a stall shows up as late runs, never as a gap.
-      IRONFLOW_CRON_CATCH_UP_MS: '30000',
-    };
+    // A loaded CI machine can stall every process for seconds: a tick is "missed" (and collapses)
+    // only past 30 s, so a stall shows up as late runs, never as a gap.
+    const common = clusterEnv(db.url, 5000, { IRONFLOW_CRON_CATCH_UP_MS: '30000' });
     const make = async (app: ServiceProcess['app'], node: string) => new ServiceProcess(app, await freePort(), { ...common, IRONFLOW_NODE_ID: node });
     gateway = await make('api-gateway', 'gw-1');
     schedulers = [await make('scheduler', 'scheduler-1'), await make('scheduler', 'scheduler-2'), await make('scheduler', 'scheduler-3')];

@@ -18,6 +18,23 @@ export function freePort(): Promise<number> {
 }
 
 /**
+ * The environment every process of a test cluster shares (DESIGN.md "Testing": pools of 8, short
+ * leases and ticks) on `databaseUrl` and the test NATS; `extra` adds or overrides variables.
+ */
+export function clusterEnv(databaseUrl: string, leaseMs: number, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    IRONFLOW_DATABASE_URL: databaseUrl,
+    NATS_URL: process.env.IRONFLOW_TEST_NATS_URL!,
+    IRONFLOW_POOL_SIZE: '8',
+    IRONFLOW_LEASE_MS: String(leaseMs),
+    IRONFLOW_TICK_MS: '200',
+    IRONFLOW_SCAN_MS: '200',
+    IRONFLOW_DISPATCH_POLL_MS: '100',
+    ...extra,
+  };
+}
+
+/**
  * One service as its own OS process, started from the build output (`dist/apps/<app>`) and
  * configured by environment, as in a cluster. `kill9()` is a crash; `restart()` starts it again
  * with the same configuration.

@@ -1,13 +1,13 @@
-import { DEFAULT_RETRY } from '@ironflow/contracts';
+import { DEFAULT_RETRY, WireEvent } from '@ironflow/contracts';
 import { EngineMetrics } from '@ironflow/observability';
 import { FunctionRecord } from '@ironflow/store';
-import { ExpressionEvent, TriggerExpressions } from './trigger-expressions';
+import { TriggerExpressions } from './trigger-expressions';
 
 const fn = (triggers: FunctionRecord['definition']['triggers']): FunctionRecord => ({
   project: 'p', env: 'e', version: 1, createdAt: 0, updatedAt: 0,
   definition: { id: 'orders', name: 'orders', mode: 'pull', triggers, retry: DEFAULT_RETRY, timeoutMs: 1000, cancelOn: [] },
 });
-const event = (data: unknown, name = 'order.placed'): ExpressionEvent => ({ id: 'ev-1', name, data, timestamp: '2024-01-01T00:00:00.000Z', version: 1 });
+const event = (data: unknown, name = 'order.placed'): WireEvent => ({ id: 'ev-1', name, data, timestamp: '2024-01-01T00:00:00.000Z', version: 1 });
 
 async function errorsOf(metrics: EngineMetrics, functionId: string): Promise<number> {
   const values = (await metrics.triggerExpressionErrors.get()).values;

@@ -1,15 +1,7 @@
 import { Environment, ParseResult } from '@marcbachmann/cel-js';
+import { WireEvent } from '@ironflow/contracts';
 import { FunctionRecord } from '@ironflow/store';
 import { EngineMetrics } from '@ironflow/observability';
-
-/** What a trigger expression sees as `event`: the event as its run's handler receives it. */
-export interface ExpressionEvent {
-  id: string;
-  name: string;
-  data: unknown;
-  timestamp: string;
-  version: number;
-}
 
 /**
  * CEL trigger expressions (WIRE-PROTOCOL.md 5.3 `triggers[].expression`), with
@@ -42,12 +34,12 @@ export class TriggerExpressions {
   constructor(private readonly metrics: EngineMetrics) {}
 
   /**
-   * Whether `fn` starts a run for `event`: one of its event triggers naming the event has no
+   * Whether `fn` starts a run for `event` (as its run's handler receives it): one of its event triggers naming the event has no
    * expression, or its expression yields `true`. An expression that fails at run time (a missing
    * key, a type mismatch) or yields something else than a bool does not match, and is counted in
    * `ironflow_trigger_expression_errors_total{function_id}`.
    */
-  accepts(fn: FunctionRecord, event: ExpressionEvent): boolean {
+  accepts(fn: FunctionRecord, event: WireEvent): boolean {
     const triggers = fn.definition.triggers.filter((t) => !t.cron && t.event === event.name);
     if (triggers.length === 0 || triggers.some((t) => !t.expression)) return true;
     return triggers.some((t) => {
