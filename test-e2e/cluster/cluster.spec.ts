@@ -74,7 +74,7 @@ describe('cluster of separate service processes on PostgreSQL and NATS', () => {
       await s.start();
       workers.push(s);
     }
-  }, 60_000);
+  }, 120_000);
 
   afterAll(async () => {
     for (const w of workers) await w.stop();

@@ -41,7 +41,7 @@ describe('cron and debounce through the cluster (three schedulers)', () => {
     await new Promise<void>((r) => pushServer.listen(0, '127.0.0.1', r));
     ds = new DataSource({ type: 'postgres', url: db.url });
     await ds.initialize();
-  }, 60_000);
+  }, 120_000);
 
   afterAll(async () => {
     await ds?.destroy();

@@ -63,7 +63,8 @@ export class ServiceProcess {
     child.stdout!.on('data', (d) => this.log.push(String(d)));
     child.stderr!.on('data', (d) => this.log.push(String(d)));
     this.exited = new Promise((res) => child.on('exit', (code) => res(code)));
-    const deadline = Date.now() + 20_000;
+    // Generous: two cluster suites can boot a dozen processes at once on a loaded 2-core machine.
+    const deadline = Date.now() + 60_000;
     for (;;) {
       if (child.exitCode !== null) throw new Error(`${this.app} exited with ${child.exitCode}: ${this.log.join('').slice(-2000)}`);
       try {
@@ -72,7 +73,7 @@ export class ServiceProcess {
       } catch {
         // not listening yet
       }
-      if (Date.now() > deadline) throw new Error(`${this.app} not ready after 20 s: ${this.log.join('').slice(-2000)}`);
+      if (Date.now() > deadline) throw new Error(`${this.app} not ready after 60 s: ${this.log.join('').slice(-2000)}`);
       await new Promise((r) => setTimeout(r, 50));
     }
   }
