@@ -1,3 +1,4 @@
+import { FUNCTION_OPTIONS } from '@ironflow/engine';
 import { FakeReply, FakeServer, RecordedRequest, startFakeServer } from '../../../libs/sdk/src/test-support';
 import { runCli } from './program';
 
@@ -80,6 +81,18 @@ describe('ironflow CLI', () => {
       expect(res.code).toBe(0);
       expect(res.out[0]).toContain('error      [CANCELLED] cancel_on: order.cancelled evt-9');
       expect(res.out[0]).toContain('2025-01-01T00:00:01.000Z run.cancelled: cancel-on-event');
+    });
+
+    it('dev --help lists every function registration option with its semantics, refused ones as refused', async () => {
+      const res = await cli(server.url, 'dev', '--help');
+      expect(res.code).toBe(0);
+      const help = res.out.join('\n');
+      for (const option of FUNCTION_OPTIONS) {
+        const line = help.split('\n').find((l) => l.trim().startsWith(`${option.name} `));
+        expect(line).toBeDefined();
+        expect(line).toContain(option.semantics.slice(0, 40));
+        if (option.status === 'refused') expect(line).toContain('refused');
+      }
     });
 
     it('documents the exit codes in the help of emit and invoke', async () => {

@@ -53,6 +53,11 @@ export interface EngineConfig {
    * timeout, which a child left held would otherwise reach).
    */
   admissionGraceMs: number;
+  /**
+   * Cron (default 10000): a tick at most this late fires in the next pass (a slow pass leaves no
+   * gap); a schedule further behind missed its ticks, which collapse into one run for the latest.
+   */
+  cronCatchUpMs: number;
 }
 
 export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
@@ -76,4 +81,5 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   admissionSlotWaitMs: 5000,
   createdRowWaitMs: 1000,
   admissionGraceMs: 10_000,
+  cronCatchUpMs: 10_000,
 };

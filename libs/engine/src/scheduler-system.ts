@@ -1,6 +1,8 @@
 import { isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
 import { StepRecord, correlationsSql, runsSql, stepsSql } from '@ironflow/store';
+import { CronSystem } from './cron-system';
+import { DebounceSystem } from './debounce-system';
 import { DispatchHints } from './dispatch-hints';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
@@ -18,8 +20,8 @@ export interface AdmissionPasses {
 
 /**
  * The scheduler's tick (DESIGN.md `scheduler`): the sleep sweep, the invoke and wait timeout
- * sweeps and the orphan sweep every tick; the waiting-run pass, the pending-invocation pass and
- * the `cancel_on` cleanup every `waitingPassEveryTicks` ticks. Each row is
+ * sweeps, the cron and debounce passes and the orphan sweep every tick; the waiting-run pass, the
+ * pending-invocation pass and the `cancel_on` cleanup every `waitingPassEveryTicks` ticks. Each row is
  * its own unit of work, so a bad row costs only itself (principle 5).
  */
 export class SchedulerSystem {
@@ -30,6 +32,8 @@ export class SchedulerSystem {
     private readonly wakes: WakeSystem,
     private readonly announcer: OutcomeAnnouncer,
     private readonly hints: DispatchHints,
+    private readonly cron: CronSystem,
+    private readonly debounces: DebounceSystem,
     private readonly passes: AdmissionPasses,
   ) {}
 
@@ -38,6 +42,8 @@ export class SchedulerSystem {
     this.ticks += 1;
     await this.guard('sleep sweep', () => this.sleepSweep());
     await this.guard('timeout sweep', () => this.timeoutSweep());
+    await this.guard('cron pass', () => this.cron.pass());
+    await this.guard('debounce pass', () => this.debounces.pass());
     await this.guard('orphan sweep', () => this.passes.orphans.run(signal));
     if (this.ticks % this.r.config.waitingPassEveryTicks === 0) {
       await this.guard('waiting-run pass', () => this.wakes.waitingRunPass(signal));

@@ -4,17 +4,22 @@ import { EventRecord, RunRecord, Tx, correlationsSql, eventsSql, functionsSql, r
 import { valueAtPath } from './json-path';
 import { insertNewRun, newRunOf } from './new-run';
 import { checkName, checkPayload } from './payload-limits';
-import { recordRunCreated } from './run-created-audit';
+import { afterNewRun } from './new-runs-announcer';
 import { EngineResources } from './resources';
 import { DispatchHints } from './dispatch-hints';
+import { DebounceSystem } from './debounce-system';
+import { TriggerExpressions } from './trigger-expressions';
 import { refuseUnsupportedEventFields } from './unsupported-options';
 import { CancelOnSystem } from './cancel-on-system';
 import { InvokeAdmission } from './invoke-admission';
 
 /**
  * Starts runs from an event (WIRE-PROTOCOL.md 5.2 `Trigger`): one unit of work inserts the event
- * and a run for each function whose trigger names it. A repeated idempotency key starts nothing
- * and answers with the first event's runs. Throws `VALIDATION_ERROR` or `PAYLOAD_TOO_LARGE`.
+ * and a run for each function whose trigger names it (and whose trigger expression, if any, accepts
+ * it); a debounced function's run waits for its window instead (`DebounceSystem`). A repeated
+ * idempotency key starts nothing and answers with the first event's runs. Throws
+ * `VALIDATION_ERROR` or `PAYLOAD_TOO_LARGE`; with `sync` (TriggerSync), `FUNCTION_DEBOUNCED` when
+ * the event would start a debounced function, committing nothing.
  * After the commit, off the caller's path, the event's `cancel_on` match runs, and a run of a
  * function that declares `cancelOn` (created held) is admitted once its replay finds no cancel.
  */
@@ -22,11 +27,13 @@ export class TriggerSystem {
   constructor(
     private readonly r: EngineResources,
     private readonly hints: DispatchHints,
+    private readonly expressions: TriggerExpressions,
+    private readonly debounces: DebounceSystem,
     private readonly cancelOn: CancelOnSystem,
     private readonly admissions: InvokeAdmission,
   ) {}
 
-  async trigger(scope: CallScope, input: TriggerInput): Promise<TriggerOutput> {
+  async trigger(scope: CallScope, input: TriggerInput, options: { sync?: boolean } = {}): Promise<TriggerOutput> {
     checkName('event', input.event, 256);
     refuseUnsupportedEventFields(input);
     if (input.idempotencyKey !== undefined && input.idempotencyKey !== '') checkName('idempotencyKey', input.idempotencyKey, 512);
@@ -45,11 +52,16 @@ export class TriggerSystem {
         return { event, duplicate, runIds: rows.map((row) => row.id), modes: [] as string[], created: [] as RunRecord[] };
       }
       const resumed = await this.satisfyWaits(tx, scope, event);
-      const functions = await functionsSql.listFunctionsForEvent(tx, scope.project, scope.env, event.name);
+      const wireEvent = { id: event.id, name: event.name, data: event.data, timestamp: new Date(event.ts).toISOString(), version: 1 };
+      const functions = (await functionsSql.listFunctionsForEvent(tx, scope.project, scope.env, event.name)).filter((fn) => this.expressions.accepts(fn, wireEvent));
       const runIds: string[] = [];
       const modes: string[] = [...resumed];
       const created: RunRecord[] = [];
       for (const fn of functions) {
+        if (fn.definition.debounce) {
+          await this.debounces.defer(tx, fn, event, options.sync === true);
+          continue;
+        }
         const run = await insertNewRun(tx, fn, newRunOf(scope, fn, event.id, event.data));
         runIds.push(run.id);
         if (!run.held) modes.push(run.mode);
@@ -59,7 +71,7 @@ export class TriggerSystem {
       return { event, duplicate, runIds, modes, created };
     });
     for (const mode of new Set(result.modes)) this.hints.queued(scope.project, scope.env, mode);
-    for (const run of result.created) this.afterCreate(run);
+    for (const run of result.created) afterNewRun(this.r, this.hints, this.admissions, run, true);
     if (!result.duplicate) {
       const { event } = result;
       this.r.followUps.track('cancel-on-match', () => this.cancelOn.matchEvent(event).then(() => undefined));
@@ -67,11 +79,6 @@ export class TriggerSystem {
     return { eventId: result.event.id, runIds: result.runIds };
   }
 
-  /** A new run's follow-up: a held run's admission (its replay, then dispatch), else its `run.created` row. */
-  private afterCreate(run: RunRecord): void {
-    if (run.held) this.admissions.afterCreate(run);
-    else this.r.followUps.track('run-created-audit', () => recordRunCreated(this.r, run).then(() => undefined));
-  }
 
   /**
    * Starts one run of a function directly (InvokeFunctionSync): no event row, the input is the
@@ -85,8 +92,7 @@ export class TriggerSystem {
       return insertNewRun(tx, fn, newRunOf(scope, fn, null, input));
     });
     this.r.metrics.runsCreated.inc({ function_id: run.functionId });
-    if (!run.held) this.hints.queued(run.project, run.env, run.mode);
-    this.afterCreate(run);
+    afterNewRun(this.r, this.hints, this.admissions, run);
     return run;
   }
 

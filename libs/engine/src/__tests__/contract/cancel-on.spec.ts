@@ -180,7 +180,7 @@ describe('cancelOn at registration [sqlite]', () => {
 
   it('refuses an `if` expression (not acted on yet) and any other unknown key, by name, with VALIDATION_ERROR', async () => {
     const withIf = t.engine.api.registerFunction(t.scope, { id: 'f', mode: 'pull', cancelOn: [{ event: 'a', match: 'data.id', if: 'event.data.x > 1' } as never] });
-    await expect(withIf).rejects.toMatchObject({ code: 'VALIDATION_ERROR', message: expect.stringContaining('cancelOn.0.if') });
+    await expect(withIf).rejects.toMatchObject({ code: 'VALIDATION_ERROR', message: expect.stringContaining('cancelOn[].if') });
     const withTimeout = t.engine.api.registerFunction(t.scope, { id: 'f', mode: 'pull', cancelOn: [{ event: 'a', timeout: '1h' } as never] });
     await expect(withTimeout).rejects.toMatchObject({ code: 'VALIDATION_ERROR', message: expect.stringContaining('timeout') });
     expect(await t.engine.api.listFunctions(t.scope)).toEqual([]);
