@@ -49,6 +49,8 @@ export interface ConcurrencyConfig {
 export interface CancelOnSpec {
   event: string;
   match?: string;
+  /** A CEL condition over `event` (the run's own event) and `async` (the cancel event); the spec matches only when it holds. */
+  if?: string;
 }
 
 /**

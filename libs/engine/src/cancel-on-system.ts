@@ -1,16 +1,21 @@
-import { RunError, isTerminalRunStatus } from '@ironflow/contracts';
-import { EventRecord, RunRecord, cancelOnSql, runsSql } from '@ironflow/store';
+import { RunError, WireEvent, isTerminalRunStatus } from '@ironflow/contracts';
+import { EventRecord, RunRecord, Tx, cancelOnSql, eventsSql, runsSql } from '@ironflow/store';
 import { CancelSystem, cancelInTx } from './cancel-system';
-import { matchValueAt } from './cancel-on-specs';
+import { cancelOnConditions, matchValueAt } from './cancel-on-specs';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
+import { runEventOf, toWireEvent } from './segment-loader';
 
 /**
  * `cancel_on` (WIRE-PROTOCOL.md 5.3 `cancelOn`; specification, "What follows a commit" and
  * "Two recovery paths announce the same way"). A function's `cancelOn: [{event, match}]` cancels
  * every run of it that has not ended when an event of that name arrives whose value at the
  * `match` path equals the run's (OR across specs; a spec without `match` matches any event of
- * the name). The specs are written as `cancel_on_specs` rows in the run's creating transaction.
+ * the name), and whose CEL condition `if`, when it has one, holds over `event` (the run's own
+ * event, as its handler sees it) and `async` (the cancel event). A condition that fails on an
+ * event (a missing key) does not match, and is counted in
+ * `ironflow_cancel_on_expression_errors_total{function_id}`. The specs are written as
+ * `cancel_on_specs` rows in the run's creating transaction.
  *
  * Two paths reach a run:
  * - the live match (`matchEvent`), run after the event's commit off the emitter's path, finds the
@@ -40,13 +45,13 @@ export class CancelOnSystem {
    * run, so a bad row costs only itself; a failed one is logged). Returns the runs cancelled.
    */
   async matchEvent(event: EventRecord): Promise<number> {
-    const runIds = await this.r.store.read('cancelOnMatch', (tx) =>
+    const matched = await this.r.store.read('cancelOnMatch', (tx) =>
       cancelOnSql.listMatchingRuns(tx, event.project, event.env, event.name, (path) => matchValueAt(event.data, path)),
     );
     let cancelled = 0;
-    for (const runId of runIds) {
+    for (const { runId, conditions } of matched) {
       try {
-        if (await this.cancelFor(runId, event)) cancelled += 1;
+        if (await this.cancelFor(runId, event, conditions)) cancelled += 1;
       } catch (err) {
         this.r.logger.warn('cancel_on match could not cancel a run', { runId, eventId: event.id, error: String(err) });
       }
@@ -68,17 +73,26 @@ export class CancelOnSystem {
       const events = await this.r.store.read('cancelOnReplayLog', (tx) =>
         cancelOnSql.listReplayEvents(tx, run.project, run.env, spec.eventName, since, run.eventId, this.r.config.cancelOnReplayRowsPerSpec),
       );
-      const match = events.find((e) => spec.matchPath === null || matchValueAt(e.data, spec.matchPath) === spec.matchValue);
-      if (!match) continue;
-      const committed = await this.cancelFor(run.id, match);
-      if (committed) return committed;
-      return null;
+      const candidates = events.filter((e) => spec.matchPath === null || matchValueAt(e.data, spec.matchPath) === spec.matchValue);
+      if (candidates.length === 0) continue;
+      if (spec.condition !== null) {
+        // A condition reads the run's own event; the first candidate it accepts cancels.
+        const own = await this.r.store.read('cancelOnRunEvent', (tx) => runEventIn(tx, run));
+        const match = candidates.find((e) => this.holds(spec.condition!, run, own, e));
+        if (match) return this.cancelFor(run.id, match, []);
+        continue;
+      }
+      return this.cancelFor(run.id, candidates[0], []);
     }
     return null;
   }
 
-  /** Cancels `runId` for `event` unless it has ended (then only its specs are deleted); announces the cancel. */
-  private async cancelFor(runId: string, event: EventRecord): Promise<RunRecord | null> {
+  /**
+   * Cancels `runId` for `event` unless it has ended (then only its specs are deleted), or unless
+   * `conditions` (the matched specs' `if`, `null` for none) are given and none holds for the run
+   * read here. Announces the cancel.
+   */
+  private async cancelFor(runId: string, event: EventRecord, conditions: (string | null)[]): Promise<RunRecord | null> {
     const result = await this.r.store.unitOfWork('cancelOnCancel', async (tx) => {
       const run = await runsSql.getRun(tx, runId, { lock: true });
       // The event that created a run does not cancel it.
@@ -86,6 +100,10 @@ export class CancelOnSystem {
       if (isTerminalRunStatus(run.status)) {
         await cancelOnSql.deleteSpecsOfRun(tx, runId);
         return null;
+      }
+      if (conditions.length > 0 && !conditions.includes(null)) {
+        const own = await runEventIn(tx, run);
+        if (!conditions.some((c) => this.holds(c!, run, own, event))) return null;
       }
       await this.r.pausePoints.reached('cancelOn.afterRead', runId);
       const cancelled = await cancelInTx(tx, run, cancelOnError(event));
@@ -96,6 +114,16 @@ export class CancelOnSystem {
     this.cancels.cancelAwaitedChildren(result.committed, result.awaitedChildren);
     void this.announcer.announce(result.committed, 'cancel-on-event');
     return result.committed;
+  }
+
+  /** Whether `condition` holds for `run` (whose own event is `own`) and the cancel event; an error counts and does not hold. */
+  private holds(condition: string, run: RunRecord, own: WireEvent, cancel: EventRecord): boolean {
+    try {
+      return cancelOnConditions.test(condition, { event: own, async: toWireEvent(cancel) });
+    } catch {
+      this.r.metrics.cancelOnExpressionErrors.inc({ function_id: run.functionId });
+      return false;
+    }
   }
 
   private cleanupCursor = '';
@@ -113,6 +141,11 @@ export class CancelOnSystem {
     this.cleanupCursor = next;
     return deleted;
   }
+}
+
+/** The event a run's handler receives, read in `tx` (the `event` of a `cancelOn` condition). */
+function runEventIn(tx: Tx, run: RunRecord): Promise<WireEvent> {
+  return run.eventId ? eventsSql.getEvent(tx, run.eventId).then((stored) => runEventOf(run, stored)) : Promise.resolve(runEventOf(run, null));
 }
 
 /** The stored error of a run a `cancel_on` event cancelled: `ironflow run get` shows its message. */

@@ -48,10 +48,15 @@ export const FUNCTION_OPTIONS: readonly FunctionOption[] = [
   {
     name: 'cancelOn',
     status: 'acted on',
-    semantics: '[{event, match?}]: an event of that name whose value at `match` (a path into the data, as the run\'s own) equals the run\'s cancels every run of the function not ended (cause cancel-on-event); a cancel up to 30 s older than a new run is replayed before its dispatch',
+    semantics: '[{event, match?, if?}]: an event of that name whose value at `match` (a path into the data, as the run\'s own) equals the run\'s cancels every run of the function not ended (cause cancel-on-event); a cancel up to 30 s older than a new run is replayed before its dispatch',
     example: { cancelOn: [{ event: 'order.cancelled', match: 'data.orderId' }] },
   },
-  { name: 'cancelOn[].if', status: 'refused', semantics: 'a CEL condition on a cancelOn spec: refused until implemented (as is any key of a spec but event and match)', example: { cancelOn: [{ event: 'order.cancelled', if: 'async.data.full' } as never] } },
+  {
+    name: 'cancelOn[].if',
+    status: 'acted on',
+    semantics: 'CEL condition over `event` (the run\'s own event) and `async` (the cancel event), e.g. `async.data.reason != "test"`; the spec cancels only when it holds; compiled at registration; an error at match time does not cancel and counts in ironflow_cancel_on_expression_errors_total; any other key of a spec is refused',
+    example: { cancelOn: [{ event: 'order.cancelled', match: 'data.orderId', if: 'async.data.full == true' }] },
+  },
   { name: 'secrets', status: 'refused', semantics: 'secret names resolved into the run: refused until implemented', example: { secrets: ['API_KEY'] } },
   { name: 'actorKey', status: 'refused', semantics: 'sticky routing of an actor\'s runs to one worker: refused, since pull and stream workers claim any queued run of their functions', example: { actorKey: 'event.data.customerId' } },
   { name: 'recording', status: 'refused', semantics: 'per-function audit recording: refused until implemented', example: { recording: true } },

@@ -11,6 +11,7 @@ import { FunctionRecord, cronSql, functionsSql } from '@ironflow/store';
 import { cronSpecOf, cronTriggersOf, nextTick, parseCronTrigger } from './cron-schedule';
 import { EngineResources } from './resources';
 import { TriggerExpressions } from './trigger-expressions';
+import { cancelOnConditions } from './cancel-on-specs';
 import { refuseUnsupportedOptions } from './unsupported-options';
 
 const ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
@@ -32,8 +33,8 @@ const definitionSchema = z.object({
     .optional(),
   timeoutMs: z.number().int().positive().optional(),
   concurrency: z.object({ limit: z.number().int().min(0), key: z.string().optional() }).optional(),
-  // An unknown key (an `if` expression or a timeout this engine does not act on) is refused, not dropped.
-  cancelOn: z.array(z.object({ event: z.string().min(1).max(256), match: z.string().min(1).max(256).optional() }).strict()).default([]),
+  // An unknown key (a timeout this engine does not act on) is refused, not dropped.
+  cancelOn: z.array(z.object({ event: z.string().min(1).max(256), match: z.string().min(1).max(256).optional(), if: z.string().min(1).max(4096).optional() }).strict()).default([]),
   debounce: z
     .object({
       periodMs: z.number().int().min(1000, 'at least 1000 ms (the debounce period floor)'),
@@ -65,6 +66,7 @@ export class FunctionRegistry {
     const d = parsed.data;
     if (d.mode === 'push' && !d.endpointUrl) throw new EngineError('VALIDATION_ERROR', 'endpointUrl: a push function needs the URL the engine calls');
     checkTriggers(d.triggers);
+    checkCancelOnConditions(d.cancelOn);
     const definition: FunctionDefinition = {
       id: d.id,
       name: d.name ?? d.id,
@@ -116,6 +118,20 @@ function checkTriggers(triggers: { event?: string; expression?: string; cron?: s
       } catch (err) {
         problems.push(`triggers.${i}.expression: ${(err as Error).message}`);
       }
+    }
+  });
+  if (problems.length > 0) throw new EngineError('VALIDATION_ERROR', problems.join('; '));
+}
+
+/** Each `cancelOn[].if` must compile as a CEL bool over `event` and `async`; throws one `VALIDATION_ERROR` naming every one that does not. */
+function checkCancelOnConditions(specs: { if?: string }[]): void {
+  const problems: string[] = [];
+  specs.forEach((spec, i) => {
+    if (spec.if === undefined) return;
+    try {
+      cancelOnConditions.compile(spec.if);
+    } catch (err) {
+      problems.push(`cancelOn.${i}.if: ${(err as Error).message}`);
     }
   });
   if (problems.length > 0) throw new EngineError('VALIDATION_ERROR', problems.join('; '));

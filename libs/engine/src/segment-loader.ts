@@ -1,6 +1,6 @@
 import { FunctionDefinition, JobAssignment, PullCompletedStep, PushCompletedStep, PushRequest, WireEvent } from '@ironflow/contracts';
 import { jobIdOf } from '@ironflow/fencing';
-import { RunRecord, StepRecord, Tx, eventsSql, functionsSql, stepsSql } from '@ironflow/store';
+import { EventRecord, RunRecord, StepRecord, Tx, eventsSql, functionsSql, stepsSql } from '@ironflow/store';
 
 /** Everything a worker needs to execute one claimed segment. */
 export interface Segment {
@@ -16,13 +16,22 @@ export const INVOKED_EVENT_NAME = 'ironflow/function.invoked';
 
 export async function loadSegment(tx: Tx, run: RunRecord): Promise<Segment> {
   const fn = await functionsSql.getFunction(tx, run.project, run.env, run.functionId);
-  const stored = run.eventId ? await eventsSql.getEvent(tx, run.eventId) : null;
-  const event: WireEvent = stored
-    ? { id: stored.id, name: stored.name, data: stored.data, timestamp: new Date(stored.ts).toISOString(), version: 1 }
-    : { id: run.id, name: INVOKED_EVENT_NAME, data: run.input ?? {}, timestamp: new Date(run.createdAt).toISOString(), version: 1 };
+  const event = runEventOf(run, run.eventId ? await eventsSql.getEvent(tx, run.eventId) : null);
   const steps = await stepsSql.listSteps(tx, run.id);
   const nextSequence = steps.reduce((max, s) => Math.max(max, s.sequence + 1), 0);
   return { run, definition: fn?.definition ?? null, event, steps, nextSequence };
+}
+
+/** An event as its handler receives it (WIRE-PROTOCOL.md 1.1). */
+export function toWireEvent(stored: EventRecord): WireEvent {
+  return { id: stored.id, name: stored.name, data: stored.data, timestamp: new Date(stored.ts).toISOString(), version: 1 };
+}
+
+/** The event a run's handler receives: its stored event, or, for an invoked child or direct invoke, its input as `ironflow/function.invoked`. */
+export function runEventOf(run: RunRecord, stored: EventRecord | null): WireEvent {
+  return stored
+    ? toWireEvent(stored)
+    : { id: run.id, name: INVOKED_EVENT_NAME, data: run.input ?? {}, timestamp: new Date(run.createdAt).toISOString(), version: 1 };
 }
 
 /**

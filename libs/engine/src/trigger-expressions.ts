@@ -1,7 +1,8 @@
-import { Environment, ParseResult } from '@marcbachmann/cel-js';
+import { ParseResult } from '@marcbachmann/cel-js';
 import { WireEvent } from '@ironflow/contracts';
 import { FunctionRecord } from '@ironflow/store';
 import { EngineMetrics } from '@ironflow/observability';
+import { CelPrograms } from './cel-programs';
 
 /**
  * CEL trigger expressions (WIRE-PROTOCOL.md 5.3 `triggers[].expression`), with
@@ -11,24 +12,14 @@ import { EngineMetrics } from '@ironflow/observability';
  * and once per process after that.
  */
 export class TriggerExpressions {
-  private static readonly env = new Environment().registerVariable('event', 'map');
-  private static readonly compiled = new Map<string, ParseResult>();
+  private static readonly programs = new CelPrograms(['event']);
 
   /**
    * Parses and type-checks `expression`; throws an `Error` saying why it cannot filter events
    * (a syntax error, an unknown variable, a result that is not a bool).
    */
   static compile(expression: string): ParseResult {
-    const cached = this.compiled.get(expression);
-    if (cached) return cached;
-    const checked = this.env.check(expression);
-    if (!checked.valid) throw new Error(String(checked.error?.message ?? 'invalid expression').split('\n')[0]);
-    if (checked.type !== 'bool' && checked.type !== 'dyn') throw new Error(`it evaluates to ${checked.type}, not bool`);
-    const program = this.env.parse(expression);
-    // Expressions come from registered functions, so the cache stays small; a bound keeps it so.
-    if (this.compiled.size >= 1000) this.compiled.clear();
-    this.compiled.set(expression, program);
-    return program;
+    return this.programs.compile(expression);
   }
 
   constructor(private readonly metrics: EngineMetrics) {}
@@ -44,9 +35,7 @@ export class TriggerExpressions {
     if (triggers.length === 0 || triggers.some((t) => !t.expression)) return true;
     return triggers.some((t) => {
       try {
-        const result: unknown = TriggerExpressions.compile(t.expression!)({ event });
-        if (typeof result === 'boolean') return result;
-        throw new Error(`expression yielded ${typeof result}, not a bool`);
+        return TriggerExpressions.programs.test(t.expression!, { event });
       } catch {
         this.metrics.triggerExpressionErrors.inc({ function_id: fn.definition.id });
         return false;

@@ -8,9 +8,6 @@ import { EngineError, RegisterFunctionInput, TriggerInput } from '@ironflow/cont
  */
 export function refuseUnsupportedOptions(input: RegisterFunctionInput): void {
   const refused: string[] = [];
-  (input.cancelOn ?? []).forEach((c, i) => {
-    if (c && (c as { if?: unknown }).if !== undefined) refused.push(`cancelOn[].if (cancel_on expressions, at cancelOn.${i})`);
-  });
   if ((input.secrets ?? []).length > 0) refused.push('secrets');
   // Sticky routing would pin an actor's runs to one worker; pull and stream workers claim any
   // queued run of their functions, and the Ironflow SDK's workers ignore `actor_id`, so nothing

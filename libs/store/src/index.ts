@@ -22,5 +22,5 @@ export type { CronScheduleRow } from './queries/cron';
 export type { DebounceRow } from './queries/debounces';
 export * as cancelOnSql from './queries/cancel-on';
 export * as invokesSql from './queries/invokes';
-export type { CancelOnSpecRow } from './queries/cancel-on';
+export type { CancelOnSpecRow, MatchedRun } from './queries/cancel-on';
 export type { InvokeRow } from './queries/invokes';

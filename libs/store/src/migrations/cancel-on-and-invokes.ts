@@ -6,7 +6,8 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  *
  * - `cancel_on_specs`: one row per `cancelOn` spec of a run, written in the run's creating
  *   transaction, with the JSON text of the run's value at the spec's `match` path. The live match
- *   looks rows up by (event name, path, value); the replay reads a run's own rows.
+ *   looks rows up by (event name, path, value); the replay reads a run's own rows. `condition` is
+ *   the spec's CEL `if`, evaluated against each candidate event.
  * - `function_invokes`: one row per accepted `step.invoke` (the flow map's edge, parent function →
  *   child function, and the pending invocation): `settled_at` stays NULL until the child's admission
  *   has replayed, dispatched or ended it and a fire-and-forget parent has resumed. A partial index
@@ -22,7 +23,7 @@ export class CancelOnAndInvokes1734600000000 implements MigrationInterface {
     const statements = [
       `CREATE TABLE cancel_on_specs (
         run_id TEXT NOT NULL, spec_index INTEGER NOT NULL, project TEXT NOT NULL, env TEXT NOT NULL,
-        event_name TEXT NOT NULL, match_path TEXT, match_value TEXT, created_at BIGINT NOT NULL,
+        event_name TEXT NOT NULL, match_path TEXT, match_value TEXT, condition TEXT, created_at BIGINT NOT NULL,
         PRIMARY KEY (run_id, spec_index))`,
       `CREATE INDEX cancel_on_specs_match ON cancel_on_specs (project, env, event_name, match_path, match_value)`,
       `CREATE TABLE function_invokes (

@@ -11,15 +11,24 @@ export interface CancelOnSpecRow {
   matchPath: string | null;
   /** JSON text of the run's value at `matchPath` (`null` without a path). */
   matchValue: string | null;
+  /** The spec's CEL `if` condition, `null` when it has none. */
+  condition: string | null;
+}
+
+/** A run that specs of an event's name match by path and value, with those specs' conditions. */
+export interface MatchedRun {
+  runId: string;
+  /** The matched specs' conditions (`null` for a spec without one). */
+  conditions: (string | null)[];
 }
 
 /** Writes a new run's specs, in the run's creating unit of work. */
 export async function insertSpecs(tx: Tx, project: string, env: string, specs: CancelOnSpecRow[]): Promise<void> {
   for (const s of specs) {
     await tx.execute(
-      `INSERT INTO cancel_on_specs (run_id, spec_index, project, env, event_name, match_path, match_value, created_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-      [s.runId, s.specIndex, project, env, s.eventName, s.matchPath, s.matchValue, tx.now],
+      `INSERT INTO cancel_on_specs (run_id, spec_index, project, env, event_name, match_path, match_value, condition, created_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+      [s.runId, s.specIndex, project, env, s.eventName, s.matchPath, s.matchValue, s.condition, tx.now],
     );
   }
 }
@@ -33,6 +42,7 @@ export async function listSpecsOfRun(tx: Tx, runId: string): Promise<CancelOnSpe
     eventName: String(r.event_name),
     matchPath: r.match_path === null ? null : String(r.match_path),
     matchValue: r.match_value === null ? null : String(r.match_value),
+    condition: r.condition === null || r.condition === undefined ? null : String(r.condition),
   }));
 }
 
@@ -40,7 +50,7 @@ export async function listSpecsOfRun(tx: Tx, runId: string): Promise<CancelOnSpe
  * Runs whose specs an event named `eventName` matches (the live match): for each distinct `match`
  * path of that event name, `valueAt(path)` gives the JSON text of the event's value there, and a
  * spec matches when the run's value is the same text; a spec without a path matches any event of
- * the name. Returns run ids, sorted.
+ * the name. Returns the runs, sorted by id, each with its matched specs' conditions.
  */
 export async function listMatchingRuns(
   tx: Tx,
@@ -48,25 +58,28 @@ export async function listMatchingRuns(
   env: string,
   eventName: string,
   valueAt: (path: string) => string,
-): Promise<string[]> {
+): Promise<MatchedRun[]> {
   const paths = await tx.query<{ match_path: string | null }>(
     `SELECT DISTINCT match_path FROM cancel_on_specs WHERE project = $1 AND env = $2 AND event_name = $3`,
     [project, env, eventName],
   );
-  const ids = new Set<string>();
+  const runs = new Map<string, (string | null)[]>();
   for (const { match_path: path } of paths) {
     const rows = path === null
-      ? await tx.query<{ run_id: string }>(
-        `SELECT run_id FROM cancel_on_specs WHERE project = $1 AND env = $2 AND event_name = $3 AND match_path IS NULL`,
+      ? await tx.query<{ run_id: string; condition: string | null }>(
+        `SELECT run_id, condition FROM cancel_on_specs WHERE project = $1 AND env = $2 AND event_name = $3 AND match_path IS NULL`,
         [project, env, eventName],
       )
-      : await tx.query<{ run_id: string }>(
-        `SELECT run_id FROM cancel_on_specs WHERE project = $1 AND env = $2 AND event_name = $3 AND match_path = $4 AND match_value = $5`,
+      : await tx.query<{ run_id: string; condition: string | null }>(
+        `SELECT run_id, condition FROM cancel_on_specs WHERE project = $1 AND env = $2 AND event_name = $3 AND match_path = $4 AND match_value = $5`,
         [project, env, eventName, path, valueAt(path)],
       );
-    for (const r of rows) ids.add(String(r.run_id));
+    for (const r of rows) {
+      const id = String(r.run_id);
+      runs.set(id, [...(runs.get(id) ?? []), r.condition === null ? null : String(r.condition)]);
+    }
   }
-  return [...ids].sort();
+  return [...runs].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([runId, conditions]) => ({ runId, conditions }));
 }
 
 /** Deletes a run's specs (its `cancel_on` cleanup). */

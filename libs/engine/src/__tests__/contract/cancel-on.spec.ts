@@ -21,8 +21,8 @@ describe.each(STORES)('cancel_on [%s]', (dialect) => {
     Number((await t.db.store.read('test', (tx) => tx.query<{ n: unknown }>(`SELECT COUNT(*) AS n FROM cancel_on_specs WHERE run_id = $1`, [runId])))[0].n);
 
   /** A triggered run of `order.process` (cancelOn order.cancelled by data.orderId), driven to a sleep. */
-  async function sleepingOrder(orderId: string): Promise<string> {
-    const { runIds } = await t.engine.api.trigger(t.scope, { event: 'order.placed', data: { orderId } });
+  async function sleepingOrder(orderId: string, extra: Record<string, unknown> = {}): Promise<string> {
+    const { runIds } = await t.engine.api.trigger(t.scope, { event: 'order.placed', data: { orderId, ...extra } });
     await waitForAdmission(t, runIds[0]);
     const job = await pollOne(t.engine, runIds[0]);
     await t.engine.pull.update('w1', job.job_id, {
@@ -35,8 +35,9 @@ describe.each(STORES)('cancel_on [%s]', (dialect) => {
     return runIds[0];
   }
 
-  async function registerOrderProcess(): Promise<void> {
-    await t.engine.api.registerFunction(t.scope, { id: 'order.process', mode: 'pull', triggers: [{ event: 'order.placed' }], cancelOn: [{ event: 'order.cancelled', match: 'data.orderId' }] });
+  async function registerOrderProcess(condition?: string): Promise<void> {
+    const spec = { event: 'order.cancelled', match: 'data.orderId', ...(condition ? { if: condition } : {}) };
+    await t.engine.api.registerFunction(t.scope, { id: 'order.process', mode: 'pull', triggers: [{ event: 'order.placed' }], cancelOn: [spec] });
     await t.engine.pull.register(t.scope, 'w1', { worker_id: 'w1', function_ids: ['order.process'] });
   }
 
@@ -88,6 +89,35 @@ describe.each(STORES)('cancel_on [%s]', (dialect) => {
     expect(deleted).toBe(1);
     expect(await specCount(done)).toBe(0);
     expect(await specCount(live)).toBe(1);
+  });
+
+  it('an `if` condition over the run\'s event and the cancel event decides, live and on replay; one that errors does not cancel and is counted', async () => {
+    await registerOrderProcess('async.data.reason != "test" && event.data.total < 100');
+    const small = await sleepingOrder('A', { total: 20 });
+    const large = await sleepingOrder('B', { total: 500 });
+    await t.engine.api.trigger(t.scope, { event: 'order.cancelled', data: { orderId: 'A', reason: 'test' } });
+    await t.engine.api.trigger(t.scope, { event: 'order.cancelled', data: { orderId: 'B', reason: 'customer' } });
+    await drain();
+    expect(await readRun(t, small)).toMatchObject({ status: 'waiting' });
+    expect(await readRun(t, large)).toMatchObject({ status: 'waiting' });
+    const eventId = (await t.engine.api.trigger(t.scope, { event: 'order.cancelled', data: { orderId: 'A', reason: 'customer' } })).eventId;
+    await drain();
+    expect(await readRun(t, small)).toMatchObject({ status: 'cancelled', error: { message: `cancel_on: order.cancelled ${eventId}` } });
+    // A cancel without `reason` makes the condition fail: no cancel, one error counted.
+    const another = await sleepingOrder('D', { total: 10 });
+    await t.engine.api.trigger(t.scope, { event: 'order.cancelled', data: { orderId: 'D' } });
+    await drain();
+    expect(await readRun(t, another)).toMatchObject({ status: 'waiting' });
+    expect(await metricValue(t.engine, 'ironflow_cancel_on_expression_errors_total', { function_id: 'order.process' })).toBe(1);
+    // The replay applies the condition too: of two earlier cancels of order C, only the one it accepts cancels the new run.
+    await t.engine.api.trigger(t.scope, { event: 'order.cancelled', data: { orderId: 'C', reason: 'test' } });
+    const accepted = (await t.engine.api.trigger(t.scope, { event: 'order.cancelled', data: { orderId: 'C', reason: 'fraud' } })).eventId;
+    const { runIds } = await t.engine.api.trigger(t.scope, { event: 'order.placed', data: { orderId: 'C', total: 5 } });
+    await drain();
+    expect(await readRun(t, runIds[0])).toMatchObject({ status: 'cancelled', executionSeq: 0, error: { message: `cancel_on: order.cancelled ${accepted}` } });
+    const replayedLarge = (await t.engine.api.trigger(t.scope, { event: 'order.placed', data: { orderId: 'C', total: 700 } })).runIds[0];
+    await drain();
+    expect(await readRun(t, replayedLarge)).toMatchObject({ status: 'waiting_for_capacity', held: false });
   });
 
   it('TestPostCommit_CancelIsAnnouncedOnEveryPath: a cancel_on match sends one frame, one cancelled event, one run.cancelled row (cancel-on-event) and wakes the parent once', async () => {
@@ -174,13 +204,17 @@ describe('cancelOn at registration [sqlite]', () => {
   afterEach(() => t.close());
 
   it('is stored and answered back', async () => {
-    const { function: fn } = await t.engine.api.registerFunction(t.scope, { id: 'f', mode: 'pull', cancelOn: [{ event: 'order.cancelled', match: 'data.orderId' }, { event: 'shop.closed' }] });
-    expect(fn.cancelOn).toEqual([{ event: 'order.cancelled', match: 'data.orderId' }, { event: 'shop.closed' }]);
+    const specs = [{ event: 'order.cancelled', match: 'data.orderId', if: 'async.data.full == true' }, { event: 'shop.closed' }];
+    const { function: fn } = await t.engine.api.registerFunction(t.scope, { id: 'f', mode: 'pull', cancelOn: specs });
+    expect(fn.cancelOn).toEqual(specs);
   });
 
-  it('refuses an `if` expression (not acted on yet) and any other unknown key, by name, with VALIDATION_ERROR', async () => {
-    const withIf = t.engine.api.registerFunction(t.scope, { id: 'f', mode: 'pull', cancelOn: [{ event: 'a', match: 'data.id', if: 'event.data.x > 1' } as never] });
-    await expect(withIf).rejects.toMatchObject({ code: 'VALIDATION_ERROR', message: expect.stringContaining('cancelOn[].if') });
+  it('refuses an `if` condition that does not compile, and any key it does not act on, by name, with VALIDATION_ERROR', async () => {
+    const bad = t.engine.api.registerFunction(t.scope, { id: 'f', mode: 'pull', cancelOn: [{ event: 'a' }, { event: 'b', if: 'run.data.x > 1' }, { event: 'c', if: 'async.data.x +' }] });
+    const err = (await bad.catch((e: unknown) => e)) as Error;
+    expect(err).toMatchObject({ code: 'VALIDATION_ERROR' });
+    expect(err.message).toContain('cancelOn.1.if');
+    expect(err.message).toContain('cancelOn.2.if');
     const withTimeout = t.engine.api.registerFunction(t.scope, { id: 'f', mode: 'pull', cancelOn: [{ event: 'a', timeout: '1h' } as never] });
     await expect(withTimeout).rejects.toMatchObject({ code: 'VALIDATION_ERROR', message: expect.stringContaining('timeout') });
     expect(await t.engine.api.listFunctions(t.scope)).toEqual([]);
