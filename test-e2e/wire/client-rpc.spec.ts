@@ -372,12 +372,11 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
       triggers: [{ event: 'a.b', cron: '* * * * *' }, { event: 'a.c', expression: 'event.data.x > 1' }],
       cancelOn: [{ event: 'stop', match: 'data.id' }],
       debounce: { period_ms: 1000, key: '', max_wait_ms: 5000 },
-      secrets: ['API_KEY'],
       actorKey: 'data.userId',
     });
     expect(reg.status).toBe(400);
     expect(reg.json).toMatchObject({ code: 'invalid_argument', ironflowCode: 'VALIDATION_ERROR' });
-    for (const name of ['triggers.0.cron', 'triggers.1.expression', 'cancelOn', 'debounce', 'secrets', 'actorKey']) {
+    for (const name of ['triggers.0.cron', 'triggers.1.expression', 'cancelOn', 'debounce', 'actorKey']) {
       expect(reg.json.message).toContain(name);
     }
     const list = await connect(engine.url, 'ListFunctions', {});

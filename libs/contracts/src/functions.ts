@@ -48,6 +48,11 @@ export interface FunctionDefinition {
   concurrency?: ConcurrencyConfig;
   cancelOn: CancelOnSpec[];
   metadata?: Record<string, unknown>;
+  /**
+   * Names of the secrets (of the function's project and env) delivered with every segment: push
+   * request `secrets`, pull assignment `context.secrets`, stream `JobContext.secrets`.
+   */
+  secrets?: string[];
 }
 
 export const DEFAULT_FUNCTION_TIMEOUT_MS = 600_000;

@@ -35,6 +35,11 @@ export interface EngineConfig {
   scanMs: number;
   /** PostgreSQL row-lock wait of a wake (default 1000): a wake on a locked parent gives up and a later pass retries it. */
   wakeLockTimeoutMs: number;
+  /**
+   * `IRONFLOW_PUSH_ALLOWED_HOSTS`: where push endpoints may be (CIDRs, addresses, host names,
+   * `*.domain`); empty (default) = anywhere but link-local and metadata addresses.
+   */
+  pushAllowedHosts: string[];
 }
 
 export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
@@ -53,4 +58,5 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   recoveryCeiling: 10,
   scanMs: 1000,
   wakeLockTimeoutMs: 1000,
+  pushAllowedHosts: [],
 };

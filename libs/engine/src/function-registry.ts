@@ -8,7 +8,9 @@ import {
   RegisterFunctionInput,
 } from '@ironflow/contracts';
 import { FunctionRecord, functionsSql } from '@ironflow/store';
+import { PushEndpointPolicy } from './push-endpoint-policy';
 import { EngineResources } from './resources';
+import { MAX_FUNCTION_SECRETS, SecretSystem, checkSecretName } from './secret-system';
 import { refuseUnsupportedOptions } from './unsupported-options';
 
 const ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
@@ -32,16 +34,22 @@ const definitionSchema = z.object({
   concurrency: z.object({ limit: z.number().int().min(0), key: z.string().optional() }).optional(),
   cancelOn: z.array(z.object({ event: z.string().min(1), match: z.string().optional() })).default([]),
   metadata: z.record(z.unknown()).optional(),
+  secrets: z.array(z.string()).max(MAX_FUNCTION_SECRETS).default([]),
 });
 
 /**
  * Registers and reads functions. `register` validates the definition (throws `VALIDATION_ERROR`
- * listing the bad paths; a push function needs `endpointUrl`; an option the engine does not act
- * on yet is refused by name), fills defaults (retry 3 attempts,
+ * listing the bad paths; a push function needs `endpointUrl`, which the push allow-list must
+ * admit; an option the engine does not act on yet is refused by name; declared `secrets` need
+ * valid names and a secrets key, else `SECRETS_NOT_CONFIGURED`), fills defaults (retry 3 attempts,
  * 1 s, ×2, cap 300 s; timeout 600 s) and bumps the version when the definition changed.
  */
 export class FunctionRegistry {
-  constructor(private readonly r: EngineResources) {}
+  constructor(
+    private readonly r: EngineResources,
+    private readonly secrets: SecretSystem,
+    private readonly pushEndpoints: PushEndpointPolicy,
+  ) {}
 
   async register(scope: CallScope, input: RegisterFunctionInput): Promise<{ record: FunctionRecord; created: boolean }> {
     refuseUnsupportedOptions(input);
@@ -51,6 +59,11 @@ export class FunctionRegistry {
     }
     const d = parsed.data;
     if (d.mode === 'push' && !d.endpointUrl) throw new EngineError('VALIDATION_ERROR', 'endpointUrl: a push function needs the URL the engine calls');
+    if (d.endpointUrl) await this.pushEndpoints.checkRegistration(d.endpointUrl);
+    const secrets = [...new Set(d.secrets.map((name, i) => checkSecretName(name, `secrets.${i}`)))];
+    if (secrets.length > 0 && !this.secrets.configured) {
+      throw new EngineError('SECRETS_NOT_CONFIGURED', 'secrets: this server has no IRONFLOW_SECRETS_KEY, so it cannot deliver secrets');
+    }
     const definition: FunctionDefinition = {
       id: d.id,
       name: d.name ?? d.id,
@@ -63,6 +76,7 @@ export class FunctionRegistry {
       ...(d.concurrency ? { concurrency: d.concurrency } : {}),
       cancelOn: d.cancelOn,
       ...(d.metadata ? { metadata: d.metadata } : {}),
+      ...(secrets.length > 0 ? { secrets } : {}),
     };
     return this.r.store.unitOfWork('registerFunction', (tx) => functionsSql.upsertFunction(tx, scope.project, scope.env, definition));
   }

@@ -9,3 +9,7 @@ export * from './views';
 export * from './push-dispatcher';
 export * from './client-api';
 export * from './stream-worker-system';
+export * from './api-key-system';
+export * from './secret-system';
+export * from './secret-cipher';
+export * from './push-endpoint-policy';

@@ -14,7 +14,6 @@ export function refuseUnsupportedOptions(input: RegisterFunctionInput): void {
   });
   if ((input.cancelOn ?? []).length > 0) refused.push('cancelOn (cancel on event)');
   if (input.debounce !== undefined && input.debounce !== null) refused.push('debounce');
-  if ((input.secrets ?? []).length > 0) refused.push('secrets');
   if (input.actorKey) refused.push('actorKey (sticky routing)');
   if (input.recording === true) refused.push('recording');
   if (input.recordingRetention) refused.push('recordingRetention');

@@ -2,13 +2,14 @@ import 'reflect-metadata';
 import { INestApplication, LogLevel, Module, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { MicroserviceOptions, Transport } from '@nestjs/microservices';
-import { createRpcHandlers, listenOnePort, scopeFromHeaders } from '@ironflow/rpc';
+import { createRpcHandlers, listenOnePort } from '@ironflow/rpc';
 import { ApiGatewayModule } from './api-gateway/api-gateway.module';
 import { AuditWriterModule } from './audit-writer/audit-writer.module';
 import { CapacityScannerModule } from './capacity-scanner/capacity-scanner.module';
 import { DispatcherModule } from './dispatcher/dispatcher.module';
 import { workerServiceHttp2Handler, workerServiceRoutes } from './dispatcher/stream/worker-service';
 import { EngineErrorFilter } from './http/engine-error.filter';
+import { authenticateHeaders } from './http/api-key.guard';
 import { rawBodyMiddleware } from './http/raw-body.middleware';
 import { CoreModule } from './runtime/core.module';
 import { EngineRuntime } from './runtime/engine-runtime';
@@ -55,11 +56,13 @@ export async function startServer(settings: IronflowSettings, services: readonly
     app.connectMicroservice<MicroserviceOptions>({ transport: Transport.NATS, options: { servers: [settings.natsUrl], queue: 'ironflow-audit-writer' } });
     await app.startAllMicroservices();
   }
-  // The dispatcher serves the worker stream (`WorkerService.Connect`) on the HTTP/2 side.
-  const streamOptions = { scopeOf: scopeFromHeaders, logger: runtime.engine.resources.logger, maxBodyBytes: settings.maxPayloadBytes };
+  // The dispatcher serves the worker stream (`WorkerService.Connect`) on the HTTP/2 side. Every
+  // HTTP/2 call passes the API key check once, in the router's interceptor (HTTP/1: ApiKeyGuard).
+  const authenticate = (headers: Headers) => authenticateHeaders(runtime.engine.apiKeys, headers);
+  const streamOptions = { authenticate, logger: runtime.engine.resources.logger, maxBodyBytes: settings.maxPayloadBytes };
   const routes = services.includes('dispatcher') ? workerServiceRoutes(runtime.engine.streams, streamOptions) : undefined;
   const http2Handler = services.includes('api-gateway')
-    ? createRpcHandlers(runtime.engine.api, scopeFromHeaders, { maxBodyBytes: settings.maxPayloadBytes, routes }).http2Handler
+    ? createRpcHandlers(runtime.engine.api, authenticate, { maxBodyBytes: settings.maxPayloadBytes, routes }).http2Handler
     : routes
       ? workerServiceHttp2Handler(runtime.engine.streams, streamOptions)
       : (_req: unknown, res: { statusCode: number; end(): void }) => { res.statusCode = 404; res.end(); };

@@ -16,3 +16,7 @@ export type { AuditRow } from './queries/audit';
 export * as correlationsSql from './queries/correlations';
 export * as deadLettersSql from './queries/dead-letters';
 export * as leaseRecoverySql from './queries/lease-recovery';
+export * as apiKeysSql from './queries/api-keys';
+export * as secretsSql from './queries/secrets';
+export type { ApiKeyRecord } from './queries/api-keys';
+export type { SecretInfo } from './queries/secrets';

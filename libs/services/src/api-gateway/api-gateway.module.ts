@@ -1,7 +1,9 @@
 import { Module } from '@nestjs/common';
+import { ApiKeysController } from './api-keys.controller';
 import { ClientRpcController } from './client-rpc.controller';
 import { RestController } from './rest.controller';
+import { SecretsController } from './secrets.controller';
 
-/** The api-gateway service: the client API (Connect unary JSON + REST). */
-@Module({ controllers: [ClientRpcController, RestController] })
+/** The api-gateway service: the client API (Connect unary JSON + REST), secrets and API key management. */
+@Module({ controllers: [ClientRpcController, RestController, SecretsController, ApiKeysController] })
 export class ApiGatewayModule {}

@@ -53,6 +53,8 @@ export class EngineRuntime {
       bus,
       logger,
       metrics,
+      secretsKey: settings.secretsKey,
+      auth: { requireApiKey: settings.requireApiKey, adminKey: settings.adminKey, cacheMs: settings.apiKeyCacheMs },
       config: {
         nodeId: settings.nodeId,
         leaseMs: settings.leaseMs,
@@ -60,6 +62,7 @@ export class EngineRuntime {
         dispatchPollMs: settings.dispatchPollMs,
         scanMs: settings.scanMs,
         maxPayloadBytes: settings.maxPayloadBytes,
+        pushAllowedHosts: settings.pushAllowedHosts,
       },
     });
     return new EngineRuntime(settings, engine, store, bus, metrics, auditWriter);
