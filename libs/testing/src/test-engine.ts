@@ -3,7 +3,7 @@ import { FollowUpTracker } from '@ironflow/follow-up';
 import { randomBytes } from 'node:crypto';
 import { FaultyBus } from './faulty-bus';
 import { CallScope } from '@ironflow/contracts';
-import { Engine, EngineConfig } from '@ironflow/engine';
+import { Engine, EngineConfig, EngineOptions } from '@ironflow/engine';
 import { Dialect } from '@ironflow/store';
 import { PauseGate } from './pause-gate';
 import { TestStore, openTestStore } from './test-stores';
@@ -15,6 +15,8 @@ export interface TestEngineOptions {
   bus?: 'nats' | 'in-process';
   /** Replaces the follow-up tracker (e.g. `CrashingFollowUpTracker`). */
   followUps?: FollowUpTracker;
+  /** The secrets key and API key options the engine (and a restarted one) gets. */
+  security?: Pick<EngineOptions, 'secretsKey' | 'auth'>;
 }
 
 export interface TestEngine {
@@ -25,8 +27,8 @@ export interface TestEngine {
   bus: FaultyBus;
   /** A scope of its own (unique project and env), so subjects on a shared NATS do not mix. */
   scope: CallScope;
-  /** A second engine over the same store, as a fresh node after a crash (its own bus and tracker). */
-  restart(options?: TestEngineOptions): Promise<Engine>;
+  /** A second engine over the same store, as a fresh node after a crash (its own bus and tracker; `config` overrides the first engine's). */
+  restart(options?: TestEngineOptions & { config?: Partial<EngineConfig> }): Promise<Engine>;
   /** Stops the engine (no loops run unless `start` was called) and disposes the store. */
   close(): Promise<void>;
 }
@@ -39,7 +41,7 @@ export async function openTestEngine(dialect: Dialect, config: Partial<EngineCon
   const bus = new FaultyBus(await openBus());
   const suffix = randomBytes(4).toString('hex');
   const scope: CallScope = { project: `p${suffix}`, env: `e${suffix}` };
-  const engine = new Engine({ store: db.store, clock: db.clock, bus, pausePoints: gate, followUps: options.followUps, config: { leaseMs: 30_000, ...config } });
+  const engine = new Engine({ store: db.store, clock: db.clock, bus, pausePoints: gate, followUps: options.followUps, ...options.security, config: { leaseMs: 30_000, ...config } });
   const extra: { engine: Engine; bus: Bus }[] = [];
   return {
     engine,
@@ -50,7 +52,15 @@ export async function openTestEngine(dialect: Dialect, config: Partial<EngineCon
     restart: async (restartOptions = {}) => {
       const reopened = await db.reopen();
       const nextBus = await openBus(restartOptions.bus ?? options.bus);
-      const next = new Engine({ store: reopened.store, clock: reopened.clock, bus: nextBus, pausePoints: gate, followUps: restartOptions.followUps, config: { leaseMs: 30_000, ...config } });
+      const next = new Engine({
+        store: reopened.store,
+        clock: reopened.clock,
+        bus: nextBus,
+        pausePoints: gate,
+        followUps: restartOptions.followUps,
+        ...(restartOptions.security ?? options.security),
+        config: { leaseMs: 30_000, ...config, ...restartOptions.config },
+      });
       extra.push({ engine: next, bus: nextBus });
       return next;
     },
