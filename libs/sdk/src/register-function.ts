@@ -17,6 +17,7 @@ function common(config: FunctionConfig, body: Record<string, unknown>): void {
   if (config.timeoutMs !== undefined) body.timeoutMs = config.timeoutMs;
   if (config.concurrency !== undefined) body.concurrency = { ...config.concurrency };
   if (config.cancelOn && config.cancelOn.length > 0) body.cancelOn = config.cancelOn.map((c) => ({ ...c }));
+  if (config.secrets && config.secrets.length > 0) body.secrets = [...config.secrets];
 }
 
 const copyTriggers = (config: FunctionConfig) => (config.triggers ?? []).map((t) => ({ ...t }));
