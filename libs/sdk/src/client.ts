@@ -168,7 +168,7 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
   const call = (method: string, body: unknown, deadlineMs = timeoutMs) => connectUnary(serverUrl, `${SERVICE}/${method}`, body, { headers, timeoutMs: deadlineMs });
   /** One REST call; the parsed JSON answer, or an IronflowClientError like the Connect calls. */
   const restCall = async (method: 'GET' | 'PUT' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<Record<string, unknown>> => {
-    const what = `${method} ${path.split('/').slice(0, 4).join('/')}`;
+    const what = `${method} ${path}`;
     let response: RawResponse;
     try {
       response = await sendRaw(`${serverUrl}${path}`, { method, headers, body, timeoutMs });
