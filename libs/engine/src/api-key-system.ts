@@ -1,5 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { CallScope, EngineError, isScopeName, parseEnvironment } from '@ironflow/contracts';
+import { ApiKeyView, CallScope, EngineError, isScopeName, parseEnvironment } from '@ironflow/contracts';
 import { ApiKeyRecord, Store, apiKeysSql } from '@ironflow/store';
 
 /** Every key starts with this; then the key's 16-hex-digit id, `_`, and 43 base64url characters (256 random bits). */
@@ -7,18 +7,6 @@ export const API_KEY_PREFIX = 'ifk_';
 const KEY_SHAPE = /^ifk_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$/;
 /** Most key lookups kept in memory per process (least recently used ones go first). */
 const CACHE_ENTRIES = 10_000;
-
-/** A key as listings show it: never the key, never its hash. Times ISO-8601. */
-export interface ApiKeyView {
-  id: string;
-  /** What the key starts with (`ifk_<id>`), to recognise it. */
-  prefix: string;
-  project: string;
-  env: string;
-  name: string;
-  createdAt: string;
-  revokedAt?: string;
-}
 
 /** Whether this deployment requires keys, and why. */
 export interface AuthMode {

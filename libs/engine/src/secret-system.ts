@@ -1,4 +1,4 @@
-import { CallScope, EngineError, InvocationError, RUN_ERROR_CODES } from '@ironflow/contracts';
+import { CallScope, EngineError, InvocationError, RUN_ERROR_CODES, SecretView } from '@ironflow/contracts';
 import { SecretInfo, Store, Tx, secretsSql } from '@ironflow/store';
 import { SecretCipher } from './secret-cipher';
 
@@ -8,13 +8,6 @@ const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
 export const MAX_SECRET_VALUE_BYTES = 64 * 1024;
 /** Most secrets one function may declare. */
 export const MAX_FUNCTION_SECRETS = 100;
-
-/** A secret as the API shows it: never its value. Times ISO-8601. */
-export interface SecretView {
-  name: string;
-  createdAt: string;
-  updatedAt: string;
-}
 
 /** The secrets of one segment: their values by name, or the error its attempt fails with. */
 export type SecretResolution = { values: Record<string, string> } | { error: InvocationError };

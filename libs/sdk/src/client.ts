@@ -1,4 +1,4 @@
-import type { ListRunsOutput, RunHistoryEntry, RunStatus, RunView, StepView } from '@ironflow/contracts';
+import type { ApiKeyView, ListRunsOutput, RunHistoryEntry, RunStatus, RunView, SecretView, StepView } from '@ironflow/contracts';
 import { IronflowClientError, RunCancelledError, RunErrorInfo, RunFailedError } from './errors';
 import type { FunctionConfig, IronflowFunction } from './function';
 import { RawResponse, baseHeaders, connectUnary, httpError, networkError, parseJson, sendRaw } from './http';
@@ -64,24 +64,10 @@ export interface RunSteps {
   children: RunView[];
 }
 
-/** A secret as the engine lists it: never its value. Times ISO-8601. */
-export interface SecretInfo {
-  name: string;
-  createdAt: string;
-  updatedAt: string;
-}
-
-/** An API key as the engine lists it: never the key. Times ISO-8601. */
-export interface ApiKeyInfo {
-  id: string;
-  /** What the key starts with (`ifk_<id>`). */
-  prefix: string;
-  project: string;
-  env: string;
-  name: string;
-  createdAt: string;
-  revokedAt?: string;
-}
+/** A secret as the engine lists it: never its value. */
+export type SecretInfo = SecretView;
+/** An API key as the engine lists it: never the key. */
+export type ApiKeyInfo = ApiKeyView;
 
 /**
  * The engine's client API over Connect unary JSON. Every method throws {@link IronflowClientError}
