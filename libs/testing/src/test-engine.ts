@@ -17,6 +17,8 @@ export interface TestEngineOptions {
   followUps?: FollowUpTracker;
   /** The secrets key and API key options the engine (and a restarted one) gets. */
   security?: Pick<EngineOptions, 'secretsKey' | 'auth'>;
+  /** Where the engine logs; default silent. */
+  logger?: EngineOptions['logger'];
 }
 
 export interface TestEngine {
@@ -41,7 +43,7 @@ export async function openTestEngine(dialect: Dialect, config: Partial<EngineCon
   const bus = new FaultyBus(await openBus());
   const suffix = randomBytes(4).toString('hex');
   const scope: CallScope = { project: `p${suffix}`, env: `e${suffix}` };
-  const engine = new Engine({ store: db.store, clock: db.clock, bus, pausePoints: gate, followUps: options.followUps, ...options.security, config: { leaseMs: 30_000, ...config } });
+  const engine = new Engine({ store: db.store, clock: db.clock, bus, pausePoints: gate, followUps: options.followUps, logger: options.logger, ...options.security, config: { leaseMs: 30_000, ...config } });
   const extra: { engine: Engine; bus: Bus }[] = [];
   return {
     engine,

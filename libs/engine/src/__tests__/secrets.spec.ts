@@ -17,9 +17,12 @@ const OTHER_ENV: CallScope = { project: 'default', env: 'staging' };
 
 describe.each(STORES)('secrets [%s]', (dialect) => {
   let t: TestEngine;
+  let logged: string[];
 
   beforeEach(async () => {
-    t = await openTestEngine(dialect, { dispatchPollMs: 20 }, { security: { secretsKey: KEY } });
+    logged = [];
+    const record = (message: string, meta?: Record<string, unknown>) => void logged.push(`${message} ${JSON.stringify(meta ?? {})}`);
+    t = await openTestEngine(dialect, { dispatchPollMs: 20 }, { security: { secretsKey: KEY }, logger: { log: record, warn: record, error: record } });
   });
   afterEach(async () => {
     await t.close();
@@ -145,17 +148,21 @@ describe.each(STORES)('secrets [%s]', (dialect) => {
     expect((await keyless.secrets.list(SCOPE)).map((s) => s.name)).toEqual(['TOKEN']);
   });
 
-  it('secret values never reach GetRun, steps, run history, audit rows, events, runs or metrics', async () => {
+  it('secret values never reach GetRun, steps, run history, audit rows, events, runs, metrics or logs', async () => {
     await t.engine.secrets.set(SCOPE, 'TOKEN', VALUE);
+    // An undelivered segment too (it logs): a function declaring a secret that does not exist.
+    await t.engine.api.registerFunction(SCOPE, { id: 'half-configured', mode: 'pull', triggers: [{ event: 'go' }], secrets: ['TOKEN', 'MISSING'], retry: { maxAttempts: 1, initialDelayMs: 0, backoffFactor: 1, maxDelayMs: 0 } });
     await t.engine.api.registerFunction(SCOPE, { id: 'audited', mode: 'pull', triggers: [{ event: 'go' }], secrets: ['TOKEN'], retry: { maxAttempts: 2, initialDelayMs: 0, backoffFactor: 1, maxDelayMs: 0 } });
-    await registerWorker(t, ['audited']);
+    await registerWorker(t, ['audited', 'half-configured']);
     const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'go', data: { n: 1 } });
-    const runId = runIds[0];
+    const runId = (await t.engine.api.listRuns(SCOPE, { functionId: 'audited' })).runs[0].id;
+    expect(runIds).toContain(runId);
     // A retried attempt and a completed one, with a step: every kind of row gets written.
-    const [first] = await t.engine.pull.poll(WORKER, 1);
+    const [first, ...others] = await t.engine.pull.poll(WORKER, 5);
+    expect(others).toEqual([]);
     expect(first.context?.secrets).toEqual({ TOKEN: VALUE });
     await t.engine.pull.update(WORKER, first.job_id, fenced(first, { status: 'failed', error: { message: 'boom', retryable: true } }));
-    const [second] = await t.engine.pull.poll(WORKER, 1);
+    const [second] = await t.engine.pull.poll(WORKER, 5);
     await t.engine.pull.update(WORKER, second.job_id, fenced(second, {
       status: 'completed',
       output: { ok: 1 },
@@ -174,6 +181,7 @@ describe.each(STORES)('secrets [%s]', (dialect) => {
     });
     expect(tables).toContain(runId);
     const metrics = await t.engine.resources.metrics.registry.metrics();
-    for (const text of [views, tables, metrics]) expect(text).not.toContain(VALUE);
+    expect(logged.join('\n')).toContain('SECRET_NOT_FOUND');
+    for (const text of [views, tables, metrics, logged.join('\n')]) expect(text).not.toContain(VALUE);
   });
 });
