@@ -69,13 +69,13 @@ export class PullWorkerSystem {
   /**
    * Refreshes the leases of the jobs the worker lists (REST heartbeats carry no fence: by job id),
    * only those this worker holds. Throws `VALIDATION_ERROR` for a body that is not a heartbeat,
-   * `WORKER_NOT_FOUND` for a worker not registered (in `scope`'s project and env, when given).
+   * `WORKER_NOT_FOUND` for a worker not registered (in `scope`'s project, and its key's env, when given).
    */
   async heartbeat(workerId: string, body: WorkerHeartbeatBody, scope?: CallScope): Promise<void> {
     const parsed = heartbeatSchema.safeParse(body ?? {});
     if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
     await this.r.store.unitOfWork('workerHeartbeat', async (tx) => {
-      if (!(await workersSql.touchWorker(tx, workerId, scope))) throw new EngineError('WORKER_NOT_FOUND', `worker ${workerId} is not registered`);
+      if (!(await workersSql.touchWorker(tx, workerId, scope && ownerOf(scope)))) throw new EngineError('WORKER_NOT_FOUND', `worker ${workerId} is not registered`);
       for (const job of parsed.data.jobs) {
         try {
           const { runId, executionSeq } = parseJobId(job.job_id);
@@ -89,14 +89,12 @@ export class PullWorkerSystem {
 
   /**
    * Claims up to `available` jobs of the worker's functions (capped by `maxJobsPerPoll`). Throws
-   * `WORKER_NOT_FOUND` for a worker not registered (in `scope`'s project and env, when given: a
-   * key never polls another project's jobs).
+   * `WORKER_NOT_FOUND` for a worker not registered (in `scope`'s project, and its key's env, when
+   * given: a key never polls another project's jobs).
    */
   async poll(workerId: string, available: number, scope?: CallScope): Promise<JobAssignment[]> {
     const worker = await this.r.store.read('getWorker', (tx) => workersSql.getWorker(tx, workerId));
-    if (!worker || (scope && (worker.project !== scope.project || worker.env !== scope.env))) {
-      throw new EngineError('WORKER_NOT_FOUND', `worker ${workerId} is not registered`);
-    }
+    if (!worker || (scope && !sameOwner(worker, scope))) throw new EngineError('WORKER_NOT_FOUND', `worker ${workerId} is not registered`);
     const limit = Math.max(0, Math.min(Number.isFinite(available) && available > 0 ? Math.floor(available) : 1, this.r.config.maxJobsPerPoll, worker.maxConcurrentJobs));
     const segments = await this.dispatch.claim(
       { mode: 'pull', limit, project: worker.project, env: worker.env, functionIds: worker.functionIds },
@@ -129,6 +127,19 @@ export class PullWorkerSystem {
     const fence = fenceOf(body, executionSeq);
     return this.reports.apply(runId, fence, toReport(body));
   }
+}
+
+/**
+ * Who may act on a worker: its project always; its env too for a keyed call (the key's env is the
+ * worker's). An open call's env header may differ from a worker that registered with `labels.env`.
+ */
+function ownerOf(scope: CallScope): { project: string; env?: string } {
+  return scope.apiKeyId ? { project: scope.project, env: scope.env } : { project: scope.project };
+}
+
+function sameOwner(worker: { project: string; env: string }, scope: CallScope): boolean {
+  const owner = ownerOf(scope);
+  return worker.project === owner.project && (owner.env === undefined || worker.env === owner.env);
 }
 
 /** The fence a request carries; its `execution_seq` must be the job id's. */

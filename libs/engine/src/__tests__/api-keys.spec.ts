@@ -51,6 +51,11 @@ describe.each(STORES)('API keys [%s]', (dialect) => {
     await expect(t.engine.apiKeys.authenticate({ environment: 'bad.env' })).rejects.toMatchObject({ code: 'VALIDATION_ERROR' });
     // Anyone may make the first key while the server is open.
     await expect(t.engine.apiKeys.authenticateAdmin(undefined)).resolves.toBeUndefined();
+    // A worker that registered into `labels.env` keeps polling and heartbeating with the default header.
+    const open = await t.engine.apiKeys.authenticate({});
+    await t.engine.pull.register(open, 'w-env-label', { worker_id: 'w-env-label', function_ids: [], labels: { env: 'staging' } });
+    await expect(t.engine.pull.poll('w-env-label', 1, open)).resolves.toEqual([]);
+    await expect(t.engine.pull.heartbeat('w-env-label', { worker_id: 'w-env-label', jobs: [] }, open)).resolves.toBeUndefined();
   });
 
   it('once a key exists every call needs one: missing, malformed, unknown or altered keys are UNAUTHENTICATED; a good key gives its project and env', async () => {
@@ -76,6 +81,10 @@ describe.each(STORES)('API keys [%s]', (dialect) => {
     const scope = await t.engine.apiKeys.authenticate(bearer(key));
     await expect(t.engine.pull.register(scope, 'w-labelled', { worker_id: 'w-labelled', function_ids: [], labels: { env: 'staging' } })).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
     await t.engine.pull.register(scope, 'w-labelled', { worker_id: 'w-labelled', function_ids: [], labels: { env: 'prod' } });
+    // Another env's key of the same project does not reach it.
+    const staging = await scopeOfNewKey(t.engine, 'shop', 'staging');
+    await expect(t.engine.pull.poll('w-labelled', 1, staging)).rejects.toMatchObject({ code: 'WORKER_NOT_FOUND' });
+    await expect(t.engine.pull.heartbeat('w-labelled', { worker_id: 'w-labelled', jobs: [] }, staging)).rejects.toMatchObject({ code: 'WORKER_NOT_FOUND' });
     const workers = await t.db.store.read('test.workers', (tx) => tx.query(`SELECT id, project, env FROM workers`));
     expect(workers).toEqual([{ id: 'w-labelled', project: 'shop', env: 'prod' }]);
   });
@@ -136,7 +145,7 @@ describe.each(STORES)('API keys [%s]', (dialect) => {
   });
 });
 
-async function scopeOfNewKey(engine: Engine, project: string): Promise<CallScope> {
-  const { key } = await engine.apiKeys.create({ project });
+async function scopeOfNewKey(engine: Engine, project: string, env = 'default'): Promise<CallScope> {
+  const { key } = await engine.apiKeys.create({ project, env });
   return engine.apiKeys.authenticate(bearer(key));
 }

@@ -23,11 +23,13 @@ export async function getWorker(tx: Tx, id: string): Promise<WorkerRecord | null
   return rows.length ? mapWorker(rows[0]) : null;
 }
 
-/** Marks a worker seen; false when it is not registered (in `scope`'s project and env, when given). */
-export async function touchWorker(tx: Tx, id: string, scope?: { project: string; env: string }): Promise<boolean> {
-  const r = scope
-    ? await tx.execute(`UPDATE workers SET last_seen_at = $2 WHERE id = $1 AND project = $3 AND env = $4`, [id, tx.now, scope.project, scope.env])
-    : await tx.execute(`UPDATE workers SET last_seen_at = $2 WHERE id = $1`, [id, tx.now]);
+/** Marks a worker seen; false when it is not registered (in `owner`'s project, and env when given). */
+export async function touchWorker(tx: Tx, id: string, owner?: { project: string; env?: string }): Promise<boolean> {
+  const r = !owner
+    ? await tx.execute(`UPDATE workers SET last_seen_at = $2 WHERE id = $1`, [id, tx.now])
+    : owner.env === undefined
+      ? await tx.execute(`UPDATE workers SET last_seen_at = $2 WHERE id = $1 AND project = $3`, [id, tx.now, owner.project])
+      : await tx.execute(`UPDATE workers SET last_seen_at = $2 WHERE id = $1 AND project = $3 AND env = $4`, [id, tx.now, owner.project, owner.env]);
   return r.affected === 1;
 }
 
