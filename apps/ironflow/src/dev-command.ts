@@ -10,7 +10,8 @@ Security (environment variables):
                     needs "Authorization: Bearer <key>" (401 UNAUTHENTICATED otherwise); the key
                     decides the project and env of the call. Make keys with \`ironflow apikey create\`.
   IRONFLOW_REQUIRE_API_KEY=true   require keys even before the first one exists
-  IRONFLOW_ADMIN_KEY=<32+ chars>  the bearer of \`ironflow apikey\` (key management) once keys exist
+  IRONFLOW_ADMIN_KEY=<32+ chars>  the bearer of \`ironflow apikey\` (key management); without it,
+                                  anyone may make the first key while the server is open
   IRONFLOW_API_KEY_CACHE_MS       how long a key lookup is trusted (default 5000): a revoked key
                                   stops working in other processes within this time
   IRONFLOW_SECRETS_KEY=<32 bytes, hex or base64>   encrypts secrets (AES-256-GCM); without it

@@ -73,9 +73,9 @@ function keyLine(k: ApiKeyInfo): string {
 
 /**
  * `ironflow apikey create|list|revoke` (issue 9, item 7): admin calls, authenticated with
- * `--admin-key` (default `$IRONFLOW_ADMIN_KEY`, the engine's `IRONFLOW_ADMIN_KEY`); on an engine
- * that is still open (no key yet) no admin key is needed, which is how the first key is made.
- * `create` prints the key once; it cannot be shown again.
+ * `--admin-key` (default `$IRONFLOW_ADMIN_KEY`, the engine's `IRONFLOW_ADMIN_KEY`); an engine
+ * without an admin key that is still open (no key yet) needs none, which is how `ironflow dev`
+ * makes its first key. `create` prints the key once; it cannot be shown again.
  */
 export function apikeyCommand(deps: SecurityCommandDeps): Command {
   const { io, action, client } = deps;

@@ -137,16 +137,20 @@ export class ApiKeySystem {
   }
 
   /**
-   * Admits a call to the key-management routes: the admin key (`IRONFLOW_ADMIN_KEY`) always; any
-   * caller while the server is open (so the first key can be created). Throws `UNAUTHENTICATED`
-   * (401) without the admin key, `PERMISSION_DENIED` (403) when no admin key is configured.
+   * Admits a call to the key-management routes. With an admin key configured
+   * (`IRONFLOW_ADMIN_KEY`), only it, always; without one, any caller while the server is open (so
+   * the first key can be made, e.g. in `ironflow dev`) and nobody once keys are required. Throws
+   * `UNAUTHENTICATED` (401) without the admin key, `PERMISSION_DENIED` (403) when keys are
+   * required and no admin key is configured.
    */
   async authenticateAdmin(authorization: string | null | undefined): Promise<void> {
-    const presented = bearerOf(authorization);
-    if (presented && this.adminKeyHash && timingSafeEqual(sha256(presented), this.adminKeyHash)) return;
+    if (this.adminKeyHash) {
+      const presented = bearerOf(authorization);
+      if (presented && timingSafeEqual(sha256(presented), this.adminKeyHash)) return;
+      throw new EngineError('UNAUTHENTICATED', 'managing API keys needs the admin key (IRONFLOW_ADMIN_KEY) as Authorization: Bearer');
+    }
     if (!(await this.mode()).required) return;
-    if (!this.adminKeyHash) throw new EngineError('PERMISSION_DENIED', 'API keys are managed with the admin key: set IRONFLOW_ADMIN_KEY on the api-gateway');
-    throw new EngineError('UNAUTHENTICATED', 'managing API keys needs the admin key (IRONFLOW_ADMIN_KEY) as Authorization: Bearer');
+    throw new EngineError('PERMISSION_DENIED', 'API keys are managed with the admin key: set IRONFLOW_ADMIN_KEY on the api-gateway');
   }
 
   /** The key's row when `presented` is a well-formed key whose hash matches; revoked rows included. */

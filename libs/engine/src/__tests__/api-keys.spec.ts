@@ -44,13 +44,16 @@ describe.each(STORES)('API keys [%s]', (dialect) => {
     await expect(t.engine.apiKeys.create({ env: 'a.b' })).rejects.toMatchObject({ code: 'VALIDATION_ERROR' });
   });
 
-  it('an open server (no key, no IRONFLOW_REQUIRE_API_KEY) takes every call as project default with the header env, ignoring a bearer', async () => {
+  it('an open server (no key, no IRONFLOW_REQUIRE_API_KEY) takes every call as project default with the header env, ignoring a bearer; the admin key, when set, guards key creation', async () => {
     expect(await t.engine.apiKeys.mode()).toEqual({ required: false, reason: 'open' });
     expect(await t.engine.apiKeys.authenticate({})).toEqual({ project: 'default', env: 'default' });
     expect(await t.engine.apiKeys.authenticate({ ...bearer('whatever'), environment: 'staging' })).toEqual({ project: 'default', env: 'staging' });
     await expect(t.engine.apiKeys.authenticate({ environment: 'bad.env' })).rejects.toMatchObject({ code: 'VALIDATION_ERROR' });
-    // Anyone may make the first key while the server is open.
-    await expect(t.engine.apiKeys.authenticateAdmin(undefined)).resolves.toBeUndefined();
+    // Without an admin key, anyone may make the first key while the server is open; with one, only it.
+    const noAdmin = await t.restart({ security: { auth: {} } });
+    await expect(noAdmin.apiKeys.authenticateAdmin(undefined)).resolves.toBeUndefined();
+    await expect(t.engine.apiKeys.authenticateAdmin(undefined)).rejects.toMatchObject({ code: 'UNAUTHENTICATED' });
+    await expect(t.engine.apiKeys.authenticateAdmin(`Bearer ${ADMIN_KEY}`)).resolves.toBeUndefined();
     // A worker that registered into `labels.env` keeps polling and heartbeating with the default header.
     const open = await t.engine.apiKeys.authenticate({});
     await t.engine.pull.register(open, 'w-env-label', { worker_id: 'w-env-label', function_ids: [], labels: { env: 'staging' } });
@@ -109,7 +112,7 @@ describe.each(STORES)('API keys [%s]', (dialect) => {
     await expect(elsewhere.apiKeys.authenticate({})).rejects.toMatchObject({ code: 'UNAUTHENTICATED' });
   });
 
-  it('IRONFLOW_REQUIRE_API_KEY refuses calls before any key exists; only the admin key manages keys then', async () => {
+  it('IRONFLOW_REQUIRE_API_KEY refuses calls before any key exists; only the admin key manages keys, and without one nobody does', async () => {
     const strict = await t.restart({ security: { auth: { requireApiKey: true, adminKey: ADMIN_KEY } } });
     expect(await strict.apiKeys.mode()).toEqual({ required: true, reason: 'setting' });
     await expect(strict.apiKeys.authenticate({})).rejects.toMatchObject({ code: 'UNAUTHENTICATED' });
@@ -124,6 +127,7 @@ describe.each(STORES)('API keys [%s]', (dialect) => {
 
     const noAdmin = await t.restart({ security: { auth: { requireApiKey: true } } });
     await expect(noAdmin.apiKeys.authenticateAdmin(`Bearer ${key}`)).rejects.toMatchObject({ code: 'PERMISSION_DENIED', message: expect.stringContaining('IRONFLOW_ADMIN_KEY') });
+    await expect(noAdmin.apiKeys.authenticateAdmin(undefined)).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
   });
 
   it("a key never reaches another project's worker: its worker id cannot be taken over, polled or heartbeaten from another project", async () => {

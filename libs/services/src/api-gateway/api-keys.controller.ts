@@ -6,8 +6,9 @@ import { parseJsonBody } from '../http/json-body';
 
 /**
  * API key management (issue 9, item 7; `ironflow apikey create/list/revoke`). Admin routes: the
- * admin key (`IRONFLOW_ADMIN_KEY`) as `Authorization: Bearer`, or anyone while the server is open
- * (no key exists and `IRONFLOW_REQUIRE_API_KEY` is off), which is how the first key is made.
+ * admin key (`IRONFLOW_ADMIN_KEY`) as `Authorization: Bearer` when one is configured; without
+ * one, anyone while the server is open (no key exists and `IRONFLOW_REQUIRE_API_KEY` is off),
+ * which is how `ironflow dev` makes its first key, and nobody once keys are required.
  */
 @AdminRoute()
 @Controller('api/v1/api-keys')

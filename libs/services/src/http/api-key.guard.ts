@@ -13,7 +13,7 @@ export const CALL_SCOPE = Symbol('ironflow.callScope');
 
 /** Marks a controller or handler that answers without an API key (`/health`, `/ready`, `/metrics`). */
 export const PublicRoute = () => SetMetadata(PUBLIC_ROUTE, true);
-/** Marks a key-management route: only the admin key (`IRONFLOW_ADMIN_KEY`) passes, or anyone while the server is open. */
+/** Marks a key-management route: only the admin key (`IRONFLOW_ADMIN_KEY`) passes; without one configured, anyone while the server is open. */
 export const AdminRoute = () => SetMetadata(ADMIN_ROUTE, true);
 
 /** The scope of a call from fetch-style headers (`Authorization`, `X-Ironflow-Environment`); see `ApiKeySystem.authenticate`. */
