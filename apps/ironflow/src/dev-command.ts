@@ -1,8 +1,9 @@
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
+import { functionOptionsHelp } from '@ironflow/engine';
 import { SERVICES, loadSettings, startServer } from '@ironflow/services';
 
-/** `ironflow dev --help`: the security settings and the `secrets` function option (issue 9, items 4 and 7). */
+/** `ironflow dev --help`: the security settings (issue 9, items 4 and 7). */
 export const DEV_SECURITY_HELP = `
 Security (environment variables):
   API keys          none until the first key is made: the server is OPEN (every caller may use every
@@ -18,17 +19,14 @@ Security (environment variables):
                     \`ironflow secret set\` and functions declaring secrets are refused
   IRONFLOW_PUSH_ALLOWED_HOSTS     comma list of CIDRs, addresses, host names, *.domain that push
                     endpoints may be at; default anywhere except link-local (169.254.0.0/16,
-                    fe80::/10) and cloud metadata addresses, which are always refused
-
-Function option "secrets": ["NAME", ...] delivers those secrets of the function's project and env
-with every invocation (push \`secrets\`, pull \`context.secrets\`, stream JobContext.secrets; the SDK's
-secrets.get(name)). A declared secret that does not exist fails the attempt, retryable, with
-SECRET_NOT_FOUND.`;
+                    fe80::/10) and cloud metadata addresses, which are always refused`;
 
 /**
  * `ironflow dev`: every service in one process on SQLite (`.ironflow/dev.db` by default) with the
- * in-process bus, on port 9123. Ctrl-C drains and stops. At start it says whether API keys are
- * required or the server is open, and whether secrets can be stored.
+ * in-process bus, on port 9123. Ctrl-C drains and stops. Its help lists every function
+ * registration option with its semantics (`FUNCTION_OPTIONS`) and the security settings; at
+ * start it says whether API keys are required or the server is open, and whether secrets can be
+ * stored.
  */
 export function devCommand(): Command {
   return new Command('dev')
@@ -40,6 +38,7 @@ export function devCommand(): Command {
       return n;
     })
     .option('--db <path>', 'SQLite file', '.ironflow/dev.db')
+    .addHelpText('after', `\n${functionOptionsHelp()}`)
     .action(async (o: { port?: number; db: string }) => {
       const settings = loadSettings(process.env, {
         databaseUrl: process.env.IRONFLOW_DATABASE_URL ?? `sqlite:${resolve(o.db)}`,

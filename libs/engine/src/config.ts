@@ -40,6 +40,11 @@ export interface EngineConfig {
    * `*.domain`); empty (default) = anywhere but link-local and metadata addresses.
    */
   pushAllowedHosts: string[];
+  /**
+   * Cron (default 10000): a tick at most this late fires in the next pass (a slow pass leaves no
+   * gap); a schedule further behind missed its ticks, which collapse into one run for the latest.
+   */
+  cronCatchUpMs: number;
 }
 
 export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
@@ -59,4 +64,5 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   scanMs: 1000,
   wakeLockTimeoutMs: 1000,
   pushAllowedHosts: [],
+  cronCatchUpMs: 10_000,
 };

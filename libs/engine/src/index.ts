@@ -13,3 +13,4 @@ export * from './api-key-system';
 export * from './secret-system';
 export * from './secret-cipher';
 export * from './push-endpoint-policy';
+export * from './function-options';

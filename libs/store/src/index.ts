@@ -20,3 +20,7 @@ export * as apiKeysSql from './queries/api-keys';
 export * as secretsSql from './queries/secrets';
 export type { ApiKeyRecord } from './queries/api-keys';
 export type { SecretInfo } from './queries/secrets';
+export * as cronSql from './queries/cron';
+export * as debouncesSql from './queries/debounces';
+export type { CronScheduleRow } from './queries/cron';
+export type { DebounceRow } from './queries/debounces';

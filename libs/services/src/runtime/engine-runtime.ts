@@ -63,6 +63,7 @@ export class EngineRuntime {
         scanMs: settings.scanMs,
         maxPayloadBytes: settings.maxPayloadBytes,
         pushAllowedHosts: settings.pushAllowedHosts,
+        cronCatchUpMs: settings.cronCatchUpMs,
       },
     });
     return new EngineRuntime(settings, engine, store, bus, metrics, auditWriter);
