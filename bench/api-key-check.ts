@@ -17,7 +17,7 @@
 import { randomBytes } from 'node:crypto';
 import { IronflowSettings, RunningServer, SERVICES, loadSettings, startServer } from '@ironflow/services';
 import { scratchDatabase } from '@ironflow/testing';
-import { DATABASE_URL, Summary, intArg, machineInfo, nowMs, summarize, table, writeResults } from './lib/common';
+import { DATABASE_URL, Summary, intArg, machineInfo, nowMs, runBenchmark, summarize, table, writeResults } from './lib/common';
 import { progress } from './lib/progress';
 
 interface ModeResult {
@@ -106,10 +106,4 @@ async function main(): Promise<void> {
   console.log(`\nwrote ${path}`);
 }
 
-main().then(
-  () => process.exit(0),
-  (err) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runBenchmark(main);
