@@ -10,6 +10,7 @@ import { DispatchSystem } from './dispatch-system';
 import { FunctionRegistry } from './function-registry';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { PausePoints, noPausePoints } from './pause-points';
+import { PauseSystem } from './pause-system';
 import { PullWorkerSystem } from './pull-worker-system';
 import { PushDispatcher } from './push-dispatcher';
 import { ReportSystem } from './report-system';
@@ -57,6 +58,8 @@ export class Engine {
   readonly wakes: WakeSystem;
   readonly scheduler: SchedulerSystem;
   readonly cancels: CancelSystem;
+  /** Pause, resume and step injection. */
+  readonly pauses: PauseSystem;
   readonly pull: PullWorkerSystem;
   readonly push: PushDispatcher;
   /** Streaming pull workers (`WorkerService.Connect`); its loop runs while a stream is open. */
@@ -107,7 +110,8 @@ export class Engine {
     this.pull = new PullWorkerSystem(r, this.dispatch, this.reports);
     this.push = new PushDispatcher(r, this.dispatch, this.reports, hints);
     this.streams = new StreamWorkerSystem(r, this.dispatch, this.reports, this.pull, hints);
-    this.api = new EngineClientApi(r, this.functions, this.triggers, this.cancels);
+    this.pauses = new PauseSystem(r, announcer, hints);
+    this.api = new EngineClientApi(r, this.functions, this.triggers, this.cancels, this.pauses);
     this.recovery = new LeaseRecoverySystem(r, announcer, hints);
   }
 

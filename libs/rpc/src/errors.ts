@@ -29,6 +29,7 @@ export function connectCodeOf(code: EngineErrorCode): Code {
     case 'STALE_EXECUTION':
       return Code.Aborted;
     case 'RUN_NOT_RUNNING':
+    case 'RUN_NOT_PAUSED':
       return Code.FailedPrecondition;
     case 'UNAUTHENTICATED':
       return Code.Unauthenticated;

@@ -16,3 +16,7 @@ export type { AuditRow } from './queries/audit';
 export * as correlationsSql from './queries/correlations';
 export * as deadLettersSql from './queries/dead-letters';
 export * as leaseRecoverySql from './queries/lease-recovery';
+export * as pausesSql from './queries/pauses';
+export * as topicsSql from './queries/topics';
+export type { TopicRecord } from './queries/topics';
+export type { BoundaryStatus } from './queries/runs';
