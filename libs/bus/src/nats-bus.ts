@@ -1,5 +1,5 @@
 import { JSONCodec, JetStreamClient, NatsConnection, connect } from 'nats';
-import { Bus, BusMessage, PublishOptions, Subscription } from './bus';
+import { Bus, BusMessage, PublishAck, PublishOptions, Subscription } from './bus';
 import { STREAMS } from './streams';
 
 const codec = JSONCodec();
@@ -47,11 +47,12 @@ export class NatsBus implements Bus {
     return new NatsBus(nc, nc.jetstream(), options.publishTimeoutMs ?? 5000);
   }
 
-  async publish(subject: string, data: unknown, options: PublishOptions = {}): Promise<void> {
-    await this.js.publish(subject, codec.encode(data ?? null), {
+  async publish(subject: string, data: unknown, options: PublishOptions = {}): Promise<PublishAck> {
+    const ack = await this.js.publish(subject, codec.encode(data ?? null), {
       ...(options.msgId ? { msgID: options.msgId } : {}),
       timeout: this.publishTimeoutMs,
     });
+    return { sequence: ack.seq, duplicate: ack.duplicate };
   }
 
   subscribe(pattern: string, handler: (message: BusMessage) => void): Subscription {

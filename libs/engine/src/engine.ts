@@ -11,6 +11,7 @@ import { FunctionRegistry } from './function-registry';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { PausePoints, noPausePoints } from './pause-points';
 import { PauseSystem } from './pause-system';
+import { PubSubSystem } from './pubsub-system';
 import { PullWorkerSystem } from './pull-worker-system';
 import { PushDispatcher } from './push-dispatcher';
 import { ReportSystem } from './report-system';
@@ -60,6 +61,8 @@ export class Engine {
   readonly cancels: CancelSystem;
   /** Pause, resume and step injection. */
   readonly pauses: PauseSystem;
+  /** Developer pub/sub: Publish, ListTopics. */
+  readonly pubsub: PubSubSystem;
   readonly pull: PullWorkerSystem;
   readonly push: PushDispatcher;
   /** Streaming pull workers (`WorkerService.Connect`); its loop runs while a stream is open. */
@@ -111,6 +114,7 @@ export class Engine {
     this.push = new PushDispatcher(r, this.dispatch, this.reports, hints);
     this.streams = new StreamWorkerSystem(r, this.dispatch, this.reports, this.pull, hints);
     this.pauses = new PauseSystem(r, announcer, hints);
+    this.pubsub = new PubSubSystem(r);
     this.api = new EngineClientApi(r, this.functions, this.triggers, this.cancels, this.pauses);
     this.recovery = new LeaseRecoverySystem(r, announcer, hints);
   }

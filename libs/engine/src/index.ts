@@ -9,3 +9,6 @@ export * from './views';
 export * from './push-dispatcher';
 export * from './client-api';
 export * from './stream-worker-system';
+export * from './pubsub-system';
+export * from './subscription-session';
+export * from './pause-system';

@@ -7,6 +7,7 @@ import type { JsonObject, JsonValue, MessageInitShape } from '@bufbuild/protobuf
 import { timestampFromDate, type Timestamp } from '@bufbuild/protobuf/wkt';
 import {
   DEFAULT_RETRY,
+  EngineError,
   type ExecutionMode as ContractExecutionMode,
   type FunctionDefinition,
   type RegisterFunctionInput,
@@ -279,6 +280,8 @@ export function runToProto(run: RunView): MessageInitShape<typeof RunSchema> {
     functionVersion: run.functionVersion,
     parentRunId: run.parentRunId,
     parentStepId: run.parentStepId,
+    pauseRequested: run.pauseRequested === true,
+    pauseReason: run.pauseReason ?? '',
   };
 }
 
@@ -308,7 +311,23 @@ export function stepToProto(step: StepView): MessageInitShape<typeof StepSchema>
     sequence: step.sequence,
     createdAt: toTimestamp(step.createdAt),
     endedAt: toTimestamp(step.endedAt),
+    injected: step.injected === true,
   };
+}
+
+/** A JSON value as the JSON text of a string field (GetPausedState, InjectStepOutput); `""` for none. */
+export function toJsonText(value: unknown): string {
+  return value === undefined ? '' : JSON.stringify(value);
+}
+
+/** The JSON text of a string field as a value; throws `VALIDATION_ERROR` naming `field` when empty or not JSON. */
+export function fromJsonText(field: string, text: string): unknown {
+  if (text.trim() === '') throw new EngineError('VALIDATION_ERROR', `${field}: JSON text is required (e.g. "{\\"a\\":1}" or "null")`);
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new EngineError('VALIDATION_ERROR', `${field}: not JSON text: ${(err as Error).message}`);
+  }
 }
 
 /** One history row as `ironflow.v1.RunHistoryEntry` (ours). */

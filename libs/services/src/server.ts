@@ -2,7 +2,9 @@ import 'reflect-metadata';
 import { INestApplication, LogLevel, Module, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { MicroserviceOptions, Transport } from '@nestjs/microservices';
-import { createRpcHandlers, listenOnePort, scopeFromHeaders } from '@ironflow/rpc';
+import { createPubSubServiceImpl, createRpcHandlers, listenOnePort, scopeFromHeaders } from '@ironflow/rpc';
+import { PubSubService } from '@ironflow/contracts/proto';
+import { attachSubscriptionGateway } from './api-gateway/subscription-gateway';
 import { ApiGatewayModule } from './api-gateway/api-gateway.module';
 import { AuditWriterModule } from './audit-writer/audit-writer.module';
 import { CapacityScannerModule } from './capacity-scanner/capacity-scanner.module';
@@ -58,11 +60,14 @@ export async function startServer(settings: IronflowSettings, services: readonly
   // The dispatcher serves the worker stream (`WorkerService.Connect`) on the HTTP/2 side.
   const streamOptions = { scopeOf: scopeFromHeaders, logger: runtime.engine.resources.logger, maxBodyBytes: settings.maxPayloadBytes };
   const routes = services.includes('dispatcher') ? workerServiceRoutes(runtime.engine.streams, streamOptions) : undefined;
+  const pubsub = createPubSubServiceImpl({ pubsub: runtime.engine.pubsub, api: runtime.engine.api }, scopeFromHeaders);
   const http2Handler = services.includes('api-gateway')
-    ? createRpcHandlers(runtime.engine.api, scopeFromHeaders, { maxBodyBytes: settings.maxPayloadBytes, routes }).http2Handler
+    ? createRpcHandlers(runtime.engine.api, scopeFromHeaders, { maxBodyBytes: settings.maxPayloadBytes, routes: (router) => { routes?.(router); router.service(PubSubService, pubsub); } }).http2Handler
     : routes
       ? workerServiceHttp2Handler(runtime.engine.streams, streamOptions)
       : (_req: unknown, res: { statusCode: number; end(): void }) => { res.statusCode = 404; res.end(); };
+  // The api-gateway serves subscriptions (`<base>/ws`) on the HTTP/1.1 side.
+  const subscriptions = services.includes('api-gateway') ? attachSubscriptionGateway(app.getHttpServer(), { bus: runtime.engine.resources.bus }) : undefined;
   const listener = await listenOnePort({ port: settings.port, host: settings.host, http1: app.getHttpServer(), http2Handler });
   const host = settings.host === '0.0.0.0' ? 'localhost' : settings.host;
   let closing: Promise<void> | undefined;
@@ -74,6 +79,7 @@ export async function startServer(settings: IronflowSettings, services: readonly
     close: () => (closing ??= (async () => {
       runtime.draining = true;
       await runtime.engine.stop();
+      await subscriptions?.close();
       await listener.close();
       await app.close();
     })()),
