@@ -12,3 +12,4 @@ export * from './stream-worker-system';
 export * from './pubsub-system';
 export * from './subscription-session';
 export * from './pause-system';
+export * from './function-options';

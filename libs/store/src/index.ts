@@ -20,3 +20,7 @@ export * as pausesSql from './queries/pauses';
 export * as topicsSql from './queries/topics';
 export type { TopicRecord } from './queries/topics';
 export type { BoundaryStatus } from './queries/runs';
+export * as cronSql from './queries/cron';
+export * as debouncesSql from './queries/debounces';
+export type { CronScheduleRow } from './queries/cron';
+export type { DebounceRow } from './queries/debounces';
