@@ -2,9 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { NatsBus } from '@ironflow/bus';
 import { AuditSink, ScopedAuditRow } from './audit-recorder';
 
-/** Subject the audit-writer service answers: one per project and env. */
+/** Logical subject the audit-writer service answers, one per project and env (on the wire `ifx.{clusterId}.…`, see `BusNamespace`). */
 export const auditWriteSubject = (project: string, env: string) => `ironflow.${project}.${env}.audit.write`;
-/** What the audit-writer subscribes to (a Nest `@MessagePattern`). */
+/** What the audit-writer subscribes to (a Nest `@MessagePattern`; `NamespacedNatsServer` namespaces it). */
 export const AUDIT_WRITE_PATTERN = 'ironflow.*.*.audit.write';
 
 /**

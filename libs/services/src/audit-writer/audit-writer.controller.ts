@@ -5,7 +5,8 @@ import { EngineRuntime } from '../runtime/engine-runtime';
 import { ENGINE_RUNTIME } from '../runtime/tokens';
 
 /**
- * Answers audit writes sent as NATS requests on `ironflow.{project}.{env}.audit.write`
+ * Answers audit writes sent as NATS requests on `ifx.{clusterId}.ironflow.{project}.{env}.audit.write`
+ * (queue group `{clusterId}-audit-writer`, so only this deployment's writers answer)
  * (DESIGN.md "Audit"): the rows that arrive together go into one insert, in a bounded slot, and
  * the reply `{written}` acknowledges it. A failed insert replies with an error.
  */

@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { Bus, InProcessBus, NatsBus } from '@ironflow/bus';
+import { Bus, BusNamespace, InProcessBus, NatsBus } from '@ironflow/bus';
 import { AuditSink, AuditWriter, InProcessAuditSink, NatsAuditSink, SlotSet, slotsFor } from '@ironflow/follow-up';
 import { Engine } from '@ironflow/engine';
 import { EngineLogger, EngineMetrics } from '@ironflow/observability';
@@ -37,7 +37,9 @@ export class EngineRuntime {
     });
     let bus: Bus;
     try {
-      bus = settings.natsUrl ? await NatsBus.connect({ url: settings.natsUrl, name: `ironflow-${settings.nodeId}` }) : new InProcessBus();
+      bus = settings.natsUrl
+        ? await NatsBus.connect({ url: settings.natsUrl, name: `ironflow-${settings.clusterId}-${settings.nodeId}`, namespace: new BusNamespace(settings.clusterId) })
+        : new InProcessBus();
     } catch (err) {
       await store.close();
       throw new Error(`NATS_URL: cannot connect to NATS at ${settings.natsUrl}: ${err instanceof Error ? err.message : String(err)}`);
