@@ -100,7 +100,6 @@ export interface ListRunsOutput {
 export interface UnsupportedFunctionOptions {
   actorKey?: string;
   secrets?: string[];
-  recording?: boolean;
   recordingRetention?: string;
   changeReason?: string;
   debounce?: { periodMs?: number; key?: string; maxWaitMs?: number };
@@ -108,6 +107,8 @@ export interface UnsupportedFunctionOptions {
 
 export interface RegisterFunctionInput extends Partial<Omit<FunctionDefinition, 'id'>>, UnsupportedFunctionOptions {
   id: string;
+  /** The SDK's recording switch: `true` records `all`, `false` records `none` (see `RecordingProfile`). */
+  recording?: boolean;
 }
 
 export interface ClientApi {

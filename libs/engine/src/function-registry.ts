@@ -5,6 +5,7 @@ import {
   DEFAULT_RETRY,
   EngineError,
   FunctionDefinition,
+  RecordingProfile,
   RegisterFunctionInput,
 } from '@ironflow/contracts';
 import { FunctionRecord, functionsSql } from '@ironflow/store';
@@ -32,12 +33,15 @@ const definitionSchema = z.object({
   concurrency: z.object({ limit: z.number().int().min(0), key: z.string().optional() }).optional(),
   cancelOn: z.array(z.object({ event: z.string().min(1), match: z.string().optional() })).default([]),
   metadata: z.record(z.unknown()).optional(),
+  recording: z.boolean().nullish(),
+  recordingProfile: z.enum(['none', 'run_lifecycle', 'all']).optional(),
 });
 
 /**
  * Registers and reads functions. `register` validates the definition (throws `VALIDATION_ERROR`
  * listing the bad paths; a push function needs `endpointUrl`; an option the engine does not act
- * on yet is refused by name), fills defaults (retry 3 attempts,
+ * on yet is refused by name), stores the recording profile (`recording`/`recordingProfile`, see
+ * `RecordingProfile`; this node's recorder forgets its cached profile at once), fills defaults (retry 3 attempts,
  * 1 s, ×2, cap 300 s; timeout 600 s) and bumps the version when the definition changed.
  */
 export class FunctionRegistry {
@@ -63,13 +67,27 @@ export class FunctionRegistry {
       ...(d.concurrency ? { concurrency: d.concurrency } : {}),
       cancelOn: d.cancelOn,
       ...(d.metadata ? { metadata: d.metadata } : {}),
+      ...recordingOf(d),
     };
-    return this.r.store.unitOfWork('registerFunction', (tx) => functionsSql.upsertFunction(tx, scope.project, scope.env, definition));
+    const result = await this.r.store.unitOfWork('registerFunction', (tx) => functionsSql.upsertFunction(tx, scope.project, scope.env, definition));
+    this.r.audit.forgetRecording(scope.project, scope.env, definition.id);
+    return result;
   }
 
   async list(scope: CallScope): Promise<FunctionRecord[]> {
     return this.r.store.read('listFunctions', (tx) => functionsSql.listFunctions(tx, scope.project, scope.env));
   }
+}
+
+/**
+ * The stored recording profile: `recordingProfile` when given, else the SDK's `recording`
+ * (`true` → `all`, `false` → `none`); nothing stored when neither is, which means the default.
+ */
+function recordingOf(d: { recording?: boolean | null; recordingProfile?: RecordingProfile }): { recordingProfile?: RecordingProfile } {
+  if (d.recordingProfile) return { recordingProfile: d.recordingProfile };
+  if (d.recording === true) return { recordingProfile: 'all' };
+  if (d.recording === false) return { recordingProfile: 'none' };
+  return {};
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {

@@ -16,7 +16,6 @@ export function refuseUnsupportedOptions(input: RegisterFunctionInput): void {
   if (input.debounce !== undefined && input.debounce !== null) refused.push('debounce');
   if ((input.secrets ?? []).length > 0) refused.push('secrets');
   if (input.actorKey) refused.push('actorKey (sticky routing)');
-  if (input.recording === true) refused.push('recording');
   if (input.recordingRetention) refused.push('recordingRetention');
   if (input.changeReason) refused.push('changeReason (function history)');
   if (refused.length > 0) {

@@ -179,7 +179,8 @@ function unknownErrorToProto(error: unknown): MessageInitShape<typeof ErrorSchem
  * its defaults; a `retry` message with zero fields takes those fields from `DEFAULT_RETRY`.
  * `triggers` and `cancel_on` are always passed (an empty list replaces the previous one).
  * actor_key, secrets, recording, recording_retention, change_reason and debounce are carried
- * when given, so the engine refuses the ones it does not act on by name.
+ * when given, so the engine refuses the ones it does not act on by name. `recording: true`
+ * records the `all` profile; proto3 cannot tell `false` from "not given", so it keeps the default.
  */
 export function registerFunctionInputFromProto(req: RegisterFunctionRequest): RegisterFunctionInput {
   const input: RegisterFunctionInput = {
@@ -256,6 +257,7 @@ export function functionToProto(
     version: fn.version,
     ...(metadata ? { metadata } : {}),
     cancelOn: fn.cancelOn.map((c) => ({ event: c.event, match: c.match ?? '' })),
+    recording: fn.recordingProfile === 'all',
   };
 }
 
