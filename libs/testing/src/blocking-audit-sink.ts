@@ -16,6 +16,7 @@ export class BlockingAuditSink implements AuditSink {
   waiting = 0;
   maxWaiting = 0;
   private match: ((row: ScopedAuditRow) => boolean) | null = null;
+  private slowMs = 0;
   private released: (() => void)[] = [];
 
   constructor(private readonly inner: AuditSink) {}
@@ -23,6 +24,11 @@ export class BlockingAuditSink implements AuditSink {
   /** Blocks writes with a row `match` accepts (default: every row). */
   block(match: (row: ScopedAuditRow) => boolean = () => true): void {
     this.match = match;
+  }
+
+  /** Makes every write take `ms` per row before its insert (a slow commit); past its budget it is not written. */
+  slow(ms: number): void {
+    this.slowMs = ms;
   }
 
   /** Lets every waiting and later write through. */
@@ -51,6 +57,10 @@ export class BlockingAuditSink implements AuditSink {
       } finally {
         this.waiting -= 1;
       }
+    }
+    if (this.slowMs > 0) {
+      await new Promise((r) => setTimeout(r, this.slowMs * rows.length));
+      if (Date.now() - started >= options.budgetMs) throw new AuditNotWritten('budget', 'fault hook: slow commit past its budget');
     }
     await this.inner.write(rows, { ...options, budgetMs: options.budgetMs - (Date.now() - started) });
     this.written.push(...rows.map((r) => r.eventType));
