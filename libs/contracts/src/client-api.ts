@@ -102,7 +102,6 @@ export interface UnsupportedFunctionOptions {
   secrets?: string[];
   recordingRetention?: string;
   changeReason?: string;
-  debounce?: { periodMs?: number; key?: string; maxWaitMs?: number };
 }
 
 export interface RegisterFunctionInput extends Partial<Omit<FunctionDefinition, 'id'>>, UnsupportedFunctionOptions {

@@ -41,6 +41,11 @@ export interface EngineConfig {
   auditBacklog: number;
   /** How long a function's looked-up recording profile is used before it is read again (default 30000). */
   recordingRefreshMs: number;
+  /**
+   * Cron (default 10000): a tick at most this late fires in the next pass (a slow pass leaves no
+   * gap); a schedule further behind missed its ticks, which collapse into one run for the latest.
+   */
+  cronCatchUpMs: number;
 }
 
 export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
@@ -62,4 +67,5 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   auditBudgetMs: 5000,
   auditBacklog: 1024,
   recordingRefreshMs: 30_000,
+  cronCatchUpMs: 10_000,
 };

@@ -17,6 +17,7 @@ import { CLUSTER_ID_PATTERN, DEFAULT_CLUSTER_ID } from '@ironflow/bus';
  * | IRONFLOW_DISPATCH_POLL_MS | 1000 |
  * | IRONFLOW_SCAN_MS | 1000 (capacity scanner period) |
  * | IRONFLOW_MAX_PAYLOAD_BYTES | 4194304 |
+ * | IRONFLOW_CRON_CATCH_UP_MS | 10000 (a cron tick later than this is missed; missed ticks collapse into one run) |
  * | NATS_URL (or IRONFLOW_NATS_URL) | none: the in-process bus (one process); `nats://…` for a cluster |
  * | IRONFLOW_CLUSTER_ID | `ironflow`: the deployment's namespace on a shared NATS (`BusNamespace`); letters, digits, `_`, `-` |
  */
@@ -34,6 +35,7 @@ const schema = z.object({
   IRONFLOW_DISPATCH_POLL_MS: z.coerce.number().int().min(10).default(1000),
   IRONFLOW_SCAN_MS: z.coerce.number().int().min(10).default(1000),
   IRONFLOW_MAX_PAYLOAD_BYTES: z.coerce.number().int().min(1024).default(4 * 1024 * 1024),
+  IRONFLOW_CRON_CATCH_UP_MS: z.coerce.number().int().min(0).default(10_000),
   IRONFLOW_NATS_URL: z.string().regex(/^nats:\/\//, 'NATS_URL (or IRONFLOW_NATS_URL) must start with nats://').optional(),
   IRONFLOW_CLUSTER_ID: z.string().regex(CLUSTER_ID_PATTERN, "1-63 letters, digits, '_' or '-' (it stands in NATS subjects and stream names)").default(DEFAULT_CLUSTER_ID),
 });
@@ -49,6 +51,8 @@ export interface IronflowSettings {
   dispatchPollMs: number;
   scanMs: number;
   maxPayloadBytes: number;
+  /** Cron: ticks at most this late all fire; a schedule further behind fires once (ms). */
+  cronCatchUpMs: number;
   /** NATS JetStream URL; without it the process uses the in-process bus. */
   natsUrl?: string;
   /** The deployment's namespace on NATS: subjects `ifx.{clusterId}.…`, streams `{clusterId}_…` (default `ironflow`). */
@@ -77,6 +81,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env, overrides: Pa
     dispatchPollMs: e.IRONFLOW_DISPATCH_POLL_MS,
     scanMs: e.IRONFLOW_SCAN_MS,
     maxPayloadBytes: e.IRONFLOW_MAX_PAYLOAD_BYTES,
+    cronCatchUpMs: e.IRONFLOW_CRON_CATCH_UP_MS,
     ...(e.IRONFLOW_NATS_URL ? { natsUrl: e.IRONFLOW_NATS_URL } : {}),
     clusterId: e.IRONFLOW_CLUSTER_ID,
     ...overrides,
