@@ -225,7 +225,8 @@ describe('audit under a real table lock [postgres]', () => {
   let t: TestEngine;
   let locker: Client;
   beforeEach(async () => {
-    t = await openTestEngine('postgres', { auditBudgetMs: BUDGET, followUpDrainMs: 1000, leaseMs: LEASE }, { bus: 'nats' });
+    // A longer budget than above: the inserts must still be waiting on the lock when the test looks, on a loaded machine.
+    t = await openTestEngine('postgres', { auditBudgetMs: 4000, followUpDrainMs: 1000, leaseMs: LEASE }, { bus: 'nats' });
     locker = new Client({ connectionString: testDatabaseUrl() });
     await locker.connect();
   });
