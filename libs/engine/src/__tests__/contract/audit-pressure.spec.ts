@@ -264,11 +264,12 @@ describe('audit under a real table lock [postgres]', () => {
     await registerParentAndChild(t, 'push');
     await lockAudit();
     const burst = Array.from({ length: 40 }, (_, i) => t.engine.resources.audit.record({ project: t.scope.project, env: t.scope.env, runId: `locked-${i}`, functionId: null, eventType: 'run.created' }));
-    await waitFor('inserts waiting on the lock', async () => {
-      const rows = await locker.query(`SELECT COUNT(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO audit_events%'`);
-      return rows.rows[0].n > 0 || undefined;
-    });
-    const waitingOnLock = (await locker.query(`SELECT COUNT(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO audit_events%'`)).rows[0].n;
+    // pg_locks, not pg_stat_activity: the locker sits in a transaction, where pg_stat_activity is a
+    // snapshot taken at its first read; and only this schema's table counts, not other suites'.
+    const auditTable = `"${await schemaOf()}".audit_events`;
+    const lockWaiters = async () => (await locker.query(`SELECT COUNT(DISTINCT pid)::int AS n FROM pg_locks WHERE relation = $1::regclass AND NOT granted`, [auditTable])).rows[0].n as number;
+    await waitFor('inserts waiting on the lock', async () => (await lockWaiters()) > 0 || undefined);
+    const waitingOnLock = await lockWaiters();
     expect(waitingOnLock).toBeLessThanOrEqual(2); // a quarter of the pool of 8
     expect((await t.engine.api.listFunctions(t.scope)).map((f) => f.id).sort()).toEqual(['child', 'parent']);
     expect(await t.engine.recovery.scan()).toEqual([]);
