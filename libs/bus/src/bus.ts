@@ -31,7 +31,11 @@ export interface Bus {
   close(): Promise<void>;
 }
 
-/** Subject names, always carrying project and env. */
+/**
+ * Logical subject names, always carrying project and env. The NATS adapter puts each in the
+ * deployment's namespace on the wire (`ifx.{clusterId}.{subject}`, see `BusNamespace`); callers
+ * and subscribers see only these.
+ */
 export const subjects = {
   result: (project: string, env: string, runId: string) => `ironflow.${project}.${env}.results.run.${runId}`,
   stepsHint: (project: string, env: string, mode: string) => `ironflow.${project}.${env}.steps.${mode}`,

@@ -131,13 +131,14 @@ export interface ListRunsOutput {
 export interface UnsupportedFunctionOptions {
   actorKey?: string;
   secrets?: string[];
-  recording?: boolean;
   recordingRetention?: string;
   changeReason?: string;
 }
 
 export interface RegisterFunctionInput extends Partial<Omit<FunctionDefinition, 'id'>>, UnsupportedFunctionOptions {
   id: string;
+  /** The SDK's recording switch: `true` records `all`, `false` records `none` (see `RecordingProfile`). */
+  recording?: boolean;
 }
 
 export interface ClientApi {

@@ -121,11 +121,19 @@ export class EngineClientApi implements ClientApi {
 
   async getRunSteps(scope: CallScope, id: string) {
     await this.mustRead(scope, id);
-    return this.r.store.read('getRunSteps', async (tx) => ({
-      steps: (await stepsSql.listSteps(tx, id)).map(toStepView),
-      history: (await auditSql.listAudit(tx, id)).map((a) => ({ eventType: a.eventType, ...(a.cause ? { cause: a.cause } : {}), ...(a.data !== null ? { data: a.data } : {}), ts: new Date(a.ts).toISOString() })),
-      children: (await runsSql.listChildRuns(tx, id)).map(toRunView),
-    }));
+    // The audit rows come through their own small pool: a locked `audit_events` holds none of the engine's connections.
+    const [rest, history] = await Promise.all([
+      this.r.store.read('getRunSteps', async (tx) => ({
+        steps: (await stepsSql.listSteps(tx, id)).map(toStepView),
+        children: (await runsSql.listChildRuns(tx, id)).map(toRunView),
+      })),
+      this.r.auditReads.read('listAudit', (tx) => auditSql.listAudit(tx, id)),
+    ]);
+    return {
+      steps: rest.steps,
+      history: history.map((a) => ({ eventType: a.eventType, ...(a.cause ? { cause: a.cause } : {}), ...(a.data !== null ? { data: a.data } : {}), ts: new Date(a.ts).toISOString() })),
+      children: rest.children,
+    };
   }
 
   async cancelRun(scope: CallScope, id: string, reason: string): Promise<RunView> {

@@ -181,7 +181,8 @@ function unknownErrorToProto(error: unknown): MessageInitShape<typeof ErrorSchem
  * `triggers` and `cancel_on` are always passed (an empty list replaces the previous one).
  * `debounce.max_wait_ms` 0 means no cap. actor_key, secrets, recording, recording_retention,
  * change_reason and debounce are carried when given, so the engine refuses the ones it does not
- * act on by name.
+ * act on by name. `recording: true` records the `all` profile; proto3 cannot tell `false`
+ * from "not given", so it keeps the default.
  */
 export function registerFunctionInputFromProto(req: RegisterFunctionRequest): RegisterFunctionInput {
   const input: RegisterFunctionInput = {
@@ -265,6 +266,7 @@ export function functionToProto(
     version: fn.version,
     ...(metadata ? { metadata } : {}),
     cancelOn: fn.cancelOn.map((c) => ({ event: c.event, match: c.match ?? '' })),
+    recording: fn.recordingProfile === 'all',
   };
 }
 

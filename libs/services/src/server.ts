@@ -1,12 +1,13 @@
 import 'reflect-metadata';
 import { INestApplication, LogLevel, Module, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { MicroserviceOptions, Transport } from '@nestjs/microservices';
+import { BusNamespace } from '@ironflow/bus';
 import { createPubSubServiceImpl, createRpcHandlers, listenOnePort, scopeFromHeaders } from '@ironflow/rpc';
 import { PubSubService } from '@ironflow/contracts/proto';
 import { attachSubscriptionGateway } from './api-gateway/subscription-gateway';
 import { ApiGatewayModule } from './api-gateway/api-gateway.module';
 import { AuditWriterModule } from './audit-writer/audit-writer.module';
+import { NamespacedNatsServer } from './audit-writer/namespaced-nats.server';
 import { CapacityScannerModule } from './capacity-scanner/capacity-scanner.module';
 import { DispatcherModule } from './dispatcher/dispatcher.module';
 import { workerServiceHttp2Handler, workerServiceRoutes } from './dispatcher/stream/worker-service';
@@ -54,7 +55,8 @@ export async function startServer(settings: IronflowSettings, services: readonly
   await app.init();
   const runtime = app.get<EngineRuntime>(ENGINE_RUNTIME);
   if (services.includes('audit-writer') && settings.natsUrl) {
-    app.connectMicroservice<MicroserviceOptions>({ transport: Transport.NATS, options: { servers: [settings.natsUrl], queue: 'ironflow-audit-writer' } });
+    // Subjects and queue group in the deployment's namespace: `ifx.{clusterId}.ironflow.*.*.audit.write`, `{clusterId}-audit-writer`.
+    app.connectMicroservice({ strategy: new NamespacedNatsServer(new BusNamespace(settings.clusterId), { servers: settings.natsUrl.split(','), queue: 'audit-writer' }) });
     await app.startAllMicroservices();
   }
   // The dispatcher serves the worker stream (`WorkerService.Connect`) on the HTTP/2 side.

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
+import { CLUSTER_ID_PATTERN, DEFAULT_CLUSTER_ID } from '@ironflow/bus';
 
 /**
  * Process settings from the environment, validated at start (a bad value stops the process
@@ -18,6 +19,7 @@ import { z } from 'zod';
  * | IRONFLOW_MAX_PAYLOAD_BYTES | 4194304 |
  * | IRONFLOW_CRON_CATCH_UP_MS | 10000 (a cron tick later than this is missed; missed ticks collapse into one run) |
  * | NATS_URL (or IRONFLOW_NATS_URL) | none: the in-process bus (one process); `nats://…` for a cluster |
+ * | IRONFLOW_CLUSTER_ID | `ironflow`: the deployment's namespace on a shared NATS (`BusNamespace`); letters, digits, `_`, `-` |
  */
 const schema = z.object({
   IRONFLOW_DATABASE_URL: z
@@ -35,6 +37,7 @@ const schema = z.object({
   IRONFLOW_MAX_PAYLOAD_BYTES: z.coerce.number().int().min(1024).default(4 * 1024 * 1024),
   IRONFLOW_CRON_CATCH_UP_MS: z.coerce.number().int().min(0).default(10_000),
   IRONFLOW_NATS_URL: z.string().regex(/^nats:\/\//, 'NATS_URL (or IRONFLOW_NATS_URL) must start with nats://').optional(),
+  IRONFLOW_CLUSTER_ID: z.string().regex(CLUSTER_ID_PATTERN, "1-63 letters, digits, '_' or '-' (it stands in NATS subjects and stream names)").default(DEFAULT_CLUSTER_ID),
 });
 
 export interface IronflowSettings {
@@ -52,6 +55,8 @@ export interface IronflowSettings {
   cronCatchUpMs: number;
   /** NATS JetStream URL; without it the process uses the in-process bus. */
   natsUrl?: string;
+  /** The deployment's namespace on NATS: subjects `ifx.{clusterId}.…`, streams `{clusterId}_…` (default `ironflow`). */
+  clusterId: string;
   /** SQLite: hold the file exclusively (`ironflow dev`). */
   exclusiveStore?: boolean;
 }
@@ -78,6 +83,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env, overrides: Pa
     maxPayloadBytes: e.IRONFLOW_MAX_PAYLOAD_BYTES,
     cronCatchUpMs: e.IRONFLOW_CRON_CATCH_UP_MS,
     ...(e.IRONFLOW_NATS_URL ? { natsUrl: e.IRONFLOW_NATS_URL } : {}),
+    clusterId: e.IRONFLOW_CLUSTER_ID,
     ...overrides,
   };
 }
