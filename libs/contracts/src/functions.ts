@@ -83,7 +83,8 @@ export const DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024;
  * - `none`: no workflow rows;
  * - `run_lifecycle` (the default): the run's lifecycle and capacity rows, every `run.*` row
  *   (`run.created`, `run.status_changed`, `run.cancelled`, `run.retry_scheduled`,
- *   `run.lease_recovered`), which `run get` shows as the run's history;
+ *   `run.lease_recovered`, and the operator's `run.pause_requested`, `run.paused`, `run.resumed`,
+ *   `run.step_injected`), which `run get` shows as the run's history;
  * - `all`: those and a row per saved step (`step.completed`, `step.failed`); time travel needs it
  *   (the engine writes no step rows yet, so today `all` records what `run_lifecycle` does).
  * The SDK's registration `recording: true` selects `all`, `recording: false` selects `none`, and
@@ -105,4 +106,4 @@ export function profileRecords(profile: RecordingProfile, eventType: string): bo
  * at its recording lookup): the label set of `ironflow_audit_write_failures_total`, initialised
  * at zero so a first failure shows as an increase.
  */
-export const AUDIT_EVENT_TYPES = ['run.created', 'run.status_changed', 'run.cancelled', 'run.retry_scheduled', 'run.lease_recovered', 'step.completed', 'step.failed', 'recording_lookup'] as const;
+export const AUDIT_EVENT_TYPES = ['run.created', 'run.status_changed', 'run.cancelled', 'run.retry_scheduled', 'run.lease_recovered', 'run.pause_requested', 'run.paused', 'run.resumed', 'run.step_injected', 'step.completed', 'step.failed', 'recording_lookup'] as const;

@@ -18,7 +18,7 @@ const MAX_REASON_CHARS = 1024;
  * comes due, an event that arrives, a child that ends are kept for the resume; a wait that fails
  * still fails the run). Each call is one unit of work that reads the run locked and writes with
  * the state it read in the WHERE clause; its audit row (`run.paused`, `run.pause_requested`,
- * `run.resumed`, `step.injected`) is written before the call returns.
+ * `run.resumed`, `run.step_injected`) is written before the call returns.
  */
 export class PauseSystem {
   constructor(
@@ -96,7 +96,7 @@ export class PauseSystem {
       if (!written) throw new Error(`step ${stepId} of paused run ${runId} was not written`);
       return { run, existing };
     });
-    await this.audit(result.run, 'step.injected', {
+    await this.audit(result.run, 'run.step_injected', {
       step_id: stepId,
       previous_status: result.existing?.status ?? null,
       ...(reason ? { reason } : {}),

@@ -124,7 +124,7 @@ describe.each(STORES)('pause, resume and step injection [%s]', (dialect) => {
     expect(await t.engine.api.injectStepOutput(t.scope, { runId, stepId: later, output: 'skipped' })).toEqual({ stepId: later });
     await expect(t.engine.api.injectStepOutput(t.scope, { runId, stepId: stepId(runId, 'nap'), output: 1 })).rejects.toMatchObject({ code: 'VALIDATION_ERROR' });
     await expect(t.engine.api.injectStepOutput(t.scope, { runId, stepId: 'other-run:fetch:0', output: 1 })).rejects.toMatchObject({ code: 'VALIDATION_ERROR' });
-    expect(await readAudit(t, runId, 'step.injected')).toEqual([
+    expect(await readAudit(t, runId, 'run.step_injected')).toEqual([
       expect.objectContaining({ data: { step_id: fetch, previous_status: 'completed', reason: 'price was wrong' } }),
       expect.objectContaining({ data: { step_id: later, previous_status: null } }),
     ]);
