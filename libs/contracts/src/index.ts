@@ -7,3 +7,4 @@ export * from './wire/pull';
 export * from './client-api';
 export * from './scope';
 export * from './security';
+export * from './pubsub';

@@ -13,4 +13,7 @@ export * from './api-key-system';
 export * from './secret-system';
 export * from './secret-cipher';
 export * from './push-endpoint-policy';
+export * from './pubsub-system';
+export * from './subscription-session';
+export * from './pause-system';
 export * from './function-options';

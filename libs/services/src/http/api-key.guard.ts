@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import { CanActivate, ExecutionContext, Inject, Injectable, SetMetadata } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import type { Request } from 'express';
@@ -19,6 +20,25 @@ export const AdminRoute = () => SetMetadata(ADMIN_ROUTE, true);
 /** The scope of a call from fetch-style headers (`Authorization`, `X-Ironflow-Environment`); see `ApiKeySystem.authenticate`. */
 export function authenticateHeaders(apiKeys: ApiKeySystem, headers: Headers): Promise<CallScope> {
   return apiKeys.authenticate({ authorization: headers.get('authorization'), environment: headers.get('x-ironflow-environment') });
+}
+
+/**
+ * The scope of a subscription WebSocket (`<base>/ws`) from its upgrade request: the key from
+ * `Authorization: Bearer`, else the `token` query parameter (what the SDK's browser and Node
+ * subscribers send), the env from the `env` query parameter, else `X-Ironflow-Environment`.
+ * Throws like `ApiKeySystem.authenticate`; the gateway answers the error's status before upgrading.
+ */
+export function authenticateSubscription(apiKeys: ApiKeySystem, req: IncomingMessage): Promise<CallScope> {
+  const url = new URL(req.url ?? '/', 'http://localhost');
+  const header = (name: string) => {
+    const v = req.headers[name];
+    return Array.isArray(v) ? v[0] : v;
+  };
+  const token = url.searchParams.get('token');
+  return apiKeys.authenticate({
+    authorization: header('authorization') ?? (token ? `Bearer ${token}` : null),
+    environment: url.searchParams.get('env') ?? header('x-ironflow-environment') ?? null,
+  });
 }
 
 /**

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { parseAllowedHosts, parseSecretsKey } from '@ironflow/engine';
+import { CLUSTER_ID_PATTERN, DEFAULT_CLUSTER_ID } from '@ironflow/bus';
 
 /**
  * Process settings from the environment, validated at start (a bad value stops the process
@@ -24,6 +25,7 @@ import { parseAllowedHosts, parseSecretsKey } from '@ironflow/engine';
  * | IRONFLOW_ADMIN_KEY | none: the bearer that manages API keys (at least 32 characters) |
  * | IRONFLOW_API_KEY_CACHE_MS | 5000 (how long a key lookup is trusted; a revocation reaches other processes within it) |
  * | IRONFLOW_PUSH_ALLOWED_HOSTS | none: push anywhere but link-local/metadata; else a comma list of CIDRs, addresses, host names, `*.domain` |
+ * | IRONFLOW_CLUSTER_ID | `ironflow`: the deployment's namespace on a shared NATS (`BusNamespace`); letters, digits, `_`, `-` |
  */
 const schema = z.object({
   IRONFLOW_DATABASE_URL: z
@@ -62,6 +64,7 @@ const schema = z.object({
     }
     return entries;
   }).default(''),
+  IRONFLOW_CLUSTER_ID: z.string().regex(CLUSTER_ID_PATTERN, "1-63 letters, digits, '_' or '-' (it stands in NATS subjects and stream names)").default(DEFAULT_CLUSTER_ID),
 });
 
 export interface IronflowSettings {
@@ -79,6 +82,8 @@ export interface IronflowSettings {
   cronCatchUpMs: number;
   /** NATS JetStream URL; without it the process uses the in-process bus. */
   natsUrl?: string;
+  /** The deployment's namespace on NATS: subjects `ifx.{clusterId}.…`, streams `{clusterId}_…` (default `ironflow`). */
+  clusterId: string;
   /** SQLite: hold the file exclusively (`ironflow dev`). */
   exclusiveStore?: boolean;
   /** `IRONFLOW_SECRETS_KEY`, decoded (32 bytes). */
@@ -119,6 +124,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env, overrides: Pa
     ...(e.IRONFLOW_ADMIN_KEY ? { adminKey: e.IRONFLOW_ADMIN_KEY } : {}),
     apiKeyCacheMs: e.IRONFLOW_API_KEY_CACHE_MS,
     pushAllowedHosts: e.IRONFLOW_PUSH_ALLOWED_HOSTS,
+    clusterId: e.IRONFLOW_CLUSTER_ID,
     ...overrides,
   };
 }
