@@ -3,6 +3,7 @@ import { commitOutcome } from '@ironflow/outcome';
 import { RunRecord, Tx, correlationsSql, runsSql, stepsSql } from '@ironflow/store';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
+import { holdsOpenWait } from './pause-announcer';
 
 /**
  * A user cancel (WIRE-PROTOCOL.md 5.2 `CancelRun`). A cancel and a completion that race are
@@ -48,13 +49,14 @@ export class CancelSystem {
 
 /**
  * Cancels `run` (read in this unit of work, not terminal) in the caller's unit of work: the
- * terminal commit, its open `waitForEvent` correlations closed. Returns the committed row and the
+ * terminal commit, the open `waitForEvent` correlations of a run that held a wait (waiting, or
+ * paused while waiting) closed. Returns the committed row and the
  * children it waited on through a sync `step.invoke`, or `null` when another outcome won.
  */
 export async function cancelInTx(tx: Tx, run: RunRecord, error: RunError): Promise<{ committed: RunRecord; awaitedChildren: string[] } | null> {
   const committed = await commitOutcome(tx, run.id, { status: 'cancelled', error }, { kind: 'not-terminal' });
   if (!committed) return null;
-  if (run.status !== 'waiting') return { committed, awaitedChildren: [] };
+  if (!holdsOpenWait(run)) return { committed, awaitedChildren: [] };
   await correlationsSql.closeCorrelationsOfRun(tx, run.id);
   return { committed, awaitedChildren: await stepsSql.listWaitingInvokeChildren(tx, run.id) };
 }

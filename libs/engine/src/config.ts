@@ -53,6 +53,17 @@ export interface EngineConfig {
    * timeout, which a child left held would otherwise reach).
    */
   admissionGraceMs: number;
+  /** Time an audit row has to get a slot and be written, its recording lookup included (default 5000). */
+  auditBudgetMs: number;
+  /** Audit writes and recording lookups running or waiting before a row is dropped at once (default 1024). */
+  auditBacklog: number;
+  /** How long a function's looked-up recording profile is used before it is read again (default 30000). */
+  recordingRefreshMs: number;
+  /**
+   * `IRONFLOW_PUSH_ALLOWED_HOSTS`: where push endpoints may be (CIDRs, addresses, host names,
+   * `*.domain`); empty (default) = anywhere but link-local and metadata addresses.
+   */
+  pushAllowedHosts: string[];
   /**
    * Cron (default 10000): a tick at most this late fires in the next pass (a slow pass leaves no
    * gap); a schedule further behind missed its ticks, which collapse into one run for the latest.
@@ -81,5 +92,9 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   admissionSlotWaitMs: 5000,
   createdRowWaitMs: 1000,
   admissionGraceMs: 10_000,
+  pushAllowedHosts: [],
+  auditBudgetMs: 5000,
+  auditBacklog: 1024,
+  recordingRefreshMs: 30_000,
   cronCatchUpMs: 10_000,
 };

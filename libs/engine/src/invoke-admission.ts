@@ -5,6 +5,7 @@ import { CancelOnSystem } from './cancel-on-system';
 import { DispatchHints } from './dispatch-hints';
 import { insertNewRun, newRunOf } from './new-run';
 import { OutcomeAnnouncer } from './outcome-announcer';
+import { holdsOpenWait } from './pause-announcer';
 import { EngineResources } from './resources';
 import { recordRunCreated } from './run-created-audit';
 
@@ -248,10 +249,11 @@ export class InvokeAdmission {
   /** Resumes a fire-and-forget parent (its admission): queued again from `waiting`, or failed for a refusal no retry can change. */
   private async resumeParent(tx: Tx, parentRunId: string, done: AdmissionEffect): Promise<void> {
     const parent = await runsSql.getRun(tx, parentRunId, { lock: true });
-    if (!parent || parent.status !== 'waiting') return;
+    if (!parent || !holdsOpenWait(parent)) return;
     const refused = await refuseInTx(tx, parent);
     if (refused) done.parentRefused = refused;
-    else if (await runsSql.queueContinuation(tx, parent.id)) done.resumed = parent;
+    // A paused parent keeps its pause and is queued on resume.
+    else if ((await runsSql.queueContinuation(tx, parent.id)) === 'waiting_for_capacity') done.resumed = parent;
   }
 }
 

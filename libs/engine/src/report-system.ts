@@ -10,6 +10,7 @@ import { retryDelayMs } from './retry-policy';
 import { valueAtPath } from './json-path';
 import { AcceptedInvoke, InvokeAdmission } from './invoke-admission';
 import { checkPayload } from './payload-limits';
+import { announceParked } from './pause-announcer';
 
 /** A worker's report of one execution, from any transport. */
 export type SegmentReport = { steps?: StepResult[]; stepOffset?: number } & (
@@ -104,6 +105,8 @@ export class ReportSystem {
     const { run } = result;
     if (result.effect === 'outcome') void this.announcer.announce(run, 'report');
     if (result.effect === 'retry') this.hints.queued(run.project, run.env, run.mode);
+    // A pause was requested while the segment ran: its end parked the run instead of moving it on.
+    if (run.status === 'paused') await announceParked(this.r, this.announcer, run, 'report');
     if (result.accepted) this.admissions.afterReport(result.accepted);
     if (result.retry) {
       await this.r.audit.record({
@@ -137,15 +140,14 @@ export class ReportSystem {
       if (fn) {
         const delayMs = retryDelayMs(fn.definition.retry, run.attempt);
         const availableAt = tx.now + delayMs;
-        if (!(await runsSql.requeueForRetry(tx, run, availableAt, runError))) {
-          throw new EngineError('STALE_EXECUTION', `run ${run.id} changed while the report was applied`);
-        }
+        const status = await runsSql.requeueForRetry(tx, run, availableAt, runError);
+        if (!status) throw new EngineError('STALE_EXECUTION', `run ${run.id} changed while the report was applied`);
         await leasesSql.deleteLease(tx, run.id, run.executionSeq);
         await this.segmentEndedNormally(tx, run);
         this.r.metrics.retriesScheduled.inc();
         return {
           effect: 'retry',
-          run: { ...run, status: 'waiting_for_capacity', attempt: run.attempt + 1, availableAt },
+          run: { ...run, status, ...(status === 'paused' ? { resumeStatus: 'waiting_for_capacity' as const } : {}), attempt: run.attempt + 1, availableAt },
           retry: { failed_attempt: run.attempt, next_attempt: run.attempt + 1, delay_ms: delayMs, failed_at: tx.now, available_at: availableAt, error: runError },
         };
       }
@@ -199,10 +201,11 @@ export class ReportSystem {
   }
 
   private async wait(tx: Tx, run: RunRecord): Promise<ReportResult> {
-    if (!(await runsSql.markWaiting(tx, run))) throw new EngineError('STALE_EXECUTION', `run ${run.id} changed while the report was applied`);
+    const status = await runsSql.markWaiting(tx, run);
+    if (!status) throw new EngineError('STALE_EXECUTION', `run ${run.id} changed while the report was applied`);
     await leasesSql.deleteLease(tx, run.id, run.executionSeq);
     await this.segmentEndedNormally(tx, run);
-    return { effect: 'waiting', run: { ...run, status: 'waiting' } };
+    return { effect: 'waiting', run: { ...run, status, ...(status === 'paused' ? { resumeStatus: 'waiting' as const } : {}) } };
   }
 
   /**

@@ -5,6 +5,7 @@ import { DispatchHints } from './dispatch-hints';
 import { admissionRefusal, refusalError } from './invoke-admission';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
+import { holdsOpenWait } from './pause-announcer';
 
 /**
  * The parent wake (specification, "A parent run is woken once"). It copies a child's committed
@@ -46,8 +47,8 @@ export class WakeSystem {
         await runsSql.clearWakePending(tx, child.id);
         return { failedParent: null, queued: null };
       }
-      const resumes = !(failed && parent.mode === 'pull');
-      const refusal = resumes && parent.status === 'waiting'
+      const failsParent = failed && parent.mode === 'pull' && holdsOpenWait(parent);
+      const refusal = !failsParent && holdsOpenWait(parent)
         ? admissionRefusal(parent, await functionsSql.getFunction(tx, parent.project, parent.env, parent.functionId))
         : null;
       // A refused resume writes nothing here: its failure commits below, guarded by this read.
@@ -55,10 +56,11 @@ export class WakeSystem {
       const resolved = await stepsSql.resolveInvokeStep(tx, parent.id, parentStepId, child.id, ...stepResult);
       let failedParent: RunRecord | null = null;
       let queued: RunRecord | null = null;
-      if (resolved && !resumes) {
+      if (resolved && failsParent) {
+        // A paused parent still fails: its wait failed (the pause only holds its next segment).
         failedParent = await commitOutcome(tx, parent.id, { status: 'failed', error: invokeFailure(child) }, {
           kind: 'version',
-          status: 'waiting',
+          status: parent.status,
           version: parent.version,
         });
       } else if (resolved && (await runsSql.queueContinuation(tx, parent.id))) {
@@ -86,7 +88,7 @@ export class WakeSystem {
     await this.r.pausePoints.reached('admission.afterRead', parent.id);
     return this.r.store.unitOfWork('refuseResume', async (tx) => {
       await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
-      const failed = await commitOutcome(tx, parent.id, { status: 'failed', error: refusalError(reason) }, { kind: 'version', status: 'waiting', version: parent.version });
+      const failed = await commitOutcome(tx, parent.id, { status: 'failed', error: refusalError(reason) }, { kind: 'version', status: parent.status, version: parent.version });
       if (!failed) return null;
       await stepsSql.resolveInvokeStep(tx, parent.id, child.parentStepId!, child.id, ...stepResult);
       await runsSql.clearWakePending(tx, child.id);

@@ -7,6 +7,8 @@ import { InitialSchema1732900000000 } from './migrations/initial-schema';
 import { ConcurrencyLanes1733000000000 } from './migrations/concurrency-lanes';
 import { WaitingRunsIndex1733100000000 } from './migrations/waiting-runs-index';
 import { CronAndDebounce1734200000000 } from './migrations/cron-and-debounce';
+import { ApiKeysAndSecrets1734300000000 } from './migrations/api-keys-and-secrets';
+import { PauseAndTopics1734400000000 } from './migrations/pause-and-topics';
 import { CancelOnAndInvokes1734600000000 } from './migrations/cancel-on-and-invokes';
 
 const MIGRATIONS = [
@@ -14,6 +16,8 @@ const MIGRATIONS = [
   ConcurrencyLanes1733000000000,
   WaitingRunsIndex1733100000000,
   CronAndDebounce1734200000000,
+  ApiKeysAndSecrets1734300000000,
+  PauseAndTopics1734400000000,
   CancelOnAndInvokes1734600000000,
 ];
 

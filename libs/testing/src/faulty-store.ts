@@ -16,15 +16,13 @@ interface Armed {
 /**
  * A fault hook around a real store, behind the same port (STYLE.md "fault-injection hooks live
  * behind ports"): calls matching a `fail` rule throw as a store error would (before the unit
- * starts, or at the matching statement, rolling its unit back); calls matching a `hold` rule wait
- * before they start until released, as on a stuck table; `afterCommit` runs a callback once a
+ * starts, or at the matching statement, rolling its unit back); `afterCommit` runs a callback once a
  * matching unit has committed (to fail the reads that follow a commit). Everything else passes
  * through. Every failure is recorded in `failures`.
  */
 export class FaultyStore implements Store {
   readonly failures: string[] = [];
   private fails: Armed[] = [];
-  private holds: { rule: StoreFaultRule; reached: () => void; released: Promise<void> }[] = [];
   private commits: { match: (name: string) => boolean; then: () => void }[] = [];
 
   constructor(private readonly inner: Store) {}
@@ -42,38 +40,18 @@ export class FaultyStore implements Store {
     };
   }
 
-  /**
-   * Holds every unit of work or read that `rule.unit` matches, before it starts, until `release()`;
-   * `reached` resolves when the first one is held.
-   */
-  hold(rule: StoreFaultRule): { reached: Promise<void>; release: () => void } {
-    let reached!: () => void;
-    let release!: () => void;
-    const reachedPromise = new Promise<void>((resolve) => (reached = resolve));
-    const released = new Promise<void>((resolve) => (release = resolve));
-    const entry = { rule, reached, released };
-    this.holds.push(entry);
-    return {
-      reached: reachedPromise,
-      release: () => {
-        this.holds = this.holds.filter((h) => h !== entry);
-        release();
-      },
-    };
-  }
-
   /** Calls `then` once, right after the next unit of work whose name `match` accepts commits. */
   afterCommit(match: (name: string) => boolean, then: () => void): void {
     this.commits.push({ match, then });
   }
 
-  /** Removes every fail rule (holds stay until released). */
+  /** Removes every fail rule. */
   heal(): void {
     this.fails = [];
   }
 
   async unitOfWork<T>(name: string, work: (tx: Tx) => Promise<T>): Promise<T> {
-    await this.enter(name, 'unit');
+    this.enter(name, 'unit');
     const result = await this.inner.unitOfWork(name, (tx) => work(this.faulty(tx, name)));
     const due = this.commits.filter((c) => c.match(name));
     this.commits = this.commits.filter((c) => !due.includes(c));
@@ -82,7 +60,7 @@ export class FaultyStore implements Store {
   }
 
   async read<T>(name: string, work: (tx: Tx) => Promise<T>): Promise<T> {
-    await this.enter(name, 'read');
+    this.enter(name, 'read');
     return this.inner.read(name, (tx) => work(this.faulty(tx, name)));
   }
 
@@ -90,11 +68,7 @@ export class FaultyStore implements Store {
     return this.inner.close();
   }
 
-  private async enter(name: string, kind: 'unit' | 'read'): Promise<void> {
-    for (const h of this.holds.filter((h) => h.rule.unit?.(name, kind))) {
-      h.reached();
-      await h.released;
-    }
+  private enter(name: string, kind: 'unit' | 'read'): void {
     if (this.take((rule) => !!rule.unit?.(name, kind) && !rule.query)) throw this.failure(`${kind} ${name}`);
   }
 

@@ -9,3 +9,4 @@ export * from './scratch-database';
 export * from './test-server';
 export * from './admission';
 export * from './faulty-store';
+export * from './blocking-audit-sink';

@@ -1,10 +1,11 @@
 import { Bus, InProcessBus, NatsBus } from '@ironflow/bus';
-import { FollowUpTracker } from '@ironflow/follow-up';
+import { AuditWriter, FollowUpTracker, InProcessAuditSink, SlotSet, slotsFor } from '@ironflow/follow-up';
+import { BlockingAuditSink } from './blocking-audit-sink';
 import { randomBytes } from 'node:crypto';
 import { FaultyBus } from './faulty-bus';
 import { FaultyStore } from './faulty-store';
 import { CallScope } from '@ironflow/contracts';
-import { Engine, EngineConfig } from '@ironflow/engine';
+import { Engine, EngineConfig, EngineOptions } from '@ironflow/engine';
 import { Dialect } from '@ironflow/store';
 import { PauseGate } from './pause-gate';
 import { TestStore, openTestStore } from './test-stores';
@@ -16,6 +17,10 @@ export interface TestEngineOptions {
   bus?: 'nats' | 'in-process';
   /** Replaces the follow-up tracker (e.g. `CrashingFollowUpTracker`). */
   followUps?: FollowUpTracker;
+  /** The secrets key and API key options the engine (and a restarted one) gets. */
+  security?: Pick<EngineOptions, 'secretsKey' | 'auth'>;
+  /** Where the engine logs; default silent. */
+  logger?: EngineOptions['logger'];
 }
 
 export interface TestEngine {
@@ -26,13 +31,16 @@ export interface TestEngine {
   bus: FaultyBus;
   /** The engine's store: a `FaultyStore` around `db.store` (the test's own reads use `db.store`). */
   faults: FaultyStore;
+  /** The engine's audit sink: the "block audit insert" hook around the in-process writer (`auditOf(engine)` for a restarted one). */
+  audit: BlockingAuditSink;
   /** A scope of its own (unique project and env), so subjects on a shared NATS do not mix. */
   scope: CallScope;
   /**
    * A second engine over the same store, as a fresh node after a crash or another node (its own
-   * bus, tracker and `FaultyStore`: `faultsOf(engine)`).
+   * bus, tracker, `FaultyStore` (`faultsOf(engine)`) and audit sink (`auditOf(engine)`); `config`
+   * overrides the first engine's).
    */
-  restart(options?: TestEngineOptions): Promise<Engine>;
+  restart(options?: TestEngineOptions & { config?: Partial<EngineConfig> }): Promise<Engine>;
   /** Stops the engine (no loops run unless `start` was called) and disposes the store. */
   close(): Promise<void>;
 }
@@ -46,7 +54,9 @@ export async function openTestEngine(dialect: Dialect, config: Partial<EngineCon
   const suffix = randomBytes(4).toString('hex');
   const scope: CallScope = { project: `p${suffix}`, env: `e${suffix}` };
   const faults = new FaultyStore(db.store);
-  const engine = new Engine({ store: faults, clock: db.clock, bus, pausePoints: gate, followUps: options.followUps, config: { leaseMs: 30_000, ...config } });
+  const audit = new BlockingAuditSink(new InProcessAuditSink(new AuditWriter(db.store, new SlotSet(slotsFor(dialect, 8)))));
+  const engine = new Engine({ store: faults, clock: db.clock, bus, pausePoints: gate, followUps: options.followUps, logger: options.logger, ...options.security, auditSink: audit, poolSize: 8, config: { leaseMs: 30_000, ...config } });
+  auditSinks.set(engine, audit);
   const extra: { engine: Engine; bus: Bus }[] = [];
   return {
     engine,
@@ -54,11 +64,24 @@ export async function openTestEngine(dialect: Dialect, config: Partial<EngineCon
     gate,
     bus,
     faults,
+    audit,
     scope,
     restart: async (restartOptions = {}) => {
       const reopened = await db.reopen();
       const nextBus = await openBus(restartOptions.bus ?? options.bus);
-      const next = new Engine({ store: new FaultyStore(reopened.store), clock: reopened.clock, bus: nextBus, pausePoints: gate, followUps: restartOptions.followUps, config: { leaseMs: 30_000, ...config } });
+      const nextAudit = new BlockingAuditSink(new InProcessAuditSink(new AuditWriter(reopened.store, new SlotSet(slotsFor(dialect, 8)))));
+      const next = new Engine({
+        store: new FaultyStore(reopened.store),
+        clock: reopened.clock,
+        bus: nextBus,
+        pausePoints: gate,
+        followUps: restartOptions.followUps,
+        ...(restartOptions.security ?? options.security),
+        auditSink: nextAudit,
+        poolSize: 8,
+        config: { leaseMs: 30_000, ...config, ...restartOptions.config },
+      });
+      auditSinks.set(next, nextAudit);
       extra.push({ engine: next, bus: nextBus });
       return next;
     },
@@ -74,6 +97,16 @@ function natsUrl(): string {
   const url = process.env.IRONFLOW_TEST_NATS_URL;
   if (!url) throw new Error('IRONFLOW_TEST_NATS_URL is not set (see libs/testing/src/global-setup.ts)');
   return url;
+}
+
+/** The audit sink of every engine `openTestEngine` built (and its restarts). */
+const auditSinks = new WeakMap<Engine, BlockingAuditSink>();
+
+/** The `BlockingAuditSink` an engine of `openTestEngine` (or its `restart`) writes its audit rows through. */
+export function auditOf(engine: Engine): BlockingAuditSink {
+  const sink = auditSinks.get(engine);
+  if (!sink) throw new Error('this engine was not built by openTestEngine');
+  return sink;
 }
 
 /** The `FaultyStore` an engine of `openTestEngine` (or its `restart`) runs on. */

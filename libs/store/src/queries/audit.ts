@@ -32,8 +32,9 @@ export async function insertAuditRows(tx: Tx, rows: AuditRow[]): Promise<void> {
 }
 
 /**
- * A run's audit rows by time, then insertion: a row that lands late with an earlier time (a
- * `run.created` row stamped with the run's creation time) reads in its place.
+ * A run's audit rows in the order they happened: by their time, then by insert order. A row that
+ * landed late (a stuck table) carries the time of what it records (`run.created`: the run's
+ * creation), so it still reads in its place.
  */
 export async function listAudit(tx: Tx, runId: string): Promise<{ eventType: string; cause: string | null; data: unknown; ts: number }[]> {
   const rows = await tx.query(`SELECT * FROM audit_events WHERE run_id = $1 ORDER BY ts, id`, [runId]);

@@ -3,7 +3,7 @@ import { Engine, SegmentReport } from '@ironflow/engine';
 import { ExecutionFence } from '@ironflow/fencing';
 import { FollowUpTracker } from '@ironflow/follow-up';
 import { Dialect, invokesSql } from '@ironflow/store';
-import { TestEngine, faultsOf, openTestEngine } from '@ironflow/testing';
+import { TestEngine, auditOf, openTestEngine, waitFor } from '@ironflow/testing';
 import { readRun, readStep } from './post-commit-kit';
 
 /**
@@ -13,8 +13,12 @@ import { readRun, readStep } from './post-commit-kit';
  */
 export const CHILD_CANCEL_ON = [{ event: 'order.cancelled', match: 'data.orderId' }];
 
-/** The engine config of these tests: a short follow-up drain, and passes that take a run at once. */
-export const ADMISSION_TEST_CONFIG = { followUpDrainMs: 1000, admissionGraceMs: 0 };
+/**
+ * The engine config of these tests: a short follow-up drain, passes that take a run at once, and
+ * an audit budget long enough that a row these tests hold is held, not dropped, however slow a
+ * loaded machine makes its recording lookup (a test releases it long before).
+ */
+export const ADMISSION_TEST_CONFIG = { followUpDrainMs: 1000, admissionGraceMs: 0, auditBudgetMs: 30_000 };
 
 /** An engine on `dialect` with real NATS, the functions below registered. */
 export async function openAdmissionTest(dialect: Dialect, followUps?: FollowUpTracker): Promise<TestEngine> {
@@ -85,9 +89,14 @@ export async function history(t: TestEngine, runId: string): Promise<{ id: numbe
   return rows.map((r) => ({ id: Number(r.id), eventType: r.event_type, cause: r.cause, ts: Number(r.ts) }));
 }
 
-/** Every audit insert of the engine's store held until `release()` (a stuck `audit_events` table). */
-export function holdAudit(engine: Engine): { reached: Promise<void>; release: () => void } {
-  return faultsOf(engine).hold({ unit: (name) => name === 'insertAuditRows' });
+/**
+ * Every audit insert of `engine` held until `release()` (a stuck `audit_events` table), through
+ * its `BlockingAuditSink`; `reached` resolves once a write waits on it.
+ */
+export function holdAudit(engine: Engine): { reached: Promise<unknown>; release: () => void } {
+  const sink = auditOf(engine);
+  sink.block();
+  return { reached: waitFor('an audit write held', () => sink.waiting > 0), release: () => sink.unblock() };
 }
 
 /** Takes every free slot of `engine`'s follow-up slot set; returns their release. */

@@ -49,10 +49,8 @@ describe.each(STORES)('pending invocations [%s]', (dialect) => {
   }
 
   /** An engine on the same store with `extra` config (a restart after the crash). */
-  async function restarted(extra: Partial<EngineConfig> = {}): Promise<Engine> {
-    const engine = await t.restart({ bus: 'nats' });
-    Object.assign(engine.resources.config, extra);
-    return engine;
+  function restarted(extra: Partial<EngineConfig> = {}): Promise<Engine> {
+    return t.restart({ bus: 'nats', config: extra });
   }
 
   describe.each([false, true])('TestPendingInvoke_CrashAfterReportIsRecovered', (async) => {
