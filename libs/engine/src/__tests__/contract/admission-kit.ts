@@ -91,12 +91,12 @@ export async function history(t: TestEngine, runId: string): Promise<{ id: numbe
 
 /**
  * Every audit insert of `engine` held until `release()` (a stuck `audit_events` table), through
- * its `BlockingAuditSink`; `reached` resolves once a write waits on it.
+ * its `BlockingAuditSink`; `reached()` resolves once a write waits on it.
  */
-export function holdAudit(engine: Engine): { reached: Promise<unknown>; release: () => void } {
+export function holdAudit(engine: Engine): { reached: () => Promise<unknown>; release: () => void } {
   const sink = auditOf(engine);
   sink.block();
-  return { reached: waitFor('an audit write held', () => sink.waiting > 0), release: () => sink.unblock() };
+  return { reached: () => waitFor('an audit write held', () => sink.waiting > 0), release: () => sink.unblock() };
 }
 
 /** Takes every free slot of `engine`'s follow-up slot set; returns their release. */

@@ -168,7 +168,7 @@ describe.each(STORES)('cancel_on [%s]', (dialect) => {
     const audit = holdAudit(t.engine);
     await emitCancel(t, 'A');
     await waitFor('the RESULTS frame', async () => (await countStreamMessages('RESULTS', subjects.result(t.scope.project, t.scope.env, childId))) === 1 || undefined);
-    await audit.reached;
+    await audit.reached();
     const stopping = t.engine.stop(10_000);
     // The announce is still under way (its row is held) when shutdown begins.
     expect(t.engine.resources.followUps.size).toBeGreaterThan(0);

@@ -50,7 +50,7 @@ describe.each(STORES)('invoke path [%s]', (dialect) => {
     await drain();
     const audit = holdAudit(t.engine);
     const { childId } = await reportInvoke(t, 'A');
-    await audit.reached;
+    await audit.reached();
     // Give an admission that did not wait for its row the time to cancel the child.
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(await readRun(t, childId)).toMatchObject({ status: 'waiting_for_capacity', held: true });

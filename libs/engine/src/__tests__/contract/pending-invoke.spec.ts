@@ -102,7 +102,7 @@ describe.each(STORES)('pending invocations [%s]', (dialect) => {
     const fresh = await restarted({ createdRowWaitMs: 10_000 });
     const audit = holdAudit(fresh);
     expect(await fresh.pendingInvokes.run()).toBe(1);
-    await audit.reached;
+    await audit.reached();
     // Give an admission that did not wait for its row the time to cancel the child.
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(await readRun(t, childId)).toMatchObject({ status: 'waiting_for_capacity', held: true });
@@ -130,7 +130,7 @@ describe.each(STORES)('pending invocations [%s]', (dialect) => {
     const pass = new AbortController();
     // The pass starts every admission and returns with the audit table still stuck.
     expect(await fresh.pendingInvokes.run(pass.signal)).toBe(3);
-    await audit.reached;
+    await audit.reached();
     pass.abort();
     for (const { childId } of reported) expect(await readRun(t, childId)).toMatchObject({ held: true });
     audit.release();
@@ -147,7 +147,7 @@ describe.each(STORES)('pending invocations [%s]', (dialect) => {
     const audit = holdAudit(fresh);
     const pass = new AbortController();
     expect(await fresh.pendingInvokes.run(pass.signal)).toBe(1);
-    await audit.reached;
+    await audit.reached();
     pass.abort();
     const stopping = fresh.stop(10_000);
     audit.release();
