@@ -13,6 +13,8 @@ export const ERROR_HTTP_STATUS = {
   VALIDATION_ERROR: 400,
   PAYLOAD_TOO_LARGE: 413,
   UNAUTHENTICATED: 401,
+  /** The engine is shutting down (drain): retry on another replica; the message names the runs. */
+  UNAVAILABLE: 503,
   INTERNAL_ERROR: 500,
 } as const;
 export type EngineErrorCode = keyof typeof ERROR_HTTP_STATUS;

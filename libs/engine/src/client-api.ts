@@ -18,6 +18,7 @@ import { FunctionRecord, RunRecord, auditSql, runsSql, stepsSql } from '@ironflo
 import { CancelSystem } from './cancel-system';
 import { FunctionRegistry } from './function-registry';
 import { EngineResources } from './resources';
+import { SyncWaits, drainedError } from './sync-waits';
 import { TriggerSystem } from './trigger-system';
 import { toRunResultView, toRunView, toStepView } from './views';
 
@@ -26,6 +27,9 @@ import { toRunResultView, toRunView, toStepView } from './views';
  * Reads are scoped to the caller's project and env: a run of another env is `RUN_NOT_FOUND`.
  */
 export class EngineClientApi implements ClientApi {
+  /** The sync calls in flight; `Engine.stop` drains them. */
+  readonly syncWaits = new SyncWaits();
+
   constructor(
     private readonly r: EngineResources,
     private readonly functions: FunctionRegistry,
@@ -53,7 +57,7 @@ export class EngineClientApi implements ClientApi {
       const started = await this.triggers.trigger(scope, input);
       eventId = started.eventId;
       return started.runIds;
-    });
+    }, () => eventId);
     return { eventId, results };
   }
 
@@ -67,9 +71,12 @@ export class EngineClientApi implements ClientApi {
    * Starts runs with `start` and waits for their outcomes: it listens for their RESULTS frames and
    * reads the stored runs every `syncPollMs` (100 ms), so a lost frame costs latency, never the
    * result. At the deadline (`timeoutMs`, default 30000) it answers with each run as it stands.
-   * A frame that arrives while a store read is in flight skips the next wait.
+   * A frame that arrives while a store read is in flight skips the next wait. During a drain
+   * ({@link SyncWaits}) a new call is refused with `UNAVAILABLE` before starting anything, and a
+   * call whose runs are still going at the drain deadline throws `UNAVAILABLE` naming them.
    */
-  private async startAndWait(scope: CallScope, timeoutMs: number | undefined, start: () => Promise<string[]>): Promise<RunResultView[]> {
+  private async startAndWait(scope: CallScope, timeoutMs: number | undefined, start: () => Promise<string[]>, eventIdOf: () => string = () => ''): Promise<RunResultView[]> {
+    const end = this.syncWaits.begin();
     const deadline = Date.now() + (timeoutMs && timeoutMs > 0 ? timeoutMs : this.r.config.syncDefaultTimeoutMs);
     let wanted = new Set<string>();
     let nudged = false;
@@ -90,15 +97,18 @@ export class EngineClientApi implements ClientApi {
           const byId = new Map(runs.map((run) => [run.id, run]));
           return runIds.map((id) => byId.get(id)).filter((run): run is RunRecord => !!run).map(toRunResultView);
         }
+        const drainDeadline = this.syncWaits.drainDeadline ?? Infinity;
+        if (Date.now() >= drainDeadline) throw drainedError(runs.filter((run) => !isTerminalRunStatus(run.status)), eventIdOf());
         if (nudged) continue;
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(done, Math.min(this.r.config.syncPollMs, Math.max(0, deadline - Date.now())));
+          const timer = setTimeout(done, Math.min(this.r.config.syncPollMs, Math.max(0, Math.min(deadline, drainDeadline) - Date.now())));
           function done() { clearTimeout(timer); wake = undefined; resolve(); }
           wake = done;
         });
       }
     } finally {
       sub.unsubscribe();
+      end();
     }
   }
 

@@ -1,3 +1,4 @@
+import { runFields } from '@ironflow/observability';
 import { EngineError, PushResponse } from '@ironflow/contracts';
 import { ExecutionFence } from '@ironflow/fencing';
 import { leasesSql } from '@ironflow/store';
@@ -110,14 +111,14 @@ export class PushDispatcher {
       await this.reports.apply(run.id, fence, report);
     } catch (err) {
       if (!(err instanceof EngineError) || (err.code !== 'VALIDATION_ERROR' && err.code !== 'PAYLOAD_TOO_LARGE')) {
-        this.r.logger.warn('push report not applied', { runId: run.id, error: String(err) });
+        this.r.logger.warn('push report not applied', { ...runFields(run), error: String(err) });
         return;
       }
       // The endpoint answered something the engine cannot apply: the attempt fails (retryable),
       // rather than leaving the run running until its lease expires.
       // Too large is deterministic (the same output again): not retryable. A malformed answer may be fixed by a redeploy.
       await this.reports.apply(run.id, fence, failure(`push endpoint answer rejected: ${err.message}`, err.code !== 'PAYLOAD_TOO_LARGE')).catch((again: unknown) =>
-        this.r.logger.warn('push failure report not applied', { runId: run.id, error: String(again) }),
+        this.r.logger.warn('push failure report not applied', { ...runFields(run), error: String(again) }),
       );
     }
   }

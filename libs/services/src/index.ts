@@ -3,3 +3,4 @@ export * from './runtime/settings';
 export * from './runtime/engine-runtime';
 export * from './runtime/tokens';
 export * from './main-runner';
+export * from './shutdown';
