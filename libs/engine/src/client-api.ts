@@ -3,6 +3,8 @@ import {
   ClientApi,
   EngineError,
   FunctionDefinition,
+  ListEventsInput,
+  ListEventsOutput,
   ListRunsInput,
   ListRunsOutput,
   RegisterFunctionInput,
@@ -14,13 +16,13 @@ import {
   isTerminalRunStatus,
 } from '@ironflow/contracts';
 import { subjects } from '@ironflow/bus';
-import { FunctionRecord, RunRecord, auditSql, runsSql, stepsSql } from '@ironflow/store';
+import { FunctionRecord, RunRecord, auditSql, eventsSql, runsSql, stepsSql } from '@ironflow/store';
 import { CancelSystem } from './cancel-system';
 import { FunctionRegistry } from './function-registry';
 import { EngineResources } from './resources';
 import { SyncWaits, drainedError } from './sync-waits';
 import { TriggerSystem } from './trigger-system';
-import { toRunResultView, toRunView, toStepView } from './views';
+import { toEventView, toRunResultView, toRunView, toStepView } from './views';
 
 /**
  * The engine's implementation of the client API (WIRE-PROTOCOL.md section 5), transport-free.
@@ -118,13 +120,27 @@ export class EngineClientApi implements ClientApi {
 
   async listRuns(scope: CallScope, input: ListRunsInput): Promise<ListRunsOutput> {
     if (input.status !== undefined && !isRunStatus(input.status)) throw new EngineError('VALIDATION_ERROR', `status ${JSON.stringify(input.status)} is not a run status`);
-    const limit = Math.min(Math.max(input.limit && input.limit > 0 ? input.limit : 50, 1), 500);
+    const limit = pageSize(input.limit);
     const cursor = decodeCursor(input.cursor);
     const { runs, total } = await this.r.store.read('listRuns', (tx) =>
       runsSql.listRuns(tx, scope.project, scope.env, { functionId: input.functionId || undefined, status: input.status, limit, cursor }),
     );
     const last = runs[runs.length - 1];
     return { runs: runs.map(toRunView), nextCursor: runs.length === limit && last ? `${last.createdAt}:${last.id}` : '', totalCount: total };
+  }
+
+  /**
+   * Lists the event log, newest first (REST `GET /api/v1/events`; not a Connect RPC). Throws
+   * `VALIDATION_ERROR` for a cursor this API did not return.
+   */
+  async listEvents(scope: CallScope, input: ListEventsInput): Promise<ListEventsOutput> {
+    const limit = pageSize(input.limit);
+    const cursor = decodeCursor(input.cursor);
+    const events = await this.r.store.read('listEvents', (tx) =>
+      eventsSql.listEvents(tx, scope.project, scope.env, { name: input.name || undefined, limit, cursor: cursor && { ts: cursor.createdAt, id: cursor.id } }),
+    );
+    const last = events[events.length - 1];
+    return { events: events.map(toEventView), nextCursor: events.length === limit && last ? `${last.ts}:${last.id}` : '' };
   }
 
   async getRunSteps(scope: CallScope, id: string) {
@@ -150,6 +166,11 @@ export class EngineClientApi implements ClientApi {
 
 function withVersion(record: FunctionRecord): FunctionDefinition & { version: number } {
   return { ...record.definition, version: record.version };
+}
+
+/** A page size: `limit` within 1–500, default 50. */
+function pageSize(limit: number | undefined): number {
+  return Math.min(Math.max(limit && limit > 0 ? limit : 50, 1), 500);
 }
 
 function decodeCursor(cursor: string | undefined): { createdAt: number; id: string } | undefined {

@@ -39,6 +39,6 @@ export { createStreamWorker } from './stream-worker';
 export type { StreamWorker, StreamWorkerOptions } from './stream-worker';
 
 export { createClient } from './client';
-export type { ClientOptions, EmitOptions, EmitSyncOptions, EmitSyncResult, InvokeResult, FunctionRegistration, IronflowClient, ListRunsFilter, RunSteps } from './client';
+export type { ClientOptions, EmitOptions, EmitSyncOptions, EmitSyncResult, InvokeResult, FunctionRegistration, IronflowClient, ListEventsFilter, ListRunsFilter, RunSteps, WaitForRunOptions } from './client';
 
 export { DEFAULT_ENVIRONMENT, DEFAULT_SERVER_URL, SDK_VERSION } from './settings';
