@@ -83,6 +83,16 @@ describe('runs UI in a browser', () => {
     expect(await statusOf(ids.sleeping)).toBe('waiting');
   });
 
+  it('pages the runs list with "Load more"', async () => {
+    await page.goto(`${engine.server.url}/#/runs?limit=3`);
+    await page.locator('[data-testid=runs-table]').waitFor();
+    expect(await rowIds()).toHaveLength(3);
+    await page.locator('[data-testid=load-more]').click();
+    await waitFor('the fourth run', async () => (await rowIds()).length === 4);
+    expect((await rowIds()).sort()).toEqual(Object.values(ids).sort());
+    expect(await page.locator('[data-testid=load-more]').count()).toBe(0);
+  });
+
   it('filters the runs by status and by function', async () => {
     await page.goto(`${engine.server.url}/#/runs`);
     await page.locator('[data-testid=runs-table]').waitFor();

@@ -39,3 +39,23 @@ export function table(headers: string[], rows: Child[][], testid: string, empty 
     h('tbody', {}, rows.map((cells) => h('tr', {}, cells.map((c) => h('td', {}, c))))),
   );
 }
+
+/**
+ * A "Load more" button for a paged list: each click reads the page after `cursor`, appends its rows
+ * to the body of `list` (a {@link table}) and moves on; the button goes away on the last page.
+ */
+export function loadMore<T>(cursor: string, next: (cursor: string) => Promise<{ items: T[]; nextCursor: string }>, row: (item: T) => Child[], list: HTMLElement): HTMLElement {
+  const box = h('div', { class: 'more' });
+  const show = () =>
+    mount(box, cursor ? h('button', {
+      'data-testid': 'load-more',
+      onclick: async () => {
+        const page = await next(cursor);
+        cursor = page.nextCursor;
+        list.querySelector('tbody')?.append(...page.items.map((item) => h('tr', {}, row(item).map((c) => h('td', {}, c)))));
+        show();
+      },
+    }, 'Load more') : null);
+  show();
+  return box;
+}

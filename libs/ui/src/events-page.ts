@@ -1,5 +1,5 @@
 import { EventInfo, api } from './api.js';
-import { h, mount, table } from './dom.js';
+import { h, loadMore, mount, table } from './dom.js';
 import { shortId, time } from './format.js';
 import { PageContext } from './page.js';
 
@@ -14,20 +14,10 @@ export async function eventsPage(ctx: PageContext): Promise<void> {
   if (!ctx.alive()) return;
   const input = h('input', { name: 'name', value: name, placeholder: 'any name', 'data-testid': 'filter-event-name' });
   const list = table(['Event', 'Name', 'Time', 'Data', 'Idempotency key'], page.events.map(eventRow), 'events-table', 'No events.');
-  const more = h('div', { class: 'more' });
-  let cursor = page.nextCursor;
-  const showMore = () => {
-    mount(more, cursor ? h('button', {
-      'data-testid': 'load-more',
-      onclick: async () => {
-        const next = await api.listEvents({ name, limit: PAGE, cursor });
-        cursor = next.nextCursor;
-        list.querySelector('tbody')?.append(...next.events.map((e) => h('tr', {}, eventRow(e).map((c) => h('td', {}, c)))));
-        showMore();
-      },
-    }, 'Load more') : null);
-  };
-  showMore();
+  const more = loadMore(page.nextCursor, async (cursor) => {
+    const next = await api.listEvents({ name, limit: PAGE, cursor });
+    return { items: next.events, nextCursor: next.nextCursor };
+  }, eventRow, list);
   mount(
     ctx.main,
     h('h1', {}, 'Events'),

@@ -1,5 +1,5 @@
 import { Run, api } from './api.js';
-import { h, mount, table } from './dom.js';
+import { h, loadMore, mount, table } from './dom.js';
 import { runDuration, shortId, status, time } from './format.js';
 import { PageContext } from './page.js';
 
@@ -18,12 +18,13 @@ export function runRow(run: Run): (Node | string)[] {
   ];
 }
 
-/** `#/runs?function=<id>&status=<status>`: runs newest first, filtered, 50 a page. */
+/** `#/runs?function=<id>&status=<status>&limit=<n>`: runs newest first, filtered, 50 (`limit`) a page. */
 export async function runsPage(ctx: PageContext): Promise<void> {
   const functionId = ctx.params.get('function') ?? '';
   const wanted = ctx.params.get('status') ?? '';
+  const limit = Number(ctx.params.get('limit')) || PAGE;
   const [page, fns] = await Promise.all([
-    api.listRuns({ functionId, status: wanted, limit: PAGE }),
+    api.listRuns({ functionId, status: wanted, limit }),
     api.listFunctions().then((r) => r.functions.map((f) => f.id)).catch(() => [] as string[]),
   ]);
   if (!ctx.alive()) return;
@@ -42,21 +43,11 @@ export async function runsPage(ctx: PageContext): Promise<void> {
     STATUSES.map((s) => h('option', { value: s, selected: s === wanted }, s.replace(/_/g, ' '))));
 
   const rows = page.runs.map(runRow);
-  const list = h('div', {}, table(['Run', 'Function', 'Status', 'Attempt', 'Created', 'Duration'], rows, 'runs-table', 'No runs match.'));
-  const more = h('div', { class: 'more' });
-  let cursor = page.nextCursor;
-  const showMore = () => {
-    mount(more, cursor ? h('button', {
-      'data-testid': 'load-more',
-      onclick: async () => {
-        const next = await api.listRuns({ functionId, status: wanted, limit: PAGE, cursor });
-        cursor = next.nextCursor;
-        list.querySelector('tbody')?.append(...next.runs.map((r) => h('tr', {}, runRow(r).map((c) => h('td', {}, c)))));
-        showMore();
-      },
-    }, 'Load more') : null);
-  };
-  showMore();
+  const list = table(['Run', 'Function', 'Status', 'Attempt', 'Created', 'Duration'], rows, 'runs-table', 'No runs match.');
+  const more = loadMore(page.nextCursor, async (cursor) => {
+    const next = await api.listRuns({ functionId, status: wanted, limit, cursor });
+    return { items: next.runs, nextCursor: next.nextCursor };
+  }, runRow, list);
   mount(
     ctx.main,
     h('h1', {}, 'Runs ', h('span', { class: 'muted', 'data-testid': 'runs-count' }, `(${page.totalCount})`)),
