@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
+import { functionOptionsHelp } from '@ironflow/engine';
 import { createProcessLogger } from '@ironflow/observability';
 import { SERVICES, exitOnSignals, loadSettings, startServer } from '@ironflow/services';
 import { printRunOutcomes } from './run-activity';
@@ -8,7 +9,8 @@ import { printRunOutcomes } from './run-activity';
  * `ironflow dev`: every service in one process on SQLite (`.ironflow/dev.db` by default) with the
  * in-process bus, on port 9123; `IRONFLOW_DATABASE_URL` and `NATS_URL` switch it to PostgreSQL
  * and NATS. Prints the URL, then one line per run outcome (stdout); engine warnings and errors go
- * to stderr as JSON lines (coloured text on a terminal). Ctrl-C drains and stops.
+ * to stderr as JSON lines (coloured text on a terminal). Ctrl-C drains and stops. Its help lists
+ * every function registration option with its semantics (`FUNCTION_OPTIONS`).
  */
 export function devCommand(): Command {
   return new Command('dev')
@@ -27,6 +29,8 @@ export function devCommand(): Command {
         '  IRONFLOW_DATABASE_URL=postgres://user@host:5432/db   (the store; --db is then ignored)',
         '  NATS_URL=nats://host:4222                            (the bus, NATS JetStream)',
         'Other settings: IRONFLOW_LOG_LEVEL (default warn here), IRONFLOW_SHUTDOWN_TIMEOUT_MS (default 30000).',
+        '',
+        functionOptionsHelp(),
       ].join('\n'),
     )
     .action(async (o: { port?: number; db: string }) => {

@@ -15,6 +15,8 @@ export const ERROR_HTTP_STATUS = {
   UNAUTHENTICATED: 401,
   /** The engine is shutting down (drain): retry on another replica; the message names the runs. */
   UNAVAILABLE: 503,
+  /** TriggerSync of an event that starts a debounced function (WIRE-PROTOCOL.md 5.2): Connect `failed_precondition`. */
+  FUNCTION_DEBOUNCED: 400,
   INTERNAL_ERROR: 500,
 } as const;
 export type EngineErrorCode = keyof typeof ERROR_HTTP_STATUS;

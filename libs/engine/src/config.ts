@@ -35,6 +35,11 @@ export interface EngineConfig {
   scanMs: number;
   /** PostgreSQL row-lock wait of a wake (default 1000): a wake on a locked parent gives up and a later pass retries it. */
   wakeLockTimeoutMs: number;
+  /**
+   * Cron (default 10000): a tick at most this late fires in the next pass (a slow pass leaves no
+   * gap); a schedule further behind missed its ticks, which collapse into one run for the latest.
+   */
+  cronCatchUpMs: number;
 }
 
 export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
@@ -53,4 +58,5 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   recoveryCeiling: 10,
   scanMs: 1000,
   wakeLockTimeoutMs: 1000,
+  cronCatchUpMs: 10_000,
 };

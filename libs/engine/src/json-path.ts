@@ -7,3 +7,16 @@ export function valueAtPath(value: unknown, path: string): unknown {
   }
   return current;
 }
+
+/**
+ * The key a JSON path picks out of an event's data, as text (WIRE-PROTOCOL.md 5.3 `debounce.key`):
+ * the path may start at the event (`event.data.customerId`), at its data (`data.customerId`) or
+ * inside the data (`customerId`). A string is itself, another value its JSON; nothing → `''`.
+ */
+export function eventDataKey(data: unknown, path: string): string {
+  const value = path.startsWith('event.') || path.startsWith('data.')
+    ? valueAtPath({ event: { data }, data }, path)
+    : valueAtPath(data, path);
+  if (value === undefined || value === null) return '';
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}

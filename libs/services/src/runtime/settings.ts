@@ -17,6 +17,7 @@ import { LOG_LEVELS, LogLevel } from '@ironflow/observability';
  * | IRONFLOW_DISPATCH_POLL_MS | 1000 |
  * | IRONFLOW_SCAN_MS | 1000 (capacity scanner period) |
  * | IRONFLOW_MAX_PAYLOAD_BYTES | 4194304 |
+ * | IRONFLOW_CRON_CATCH_UP_MS | 10000 (a cron tick later than this is missed; missed ticks collapse into one run) |
  * | NATS_URL (or IRONFLOW_NATS_URL) | none: the in-process bus (one process); `nats://…` for a cluster |
  * | IRONFLOW_LOG_LEVEL | info (trace, debug, info, warn, error, fatal, silent) |
  * | IRONFLOW_SHUTDOWN_TIMEOUT_MS | 30000: after SIGTERM the process exits within this, drained or not |
@@ -37,6 +38,7 @@ const schema = z.object({
   IRONFLOW_MAX_PAYLOAD_BYTES: z.coerce.number().int().min(1024).default(4 * 1024 * 1024),
   IRONFLOW_LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   IRONFLOW_SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).default(30_000),
+  IRONFLOW_CRON_CATCH_UP_MS: z.coerce.number().int().min(0).default(10_000),
   IRONFLOW_NATS_URL: z.string().regex(/^nats:\/\//, 'NATS_URL (or IRONFLOW_NATS_URL) must start with nats://').optional(),
 });
 
@@ -51,6 +53,8 @@ export interface IronflowSettings {
   dispatchPollMs: number;
   scanMs: number;
   maxPayloadBytes: number;
+  /** Cron: ticks at most this late all fire; a schedule further behind fires once (ms). */
+  cronCatchUpMs: number;
   /** NATS JetStream URL; without it the process uses the in-process bus. */
   natsUrl?: string;
   logLevel: LogLevel;
@@ -94,6 +98,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env, overrides: Pa
     maxPayloadBytes: e.IRONFLOW_MAX_PAYLOAD_BYTES,
     logLevel: e.IRONFLOW_LOG_LEVEL,
     shutdownTimeoutMs: e.IRONFLOW_SHUTDOWN_TIMEOUT_MS,
+    cronCatchUpMs: e.IRONFLOW_CRON_CATCH_UP_MS,
     ...(e.IRONFLOW_NATS_URL ? { natsUrl: e.IRONFLOW_NATS_URL } : {}),
     ...overrides,
   };
