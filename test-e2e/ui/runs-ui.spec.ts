@@ -192,4 +192,21 @@ describe('runs UI in a browser', () => {
     await page.locator('[data-testid=functions-table]').waitFor();
     expect(seen[seen.length - 1]).toBe('Bearer secret-key-1');
   });
+
+  // Last: it starts one more run, which the lists above do not expect.
+  it('pauses and resumes a waiting run from its page when the API offers pause and resume', async () => {
+    const config = (await (await fetch(`${engine.server.url}/ui/config.json`)).json()) as { actions: { pause: boolean; resume: boolean } };
+    expect(config.actions).toEqual({ pause: true, resume: true });
+    const runId = (await client.emit('ui.nap', {})).runIds[0];
+    await waitFor('the run to wait', async () => (await client.getRun(runId)).status === 'waiting', 20_000);
+    await page.goto(`${engine.server.url}/#/runs/${runId}`);
+    await page.locator('[data-testid=pause-run]').click();
+    await waitFor('the page to show paused', async () => (await page.locator('[data-testid=run-status] [data-status]').getAttribute('data-status')) === 'paused', 15_000);
+    expect((await client.getRun(runId)).status).toBe('paused');
+    expect(await page.locator('[data-testid=pause-run]').count()).toBe(0);
+    await page.locator('[data-testid=resume-run]').click();
+    await waitFor('the page to show it waiting again', async () => (await page.locator('[data-testid=run-status] [data-status]').getAttribute('data-status')) === 'waiting', 15_000);
+    expect((await client.getRun(runId)).status).toBe('waiting');
+    await client.cancelRun(runId);
+  });
 });

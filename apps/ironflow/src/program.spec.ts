@@ -27,7 +27,7 @@ describe('ironflow CLI', () => {
 
   beforeAll(async () => {
     server = await startFakeServer((req) => {
-      const method = req.path.startsWith(PREFIX) ? req.path.slice(PREFIX.length) : `${req.method} ${req.path}`;
+      const method = req.path.startsWith(PREFIX) ? req.path.slice(PREFIX.length) : req.path;
       return replies[method]?.(req) ?? { status: 404, body: { code: 'unimplemented', message: `no route ${req.path}` } };
     });
   });
@@ -143,7 +143,7 @@ describe('ironflow CLI', () => {
 
   describe('reading functions, events and runs', () => {
     it('function list prints one line per function and the count', async () => {
-      replies['GET /api/v1/functions'] = () => ({
+      replies['/api/v1/functions'] = () => ({
         status: 200,
         body: { functions: [
           { id: 'order.process', name: 'order.process', mode: 'pull', triggers: [{ event: 'order.placed' }], retry: {}, timeoutMs: 1, cancelOn: [], version: 2 },
@@ -162,7 +162,7 @@ describe('ironflow CLI', () => {
     });
 
     it('event list passes the filters to GET /api/v1/events and prints the events and the next cursor', async () => {
-      replies['GET /api/v1/events'] = () => ({
+      replies['/api/v1/events'] = () => ({
         status: 200,
         body: { events: [{ id: 'evt-2', name: 'order.placed', data: { orderId: 'A-7', note: 'x'.repeat(100) }, ts: '2026-01-01T00:00:01.000Z' }], nextCursor: '1767225601000:evt-2' },
       });
@@ -250,6 +250,30 @@ describe('ironflow CLI', () => {
       const text = await cli(server.url, 'invoke', 'pay', '--timeout', 'soon');
       expect(text.code).toBe(1);
       expect(text.err[0]).toBe("error: option '--timeout <ms>' argument 'soon' is invalid. a positive whole number");
+    });
+  });
+
+  describe('pause, resume, inject and publish', () => {
+    it('run pause / resume / paused / inject send the SDK calls and print what happened', async () => {
+      replies.PauseRun = () => ({ status: 200, body: { status: 'pause_requested' } });
+      replies['/api/v1/runs/resume'] = () => ({ status: 201, body: { id: 'r1', status: 'waiting_for_capacity' } });
+      replies.GetPausedState = () => ({ status: 200, body: { steps: [{ id: 'r1:fetch:0', name: 'fetch', output: '{"price":12}', injected: true, completedAt: '2025-01-01T00:00:00Z' }], nextStepHint: 'nap', pauseReason: 'check' } });
+      replies.InjectStepOutput = () => ({ status: 200, body: { stepId: 'r1:fetch:0', previousOutput: '{"price":10}' } });
+
+      expect(await cli(server.url, 'run', 'pause', 'r1', '--reason', 'check')).toEqual({ code: 0, out: ['run r1: pause requested; it parks when its running segment ends'], err: [] });
+      expect(server.requests[0].body).toEqual({ run_id: 'r1', reason: 'check' });
+      expect((await cli(server.url, 'run', 'resume', 'r1')).out).toEqual(['run r1 is waiting_for_capacity']);
+      expect(server.requests[1]).toMatchObject({ path: '/api/v1/runs/resume', body: { run_id: 'r1', from_step: '' } });
+      expect((await cli(server.url, 'run', 'paused', 'r1')).out).toEqual(['run r1 is paused (check); parked at nap', '  r1:fetch:0  fetch [injected]  {"price":12}']);
+      expect((await cli(server.url, 'run', 'inject', 'r1', 'r1:fetch:0', '--output', '{"price":12}')).out).toEqual(['step r1:fetch:0 set; it was {"price":10}']);
+      expect(server.requests[3].body).toEqual({ run_id: 'r1', step_id: 'r1:fetch:0', new_output: '{"price":12}', reason: '' });
+      expect(await cli(server.url, 'run', 'inject', 'r1', 's', '--output', '{bad')).toMatchObject({ code: 1, err: [`error [INVALID_ARGUMENT]: --output: not JSON: ${jsonParseError('{bad')}`] });
+    });
+
+    it('publish posts PubSubService/Publish with any JSON data and prints the stored message', async () => {
+      replies['/ironflow.v1.PubSubService/Publish'] = () => ({ status: 200, body: { eventId: 'ev-1', sequence: '7', duplicate: false } });
+      expect(await cli(server.url, 'publish', 'orders.shipped', '--data', '"A-7"', '--idempotency-key', 'k1')).toEqual({ code: 0, out: ['published ev-1 to orders.shipped (sequence 7)'], err: [] });
+      expect(server.requests[0].body).toEqual({ topic: 'orders.shipped', data: 'A-7', idempotencyKey: 'k1' });
     });
   });
 });

@@ -5,6 +5,8 @@
 export const ERROR_HTTP_STATUS = {
   STALE_EXECUTION: 409,
   RUN_NOT_RUNNING: 409,
+  /** PauseRun state reads and step injection need a `paused` run. */
+  RUN_NOT_PAUSED: 409,
   RUN_NOT_FOUND: 404,
   FUNCTION_NOT_FOUND: 404,
   WORKER_NOT_FOUND: 404,

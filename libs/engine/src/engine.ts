@@ -1,7 +1,7 @@
 import { Bus } from '@ironflow/bus';
 import { AuditRecorder, AuditSink, AuditWriter, FollowUpTracker, InProcessAuditSink, SlotSet, slotsFor } from '@ironflow/follow-up';
 import { EngineLogger, EngineMetrics, silentLogger } from '@ironflow/observability';
-import { Clock, Store } from '@ironflow/store';
+import { Clock, Store, functionsSql } from '@ironflow/store';
 import { CancelSystem } from './cancel-system';
 import { EngineClientApi } from './client-api';
 import { DEFAULT_ENGINE_CONFIG, EngineConfig } from './config';
@@ -12,6 +12,8 @@ import { DispatchSystem } from './dispatch-system';
 import { FunctionRegistry } from './function-registry';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { PausePoints, noPausePoints } from './pause-points';
+import { PauseSystem } from './pause-system';
+import { PubSubSystem } from './pubsub-system';
 import { PullWorkerSystem } from './pull-worker-system';
 import { PushDispatcher } from './push-dispatcher';
 import { ReportSystem } from './report-system';
@@ -37,6 +39,11 @@ export interface EngineOptions {
   poolSize?: number;
   /** Replaces the follow-up tracker (fault injection: a crash after the commit). */
   followUps?: FollowUpTracker;
+  /**
+   * Where `run get` reads a run's audit rows: a small pool of its own on PostgreSQL, so a locked
+   * `audit_events` table never holds the engine's connections; default `store`.
+   */
+  auditReadStore?: Store;
 }
 
 /** The loops a process runs: a dispatcher pushes, a scheduler ticks. `ironflow dev` runs both. */
@@ -64,6 +71,10 @@ export class Engine {
   /** Debounce: pending events and the scheduler's pass that starts their runs. */
   readonly debounces: DebounceSystem;
   readonly cancels: CancelSystem;
+  /** Pause, resume and step injection. */
+  readonly pauses: PauseSystem;
+  /** Developer pub/sub: Publish, ListTopics. */
+  readonly pubsub: PubSubSystem;
   readonly pull: PullWorkerSystem;
   readonly push: PushDispatcher;
   /** Streaming pull workers (`WorkerService.Connect`); its loop runs while a stream is open. */
@@ -82,11 +93,12 @@ export class Engine {
     const metrics = options.metrics ?? new EngineMetrics();
     const slots = slotsFor(options.store.dialect, options.poolSize ?? 10);
     const auditSink = options.auditSink ?? new InProcessAuditSink(new AuditWriter(options.store, new SlotSet(slots)));
+    const config = { ...DEFAULT_ENGINE_CONFIG, ...options.config };
     this.resources = {
       store: options.store,
       clock: options.clock,
       bus: options.bus,
-      config: { ...DEFAULT_ENGINE_CONFIG, ...options.config },
+      config,
       logger,
       metrics,
       followUps: options.followUps ?? new FollowUpTracker(logger, {
@@ -97,7 +109,18 @@ export class Engine {
         },
       }),
       pausePoints: options.pausePoints ?? noPausePoints,
-      audit: new AuditRecorder(auditSink, { onDrop: (eventType) => metrics.auditWriteFailures.inc({ event_type: eventType }) }),
+      audit: new AuditRecorder(auditSink, {
+        slots,
+        budgetMs: config.auditBudgetMs,
+        backlog: config.auditBacklog,
+        recordingRefreshMs: config.recordingRefreshMs,
+        recordingLookup: (project, env, functionId) => options.store.read('recordingLookup', (tx) => functionsSql.getRecordingProfile(tx, project, env, functionId)),
+        onDrop: (eventType, reason, error) => {
+          metrics.auditWriteFailures.inc({ event_type: eventType });
+          logger.warn('audit: row dropped', { event_type: eventType, reason, error });
+        },
+      }),
+      auditReads: options.auditReadStore ?? options.store,
       wakeSlots: new SlotSet(slots),
     };
     const r = this.resources;
@@ -116,7 +139,9 @@ export class Engine {
     this.pull = new PullWorkerSystem(r, this.dispatch, this.reports);
     this.push = new PushDispatcher(r, this.dispatch, this.reports, hints);
     this.streams = new StreamWorkerSystem(r, this.dispatch, this.reports, this.pull, hints);
-    this.api = new EngineClientApi(r, this.functions, this.triggers, this.cancels);
+    this.pauses = new PauseSystem(r, announcer, hints);
+    this.pubsub = new PubSubSystem(r);
+    this.api = new EngineClientApi(r, this.functions, this.triggers, this.cancels, this.pauses);
     this.recovery = new LeaseRecoverySystem(r, announcer, hints);
   }
 
@@ -151,9 +176,10 @@ export class Engine {
    * Stops the loops, drains push invocations in flight (up to `drainMs`, default 30000) while
    * stream workers get `shutdown` and drain (up to 25000 ms), then waits
    * for follow-ups (at least `followUpDrainMs`), so an outcome committed during shutdown is still
-   * announced. Sync calls (TriggerSync…) in flight answer by `drainMs` (`UNAVAILABLE` naming their
-   * runs when these are still going) and new ones are refused. Does not close the store or the
-   * bus: their owner does.
+   * announced; then stops the audit recorder (rows still waiting are dropped and counted, requests
+   * running are answered within their budget). Sync calls (TriggerSync…) in flight answer by
+   * `drainMs` (`UNAVAILABLE` naming their runs when these are still going) and new ones are
+   * refused. Does not close the store or the bus: their owner does.
    */
   stop(drainMs = 30_000): Promise<void> {
     // Once: a second call (the runtime closing after the server drained) waits for the first.
@@ -174,6 +200,6 @@ export class Engine {
     await this.scanRunning;
     const left = drainMs - (Date.now() - started);
     await this.resources.followUps.drain(Math.max(left, this.resources.config.followUpDrainMs));
-    this.resources.audit.stop();
+    await this.resources.audit.stop();
   }
 }

@@ -5,6 +5,7 @@ import {
   DEFAULT_RETRY,
   EngineError,
   FunctionDefinition,
+  RecordingProfile,
   RegisterFunctionInput,
 } from '@ironflow/contracts';
 import { FunctionRecord, cronSql, functionsSql } from '@ironflow/store';
@@ -42,6 +43,8 @@ const definitionSchema = z.object({
     .refine((d) => d.maxWaitMs === undefined || d.maxWaitMs >= d.periodMs, { message: 'maxWaitMs must be at least periodMs', path: ['maxWaitMs'] })
     .optional(),
   metadata: z.record(z.unknown()).optional(),
+  recording: z.boolean().nullish(),
+  recordingProfile: z.enum(['none', 'run_lifecycle', 'all']).optional(),
 });
 
 /**
@@ -49,7 +52,9 @@ const definitionSchema = z.object({
  * listing the bad paths; a push function needs `endpointUrl`; a trigger's cron schedule and CEL
  * expression must compile; debounce needs `periodMs` ≥ 1000 and `maxWaitMs` ≥ `periodMs`; an
  * option the engine does not act on yet is refused by name), keeps the function's cron schedule
- * in the same unit of work, fills defaults (retry 3 attempts,
+ * in the same unit of work, stores the recording profile (`recording`/`recordingProfile`, see
+ * `RecordingProfile`; this node's recorder forgets its cached profile at once), fills defaults
+ * (retry 3 attempts,
  * 1 s, ×2, cap 300 s; timeout 600 s) and bumps the version when the definition changed.
  */
 export class FunctionRegistry {
@@ -77,19 +82,33 @@ export class FunctionRegistry {
       cancelOn: d.cancelOn,
       ...(d.debounce ? { debounce: stripUndefined(d.debounce) as FunctionDefinition['debounce'] } : {}),
       ...(d.metadata ? { metadata: d.metadata } : {}),
+      ...recordingOf(d),
     };
     const crons = cronTriggersOf(definition);
-    return this.r.store.unitOfWork('registerFunction', async (tx) => {
+    const result = await this.r.store.unitOfWork('registerFunction', async (tx) => {
       const registered = await functionsSql.upsertFunction(tx, scope.project, scope.env, definition);
       const nextAt = crons.length > 0 ? nextTick(crons, tx.now) : null;
       await cronSql.syncSchedule(tx, scope.project, scope.env, definition.id, nextAt !== null ? { spec: cronSpecOf(crons), nextAt } : null);
       return registered;
     });
+    this.r.audit.forgetRecording(scope.project, scope.env, definition.id);
+    return result;
   }
 
   async list(scope: CallScope): Promise<FunctionRecord[]> {
     return this.r.store.read('listFunctions', (tx) => functionsSql.listFunctions(tx, scope.project, scope.env));
   }
+}
+
+/**
+ * The stored recording profile: `recordingProfile` when given, else the SDK's `recording`
+ * (`true` → `all`, `false` → `none`); nothing stored when neither is, which means the default.
+ */
+function recordingOf(d: { recording?: boolean | null; recordingProfile?: RecordingProfile }): { recordingProfile?: RecordingProfile } {
+  if (d.recordingProfile) return { recordingProfile: d.recordingProfile };
+  if (d.recording === true) return { recordingProfile: 'all' };
+  if (d.recording === false) return { recordingProfile: 'none' };
+  return {};
 }
 
 /**

@@ -9,4 +9,7 @@ export * from './views';
 export * from './push-dispatcher';
 export * from './client-api';
 export * from './stream-worker-system';
+export * from './pubsub-system';
+export * from './subscription-session';
+export * from './pause-system';
 export * from './function-options';

@@ -14,7 +14,6 @@ export function refuseUnsupportedOptions(input: RegisterFunctionInput): void {
   // queued run of their functions, and the Ironflow SDK's workers ignore `actor_id`, so nothing
   // here could keep that promise.
   if (input.actorKey) refused.push('actorKey (sticky routing: workers claim any queued run)');
-  if (input.recording === true) refused.push('recording');
   if (input.recordingRetention) refused.push('recordingRetention');
   if (input.changeReason) refused.push('changeReason (function history)');
   if (refused.length > 0) {

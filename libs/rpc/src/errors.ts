@@ -30,6 +30,7 @@ export function connectCodeOf(code: EngineErrorCode): Code {
     case 'STALE_EXECUTION':
       return Code.Aborted;
     case 'RUN_NOT_RUNNING':
+    case 'RUN_NOT_PAUSED':
     case 'FUNCTION_DEBOUNCED':
       return Code.FailedPrecondition;
     case 'UNAUTHENTICATED':

@@ -21,6 +21,8 @@ export {
   type UnaryJsonOptions,
   type UnaryJsonResult,
 } from './unary-json';
+export { createPubSubServiceImpl, handlePubSubUnaryJson, RUN_ID_HEADER, type PubSubDeps } from './pubsub-methods';
+export { serveUnaryJson, type JsonBinding } from './unary-json';
 export { listenOnePort, type OnePortOptions, type OnePortServer } from './one-port';
 export { scopeFromHeaders, toFetchHeaders, ENVIRONMENT_HEADER } from './scope';
 export {

@@ -1,7 +1,9 @@
 import type { EventView, FunctionDefinition, ListEventsOutput, ListRunsOutput, RunHistoryEntry, RunStatus, RunView, StepView } from '@ironflow/contracts';
 import { IronflowClientError, RunCancelledError, RunErrorInfo, RunFailedError } from './errors';
 import type { FunctionConfig, IronflowFunction } from './function';
-import { baseHeaders, connectUnary, restGet } from './http';
+import { baseHeaders, connectUnary, httpError, networkError, parseJson, restGet, sendRaw } from './http';
+import { PublishResult, createPublisher } from './publish';
+import { SubscribeOptions, Subscription, openSubscription } from './subscribe';
 import { REGISTER_FUNCTION_PROCEDURE, clientRegistrationBody } from './register-function';
 import { resolveApiKey, resolveServerUrl } from './settings';
 
@@ -127,6 +129,44 @@ export interface IronflowClient {
   cancelRun(id: string, reason?: string): Promise<RunView>;
   /** Engine health (`Health`): `{status}`, e.g. `"ok"`. */
   health(): Promise<{ status: string }>;
+  /**
+   * Pauses a run at its next segment boundary (`PauseRun`): `"paused"` when it parked at once,
+   * `"pause_requested"` while a segment runs (its end parks the run). `reason` is shown by `getPausedState`.
+   */
+  pauseRun(runId: string, reason?: string): Promise<{ status: string }>;
+  /** Resumes a paused run (`POST /api/v1/runs/resume`); resolves to the run. `fromStep` is refused by this engine. */
+  resumeRun(runId: string, fromStep?: string): Promise<RunView>;
+  /** A paused run's ended steps (outputs parsed from JSON text), the wait it parked at, the reason (`GetPausedState`). */
+  getPausedState(runId: string): Promise<PausedState>;
+  /** Sets a step's output while the run is paused (`InjectStepOutput`); resolves to the previous output (`null` when none). */
+  injectStepOutput(runId: string, stepId: string, newOutput: unknown, reason?: string): Promise<{ stepId: string; previousOutput: unknown }>;
+  /** Publishes to a developer topic (`PubSubService/Publish`); starts no run. */
+  publish(topic: string, data: unknown, options?: { idempotencyKey?: string }): Promise<PublishResult>;
+  /** The topics published to in this environment (`ListTopics`). */
+  listTopics(): Promise<TopicInfo[]>;
+  /** Subscribes to `topic:<pattern>` or `system.run.<pattern>` over `<serverUrl>/ws` (see {@link openSubscription}). */
+  subscribe<T = unknown>(pattern: string, options: SubscribeOptions<T>): Promise<Subscription>;
+}
+
+/** What `getPausedState` answers. */
+export interface PausedState {
+  steps: { id: string; name: string; output: unknown; injected: boolean; completedAt: string }[];
+  nextStepHint: string;
+  pauseReason: string;
+}
+
+/** One topic from `listTopics` (times ISO-8601). */
+export interface TopicInfo {
+  name: string;
+  messageCount: number;
+  consumerCount: number;
+  firstMessageAt?: string;
+  lastMessageAt?: string;
+}
+
+/** JSON text (GetPausedState, InjectStepOutput) → value; `""` → `null`. */
+function fromJsonText(text: unknown): unknown {
+  return typeof text === 'string' && text !== '' ? JSON.parse(text) : null;
 }
 
 const SERVICE = 'ironflow.v1.IronflowService';
@@ -253,6 +293,57 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
     async health() {
       const res = await call('Health', {});
       return { status: String(res.status ?? '') };
+    },
+
+    async pauseRun(runId, reason) {
+      const res = await call('PauseRun', { run_id: runId, ...(reason ? { reason } : {}) });
+      return { status: String(res.status ?? '') };
+    },
+
+    async resumeRun(runId, fromStep = '') {
+      let response;
+      try {
+        response = await sendRaw(`${serverUrl}/api/v1/runs/resume`, { method: 'POST', headers, body: { run_id: runId, from_step: fromStep }, timeoutMs });
+      } catch (err) {
+        throw networkError('resumeRun', err);
+      }
+      if (response.status < 200 || response.status >= 300) throw httpError('resumeRun', response);
+      return parseJson(response.text) as RunView;
+    },
+
+    async getPausedState(runId) {
+      const res = await call('GetPausedState', { run_id: runId });
+      const steps = Array.isArray(res.steps) ? (res.steps as Record<string, unknown>[]) : [];
+      return {
+        steps: steps.map((s) => ({ id: String(s.id ?? ''), name: String(s.name ?? ''), output: fromJsonText(s.output), injected: s.injected === true, completedAt: String(s.completedAt ?? '') })),
+        nextStepHint: String(res.nextStepHint ?? ''),
+        pauseReason: String(res.pauseReason ?? ''),
+      };
+    },
+
+    async injectStepOutput(runId, stepId, newOutput, reason = '') {
+      const res = await call('InjectStepOutput', { run_id: runId, step_id: stepId, new_output: JSON.stringify(newOutput ?? null), reason });
+      return { stepId: String(res.stepId ?? ''), previousOutput: fromJsonText(res.previousOutput) };
+    },
+
+    publish(topic, data, opts = {}) {
+      return createPublisher({ serverUrl, apiKey: options.apiKey, environment }, undefined, timeoutMs)(topic, data, opts);
+    },
+
+    async listTopics() {
+      const res = await connectUnary(serverUrl, 'ironflow.v1.PubSubService/ListTopics', {}, { headers, timeoutMs });
+      const topics = Array.isArray(res.topics) ? (res.topics as Record<string, unknown>[]) : [];
+      return topics.map((t) => ({
+        name: String(t.name ?? ''),
+        messageCount: Number(t.messageCount ?? 0),
+        consumerCount: Number(t.consumerCount ?? 0),
+        ...(t.firstMessageAt ? { firstMessageAt: String(t.firstMessageAt) } : {}),
+        ...(t.lastMessageAt ? { lastMessageAt: String(t.lastMessageAt) } : {}),
+      }));
+    },
+
+    subscribe(pattern, subscribeOptions) {
+      return openSubscription(serverUrl, { apiKey: resolveApiKey(options.apiKey), environment }, pattern, subscribeOptions);
     },
   };
 }

@@ -39,6 +39,9 @@ export { createStreamWorker } from './stream-worker';
 export type { StreamWorker, StreamWorkerOptions } from './stream-worker';
 
 export { createClient } from './client';
-export type { ClientOptions, EmitOptions, EmitSyncOptions, EmitSyncResult, InvokeResult, FunctionRegistration, IronflowClient, ListEventsFilter, ListRunsFilter, RunSteps, WaitForRunOptions } from './client';
+export type { ClientOptions, EmitOptions, EmitSyncOptions, EmitSyncResult, InvokeResult, FunctionRegistration, IronflowClient, ListEventsFilter, ListRunsFilter, PausedState, RunSteps, TopicInfo, WaitForRunOptions } from './client';
+export { createPublisher } from './publish';
+export type { PublishResult, PublishTarget, Publisher } from './publish';
+export type { SubscribeOptions, Subscription, SubscriptionEvent } from './subscribe';
 
 export { DEFAULT_ENVIRONMENT, DEFAULT_SERVER_URL, SDK_VERSION } from './settings';

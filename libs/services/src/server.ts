@@ -1,11 +1,14 @@
 import 'reflect-metadata';
 import { INestApplication, Module, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { MicroserviceOptions, Transport } from '@nestjs/microservices';
+import { BusNamespace } from '@ironflow/bus';
 import { ProcessLogger, createProcessLogger } from '@ironflow/observability';
-import { OnePortServer, createRpcHandlers, listenOnePort, scopeFromHeaders } from '@ironflow/rpc';
+import { OnePortServer, createPubSubServiceImpl, createRpcHandlers, listenOnePort, scopeFromHeaders } from '@ironflow/rpc';
+import { PubSubService } from '@ironflow/contracts/proto';
+import { attachSubscriptionGateway } from './api-gateway/subscription-gateway';
 import { ApiGatewayModule } from './api-gateway/api-gateway.module';
 import { AuditWriterModule } from './audit-writer/audit-writer.module';
+import { NamespacedNatsServer } from './audit-writer/namespaced-nats.server';
 import { CapacityScannerModule } from './capacity-scanner/capacity-scanner.module';
 import { DispatcherModule } from './dispatcher/dispatcher.module';
 import { workerServiceHttp2Handler, workerServiceRoutes } from './dispatcher/stream/worker-service';
@@ -63,6 +66,7 @@ export async function startServer(settings: IronflowSettings, services: readonly
   const runtime = await EngineRuntime.open(settings, logger);
   let app: INestApplication | undefined;
   let listener: OnePortServer;
+  let subscriptions: ReturnType<typeof attachSubscriptionGateway> | undefined;
   try {
     @Module({ imports: [CoreModule.forRoot(runtime), ...services.map((s) => SERVICE_MODULES[s])] })
     class RootModule {}
@@ -72,23 +76,28 @@ export async function startServer(settings: IronflowSettings, services: readonly
     app.useGlobalFilters(new EngineErrorFilter());
     await app.init();
     if (services.includes('audit-writer') && settings.natsUrl) {
-      app.connectMicroservice<MicroserviceOptions>({ transport: Transport.NATS, options: { servers: [settings.natsUrl], queue: 'ironflow-audit-writer' } });
+      // Subjects and queue group in the deployment's namespace: `ifx.{clusterId}.ironflow.*.*.audit.write`, `{clusterId}-audit-writer`.
+      app.connectMicroservice({ strategy: new NamespacedNatsServer(new BusNamespace(settings.clusterId), { servers: settings.natsUrl.split(','), queue: 'audit-writer' }) });
       await app.startAllMicroservices();
     }
     // The dispatcher serves the worker stream (`WorkerService.Connect`) on the HTTP/2 side.
     const streamOptions = { scopeOf: scopeFromHeaders, logger: runtime.engine.resources.logger, maxBodyBytes: settings.maxPayloadBytes };
     const routes = services.includes('dispatcher') ? workerServiceRoutes(runtime.engine.streams, streamOptions) : undefined;
+    const pubsub = createPubSubServiceImpl({ pubsub: runtime.engine.pubsub, api: runtime.engine.api }, scopeFromHeaders);
     const http2Handler = services.includes('api-gateway')
-      ? createRpcHandlers(runtime.engine.api, scopeFromHeaders, { maxBodyBytes: settings.maxPayloadBytes, routes }).http2Handler
+      ? createRpcHandlers(runtime.engine.api, scopeFromHeaders, { maxBodyBytes: settings.maxPayloadBytes, routes: (router) => { routes?.(router); router.service(PubSubService, pubsub); } }).http2Handler
       : routes
         ? workerServiceHttp2Handler(runtime.engine.streams, streamOptions)
         : (_req: unknown, res: { statusCode: number; end(): void }) => { res.statusCode = 404; res.end(); };
+    // The api-gateway serves subscriptions (`<base>/ws`) on the HTTP/1.1 side.
+    subscriptions = services.includes('api-gateway') ? attachSubscriptionGateway(app.getHttpServer(), { bus: runtime.engine.resources.bus }) : undefined;
     listener = await listenOnePort({ port: settings.port, host: settings.host, http1: app.getHttpServer(), http2Handler }).catch((err: NodeJS.ErrnoException) => {
       throw err.code === 'EADDRINUSE' || err.code === 'EACCES'
         ? new SettingsError(`IRONFLOW_PORT: cannot listen on ${settings.host}:${settings.port}: ${err.code === 'EADDRINUSE' ? 'the port is in use' : 'permission denied'}`)
         : err;
     });
   } catch (err) {
+    await subscriptions?.close();
     if (app) await app.close();
     else await runtime.close();
     throw err;
@@ -106,6 +115,7 @@ export async function startServer(settings: IronflowSettings, services: readonly
       const plan = drainPlan(settings.shutdownTimeoutMs);
       runtime.draining = true;
       await Promise.all([runtime.engine.stop(plan.drainMs), runtime.engine.api.syncWaits.idle()]);
+      await subscriptions?.close();
       await listener.close(plan.graceLeft());
       await nest.close();
     })()),

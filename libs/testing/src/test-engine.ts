@@ -1,5 +1,6 @@
 import { Bus, InProcessBus, NatsBus } from '@ironflow/bus';
-import { FollowUpTracker } from '@ironflow/follow-up';
+import { AuditWriter, FollowUpTracker, InProcessAuditSink, SlotSet, slotsFor } from '@ironflow/follow-up';
+import { BlockingAuditSink } from './blocking-audit-sink';
 import { randomBytes } from 'node:crypto';
 import { FaultyBus } from './faulty-bus';
 import { CallScope } from '@ironflow/contracts';
@@ -23,6 +24,8 @@ export interface TestEngine {
   gate: PauseGate;
   /** The engine's bus: a `FaultyBus` around the real one. */
   bus: FaultyBus;
+  /** The engine's audit sink: the "block audit insert" hook around the in-process writer. */
+  audit: BlockingAuditSink;
   /** A scope of its own (unique project and env), so subjects on a shared NATS do not mix. */
   scope: CallScope;
   /** A second engine over the same store, as a fresh node after a crash (its own bus and tracker). */
@@ -39,13 +42,15 @@ export async function openTestEngine(dialect: Dialect, config: Partial<EngineCon
   const bus = new FaultyBus(await openBus());
   const suffix = randomBytes(4).toString('hex');
   const scope: CallScope = { project: `p${suffix}`, env: `e${suffix}` };
-  const engine = new Engine({ store: db.store, clock: db.clock, bus, pausePoints: gate, followUps: options.followUps, config: { leaseMs: 30_000, ...config } });
+  const audit = new BlockingAuditSink(new InProcessAuditSink(new AuditWriter(db.store, new SlotSet(slotsFor(dialect, 8)))));
+  const engine = new Engine({ store: db.store, clock: db.clock, bus, pausePoints: gate, followUps: options.followUps, auditSink: audit, poolSize: 8, config: { leaseMs: 30_000, ...config } });
   const extra: { engine: Engine; bus: Bus }[] = [];
   return {
     engine,
     db,
     gate,
     bus,
+    audit,
     scope,
     restart: async (restartOptions = {}) => {
       const reopened = await db.reopen();

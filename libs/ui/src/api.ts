@@ -87,7 +87,7 @@ export const api = {
   listFunctions: () => request<{ functions: FunctionInfo[] }>('GET', '/api/v1/functions'),
   listEvents: (f: { name?: string; limit?: number; cursor?: string }) => request<{ events: EventInfo[]; nextCursor: string }>('GET', `/api/v1/events${query(f)}`),
   cancelRun: (id: string, reason: string) => rpc<Run>('CancelRun', { id, reason }),
-  pauseRun: (id: string) => rpc<Run>('PauseRun', { id }),
-  resumeRun: (id: string) => rpc<Run>('ResumeRun', { id }),
+  pauseRun: (id: string, reason: string) => rpc<{ status: string }>('PauseRun', { runId: id, reason }),
+  resumeRun: (id: string) => rpc<unknown>('ResumeRun', { runId: id }),
   config: () => request<UiConfig>('GET', '/ui/config.json'),
 };

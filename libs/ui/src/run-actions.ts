@@ -30,7 +30,7 @@ export const RUN_ACTIONS: RunAction[] = [
     label: 'Pause',
     testid: 'pause-run',
     shows: (run, config) => config.actions.pause && PAUSABLE.has(run.status),
-    perform: (run) => api.pauseRun(run.id),
+    perform: (run) => api.pauseRun(run.id, 'paused from the UI'),
   },
   {
     label: 'Resume',

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
+import { CLUSTER_ID_PATTERN, DEFAULT_CLUSTER_ID } from '@ironflow/bus';
 import { LOG_LEVELS, LogLevel } from '@ironflow/observability';
 
 /**
@@ -21,6 +22,7 @@ import { LOG_LEVELS, LogLevel } from '@ironflow/observability';
  * | NATS_URL (or IRONFLOW_NATS_URL) | none: the in-process bus (one process); `nats://…` for a cluster |
  * | IRONFLOW_LOG_LEVEL | info (trace, debug, info, warn, error, fatal, silent) |
  * | IRONFLOW_SHUTDOWN_TIMEOUT_MS | 30000: after SIGTERM the process exits within this, drained or not |
+ * | IRONFLOW_CLUSTER_ID | `ironflow`: the deployment's namespace on a shared NATS (`BusNamespace`); letters, digits, `_`, `-` |
  */
 const schema = z.object({
   IRONFLOW_DATABASE_URL: z
@@ -40,6 +42,7 @@ const schema = z.object({
   IRONFLOW_SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).default(30_000),
   IRONFLOW_CRON_CATCH_UP_MS: z.coerce.number().int().min(0).default(10_000),
   IRONFLOW_NATS_URL: z.string().regex(/^nats:\/\//, 'NATS_URL (or IRONFLOW_NATS_URL) must start with nats://').optional(),
+  IRONFLOW_CLUSTER_ID: z.string().regex(CLUSTER_ID_PATTERN, "1-63 letters, digits, '_' or '-' (it stands in NATS subjects and stream names)").default(DEFAULT_CLUSTER_ID),
 });
 
 export interface IronflowSettings {
@@ -60,6 +63,8 @@ export interface IronflowSettings {
   logLevel: LogLevel;
   /** The hard cap of a shutdown (SIGTERM → exit), ms; see `startServer`'s `close`. */
   shutdownTimeoutMs: number;
+  /** The deployment's namespace on NATS: subjects `ifx.{clusterId}.…`, streams `{clusterId}_…` (default `ironflow`). */
+  clusterId: string;
   /** SQLite: hold the file exclusively (`ironflow dev`). */
   exclusiveStore?: boolean;
 }
@@ -100,6 +105,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env, overrides: Pa
     shutdownTimeoutMs: e.IRONFLOW_SHUTDOWN_TIMEOUT_MS,
     cronCatchUpMs: e.IRONFLOW_CRON_CATCH_UP_MS,
     ...(e.IRONFLOW_NATS_URL ? { natsUrl: e.IRONFLOW_NATS_URL } : {}),
+    clusterId: e.IRONFLOW_CLUSTER_ID,
     ...overrides,
   };
 }
