@@ -144,3 +144,14 @@ export async function purgeScope(natsUrl: string, project: string, env: string, 
     await nc.close();
   }
 }
+
+/** Runs a benchmark's `main`: exit 0 when it resolves, print the error and exit 1 when it throws. */
+export function runBenchmark(main: () => Promise<void>): void {
+  main().then(
+    () => process.exit(0),
+    (err) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}

@@ -179,20 +179,6 @@ describe('runs UI in a browser', () => {
     expect(await (await fetch(`${engine.server.url}/ui/config.json`)).json()).toEqual({ actions: { pause: expect.any(Boolean), resume: expect.any(Boolean) } });
   });
 
-  it('sends the API key entered in the page as a Bearer token on every call', async () => {
-    const seen: (string | undefined)[] = [];
-    page.on('request', (req) => {
-      if (req.url().includes('/api/v1/')) seen.push(req.headers()['authorization']);
-    });
-    await page.goto(`${engine.server.url}/#/functions`);
-    await page.locator('#api-key').fill('secret-key-1');
-    await page.locator('#settings button[type=submit]').click();
-    await waitFor('a call with the key', () => seen.includes('Bearer secret-key-1'));
-    await page.reload();
-    await page.locator('[data-testid=functions-table]').waitFor();
-    expect(seen[seen.length - 1]).toBe('Bearer secret-key-1');
-  });
-
   // Last: it starts one more run, which the lists above do not expect.
   it('pauses and resumes a waiting run from its page when the API offers pause and resume', async () => {
     const config = (await (await fetch(`${engine.server.url}/ui/config.json`)).json()) as { actions: { pause: boolean; resume: boolean } };
@@ -208,5 +194,31 @@ describe('runs UI in a browser', () => {
     await waitFor('the page to show it waiting again', async () => (await page.locator('[data-testid=run-status] [data-status]').getAttribute('data-status')) === 'waiting', 15_000);
     expect((await client.getRun(runId)).status).toBe('waiting');
     await client.cancelRun(runId);
+  });
+
+  // After every other test: once a key exists, every API call needs one.
+  it('once API keys are required the page asks for one, and sends the key typed in it as a Bearer token on every call', async () => {
+    const { key } = await engine.server.runtime.engine.apiKeys.create({ name: 'ui-test' });
+    const sent: (string | undefined)[] = [];
+    page.on('request', (req) => {
+      if (req.url().includes('/api/v1/')) sent.push(req.headers()['authorization']);
+    });
+    await waitFor('the page to ask for a key', async () => {
+      await page.goto(`${engine.server.url}/#/functions`);
+      await page.reload();
+      const error = page.locator('[data-testid=page-error]');
+      await Promise.race([error.waitFor(), page.locator('[data-testid=functions-table]').waitFor()]);
+      return (await error.count()) === 1 && ((await error.textContent()) ?? '').includes('[UNAUTHENTICATED]');
+    }, 20_000);
+    expect(await page.locator('main').textContent()).toContain('Enter an API key in the header');
+
+    await page.locator('#api-key').fill(key);
+    await page.locator('#settings button[type=submit]').click();
+    await page.locator('[data-testid=functions-table]').waitFor();
+    expect(sent[sent.length - 1]).toBe(`Bearer ${key}`);
+    await page.reload(); // kept for the tab
+    await page.locator('[data-testid=functions-table]').waitFor();
+    expect(sent[sent.length - 1]).toBe(`Bearer ${key}`);
+    expect(await page.locator('[data-testid=function-link]').count()).toBe(4);
   });
 });

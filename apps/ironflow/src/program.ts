@@ -1,6 +1,7 @@
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { createClient, IronflowClient, IronflowClientError, RunCancelledError, RunFailedError } from '@ironflow/sdk';
 import { devCommand } from './dev-command';
+import { apikeyCommand, secretCommand } from './security-commands';
 import {
   CliIO,
   CliUsageError,
@@ -25,9 +26,10 @@ export interface CliState {
 
 /**
  * The `ironflow` CLI: `dev`, `emit`, `invoke`, `publish`, `run get|list|cancel|pause|resume|paused|inject`,
- * `function list`, `event list`. Every client command takes
- * `--server URL` (default `$IRONFLOW_SERVER_URL`, else http://localhost:9123), `--env NAME` and
- * `--json` (print the API's JSON instead of text).
+ * `function list`, `event list`, `secret set|list|delete`, `apikey create|list|revoke`. Every
+ * client command takes `--server URL` (default `$IRONFLOW_SERVER_URL`, else
+ * http://localhost:9123), `--env NAME`, `--api-key KEY` (default `$IRONFLOW_API_KEY`) and `--json`
+ * (print the API's JSON instead of text).
  *
  * Output goes through `io`: results to `io.out`; errors to `io.err` as `error [CODE]: message`
  * (CODE = the engine's code such as `RUN_NOT_FOUND` when the server sent one, else the Connect
@@ -50,10 +52,11 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
   program
     .option('--server <url>', 'engine URL (default $IRONFLOW_SERVER_URL or http://localhost:9123)')
     .option('--env <name>', 'environment (X-Ironflow-Environment)')
+    .option('--api-key <key>', 'API key sent as Authorization: Bearer (default $IRONFLOW_API_KEY)')
     .addHelpText('after', '\nExit codes: 0 success, 1 error; emit --wait and invoke also 2 (run failed or cancelled) and 3 (timed out).');
-  const client = (): IronflowClient => {
-    const o = program.opts<{ server?: string; env?: string }>();
-    return createClient({ serverUrl: o.server, environment: o.env });
+  const client = (apiKey?: string): IronflowClient => {
+    const o = program.opts<{ server?: string; env?: string; apiKey?: string }>();
+    return createClient({ serverUrl: o.server, environment: o.env, apiKey: apiKey ?? o.apiKey });
   };
 
   /** Runs an action; an error is printed (text or JSON per its `--json`) and sets exit code 1. */
@@ -89,6 +92,11 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
   const dev = devCommand();
   dev.copyInheritedSettings(program);
   program.addCommand(dev);
+  for (const command of [secretCommand({ io, action, client }), apikeyCommand({ io, action, client })]) {
+    command.copyInheritedSettings(program);
+    for (const sub of command.commands) sub.copyInheritedSettings(program);
+    program.addCommand(command);
+  }
 
   program
     .command('emit')

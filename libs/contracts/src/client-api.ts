@@ -11,6 +11,12 @@ import { RunStatus, StepStatus, StepType } from './statuses';
 export interface CallScope {
   project: string;
   env: string;
+  /**
+   * The API key that authenticated the call, when keys are required; absent on an open server.
+   * A keyed call's project and env are the key's, so a worker's `labels.env` naming another env
+   * is refused rather than followed.
+   */
+  apiKeyId?: string;
 }
 
 /** A run as the API returns it (5.5). Times are ISO-8601 strings. */
@@ -152,7 +158,6 @@ export interface ListEventsOutput {
  */
 export interface UnsupportedFunctionOptions {
   actorKey?: string;
-  secrets?: string[];
   recordingRetention?: string;
   changeReason?: string;
 }

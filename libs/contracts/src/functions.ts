@@ -69,6 +69,11 @@ export interface FunctionDefinition {
   cancelOn: CancelOnSpec[];
   debounce?: DebounceConfig;
   metadata?: Record<string, unknown>;
+  /**
+   * Names of the secrets (of the function's project and env) delivered with every segment: push
+   * request `secrets`, pull assignment `context.secrets`, stream `JobContext.secrets`.
+   */
+  secrets?: string[];
   /** Recording profile; absent means `DEFAULT_RECORDING_PROFILE`. */
   recordingProfile?: RecordingProfile;
 }

@@ -42,6 +42,11 @@ export interface EngineConfig {
   /** How long a function's looked-up recording profile is used before it is read again (default 30000). */
   recordingRefreshMs: number;
   /**
+   * `IRONFLOW_PUSH_ALLOWED_HOSTS`: where push endpoints may be (CIDRs, addresses, host names,
+   * `*.domain`); empty (default) = anywhere but link-local and metadata addresses.
+   */
+  pushAllowedHosts: string[];
+  /**
    * Cron (default 10000): a tick at most this late fires in the next pass (a slow pass leaves no
    * gap); a schedule further behind missed its ticks, which collapse into one run for the latest.
    */
@@ -64,6 +69,7 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   recoveryCeiling: 10,
   scanMs: 1000,
   wakeLockTimeoutMs: 1000,
+  pushAllowedHosts: [],
   auditBudgetMs: 5000,
   auditBacklog: 1024,
   recordingRefreshMs: 30_000,

@@ -24,6 +24,10 @@ import { TriggerExpressions } from './trigger-expressions';
 import { TriggerSystem } from './trigger-system';
 import { WakeSystem } from './wake-system';
 import { LeaseRecoverySystem } from './lease-recovery-system';
+import { ApiKeySystem, ApiKeySystemOptions } from './api-key-system';
+import { PushEndpointPolicy } from './push-endpoint-policy';
+import { SecretCipher } from './secret-cipher';
+import { SecretSystem } from './secret-system';
 
 export interface EngineOptions {
   store: Store;
@@ -39,6 +43,12 @@ export interface EngineOptions {
   poolSize?: number;
   /** Replaces the follow-up tracker (fault injection: a crash after the commit). */
   followUps?: FollowUpTracker;
+  /** `IRONFLOW_SECRETS_KEY` (32 bytes): without it secrets cannot be set or delivered. */
+  secretsKey?: Buffer;
+  /** API keys: `IRONFLOW_REQUIRE_API_KEY`, `IRONFLOW_ADMIN_KEY`, lookup cache period. */
+  auth?: ApiKeySystemOptions;
+  /** Where push dispatch may connect; default: built from `config.pushAllowedHosts`. */
+  pushEndpoints?: PushEndpointPolicy;
   /**
    * Where `run get` reads a run's audit rows: a small pool of its own on PostgreSQL, so a locked
    * `audit_events` table never holds the engine's connections; default `store`.
@@ -81,6 +91,12 @@ export class Engine {
   readonly streams: StreamWorkerSystem;
   readonly api: EngineClientApi;
   readonly recovery: LeaseRecoverySystem;
+  /** API keys: creation, revocation, and the scope of every authenticated call. */
+  readonly apiKeys: ApiKeySystem;
+  /** The secret store (encrypted at rest), resolved into the segments of functions that declare secrets. */
+  readonly secrets: SecretSystem;
+  /** The push endpoint allow-list, checked at registration and on every push connection. */
+  readonly pushEndpoints: PushEndpointPolicy;
   private scanTimer?: NodeJS.Timeout;
   private scanRunning?: Promise<unknown>;
   private tickTimer?: NodeJS.Timeout;
@@ -126,18 +142,21 @@ export class Engine {
     const r = this.resources;
     const hints = new DispatchHints(r.bus);
     const announcer = new OutcomeAnnouncer(r);
-    this.functions = new FunctionRegistry(r);
+    this.apiKeys = new ApiKeySystem(r.store, options.auth);
+    this.secrets = new SecretSystem(r.store, options.secretsKey ? new SecretCipher(options.secretsKey) : undefined);
+    this.pushEndpoints = options.pushEndpoints ?? new PushEndpointPolicy({ allowedHosts: r.config.pushAllowedHosts });
+    this.functions = new FunctionRegistry(r, this.secrets, this.pushEndpoints);
     this.cron = new CronSystem(r, hints);
     this.debounces = new DebounceSystem(r, hints);
     this.triggers = new TriggerSystem(r, hints, new TriggerExpressions(r.metrics), this.debounces);
-    this.dispatch = new DispatchSystem(r);
     this.reports = new ReportSystem(r, announcer, hints);
+    this.dispatch = new DispatchSystem(r, this.secrets, this.reports);
     this.wakes = new WakeSystem(r, announcer, hints);
     announcer.setParentWake((child) => this.wakes.wakeParent(child));
     this.scheduler = new SchedulerSystem(r, this.wakes, announcer, hints, this.cron, this.debounces);
     this.cancels = new CancelSystem(r, announcer);
     this.pull = new PullWorkerSystem(r, this.dispatch, this.reports);
-    this.push = new PushDispatcher(r, this.dispatch, this.reports, hints);
+    this.push = new PushDispatcher(r, this.dispatch, this.reports, hints, this.pushEndpoints);
     this.streams = new StreamWorkerSystem(r, this.dispatch, this.reports, this.pull, hints);
     this.pauses = new PauseSystem(r, announcer, hints);
     this.pubsub = new PubSubSystem(r);
@@ -201,5 +220,6 @@ export class Engine {
     const left = drainMs - (Date.now() - started);
     await this.resources.followUps.drain(Math.max(left, this.resources.config.followUpDrainMs));
     await this.resources.audit.stop();
+    await this.pushEndpoints.close();
   }
 }

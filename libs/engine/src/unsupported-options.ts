@@ -9,7 +9,6 @@ import { EngineError, RegisterFunctionInput, TriggerInput } from '@ironflow/cont
 export function refuseUnsupportedOptions(input: RegisterFunctionInput): void {
   const refused: string[] = [];
   if ((input.cancelOn ?? []).length > 0) refused.push('cancelOn (cancel on event)');
-  if ((input.secrets ?? []).length > 0) refused.push('secrets');
   // Sticky routing would pin an actor's runs to one worker; pull and stream workers claim any
   // queued run of their functions, and the Ironflow SDK's workers ignore `actor_id`, so nothing
   // here could keep that promise.

@@ -13,8 +13,9 @@ export const IRONFLOW_ERROR_CODE_HEADER = 'ironflow-error-code';
 /**
  * The Connect code for each engine code. 404 → not_found; 400 and 413 → invalid_argument;
  * 409 → aborted for a lost fence (STALE_EXECUTION, retry after re-reading) and
- * failed_precondition for a state conflict (RUN_NOT_RUNNING, FUNCTION_DEBOUNCED); 401 → unauthenticated;
- * a drain (UNAVAILABLE, 503) → unavailable, which clients retry.
+ * failed_precondition for a state conflict (RUN_NOT_RUNNING, FUNCTION_DEBOUNCED); 401 →
+ * unauthenticated; 403 → permission_denied; 503 (SECRETS_NOT_CONFIGURED, and UNAVAILABLE during a
+ * drain) → unavailable, which clients retry.
  */
 export function connectCodeOf(code: EngineErrorCode): Code {
   switch (code) {
@@ -22,6 +23,8 @@ export function connectCodeOf(code: EngineErrorCode): Code {
     case 'FUNCTION_NOT_FOUND':
     case 'WORKER_NOT_FOUND':
     case 'JOB_NOT_FOUND':
+    case 'SECRET_NOT_FOUND':
+    case 'API_KEY_NOT_FOUND':
       return Code.NotFound;
     case 'INVALID_JSON':
     case 'VALIDATION_ERROR':
@@ -35,6 +38,9 @@ export function connectCodeOf(code: EngineErrorCode): Code {
       return Code.FailedPrecondition;
     case 'UNAUTHENTICATED':
       return Code.Unauthenticated;
+    case 'PERMISSION_DENIED':
+      return Code.PermissionDenied;
+    case 'SECRETS_NOT_CONFIGURED':
     case 'UNAVAILABLE':
       return Code.Unavailable;
     case 'INTERNAL_ERROR':

@@ -5,7 +5,8 @@
  * RPCs answer `unimplemented` (subscriptions are the `<base>/ws` WebSocket).
  */
 import type { JsonObject } from '@bufbuild/protobuf';
-import { ConnectError, type ServiceImpl } from '@connectrpc/connect';
+import { ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
+import { callScope } from './call-auth';
 import { type CallScope, type ClientApi, EngineError, type PubSubApi, isEngineError } from '@ironflow/contracts';
 import { PubSubService } from '@ironflow/contracts/proto';
 import { toTimestamp, triggerInputFromProto } from './client-mapping';
@@ -73,13 +74,13 @@ export function handlePubSubUnaryJson(deps: PubSubDeps, scope: CallScope, method
   return serveUnaryJson(PubSubService, bindings, deps, scope, method, rawBody, options);
 }
 
-/** The ConnectRPC implementation (Connect binary/JSON, gRPC) of the implemented PubSubService RPCs. */
-export function createPubSubServiceImpl(deps: PubSubDeps, scopeOf: (headers: Headers) => CallScope, onError?: (err: unknown, method: string) => void): Partial<ServiceImpl<typeof PubSubService>> {
+/** The ConnectRPC implementation (Connect binary/JSON, gRPC) of the implemented PubSubService RPCs; the scope is the one `authInterceptor` checked (`callScope`). */
+export function createPubSubServiceImpl(deps: PubSubDeps, onError?: (err: unknown, method: string) => void): Partial<ServiceImpl<typeof PubSubService>> {
   const impl: Record<string, unknown> = {};
   for (const [name, binding] of Object.entries(PUBSUB_METHODS)) {
-    impl[name] = async (req: never, ctx: { requestHeader: Headers }) => {
+    impl[name] = async (req: never, ctx: HandlerContext) => {
       try {
-        return binding.toMessage(await binding.call(deps, scopeOf(ctx.requestHeader), req, undefined, ctx.requestHeader.get(RUN_ID_HEADER) ?? undefined));
+        return binding.toMessage(await binding.call(deps, callScope(ctx), req, undefined, ctx.requestHeader.get(RUN_ID_HEADER) ?? undefined));
       } catch (err) {
         if (!isEngineError(err) && !(err instanceof ConnectError)) onError?.(err, name);
         throw toConnectError(err);

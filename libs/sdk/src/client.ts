@@ -1,7 +1,7 @@
-import type { EventView, FunctionDefinition, ListEventsOutput, ListRunsOutput, RunHistoryEntry, RunStatus, RunView, StepView } from '@ironflow/contracts';
+import type { ApiKeyView, EventView, FunctionDefinition, ListEventsOutput, ListRunsOutput, RunHistoryEntry, RunStatus, RunView, SecretView, StepView } from '@ironflow/contracts';
 import { IronflowClientError, RunCancelledError, RunErrorInfo, RunFailedError } from './errors';
 import type { FunctionConfig, IronflowFunction } from './function';
-import { baseHeaders, connectUnary, httpError, networkError, parseJson, restGet, sendRaw } from './http';
+import { RawResponse, baseHeaders, connectUnary, httpError, networkError, parseJson, restGet, sendRaw } from './http';
 import { PublishResult, createPublisher } from './publish';
 import { SubscribeOptions, Subscription, openSubscription } from './subscribe';
 import { REGISTER_FUNCTION_PROCEDURE, clientRegistrationBody } from './register-function';
@@ -79,6 +79,11 @@ export interface RunSteps {
   children: RunView[];
 }
 
+/** A secret as the engine lists it: never its value. */
+export type SecretInfo = SecretView;
+/** An API key as the engine lists it: never the key. */
+export type ApiKeyInfo = ApiKeyView;
+
 /**
  * The engine's client API over Connect unary JSON. Every method throws {@link IronflowClientError}
  * on failure (`engineCode` set when the engine named its own code, e.g. `RUN_NOT_FOUND`).
@@ -129,6 +134,25 @@ export interface IronflowClient {
   cancelRun(id: string, reason?: string): Promise<RunView>;
   /** Engine health (`Health`): `{status}`, e.g. `"ok"`. */
   health(): Promise<{ status: string }>;
+  /**
+   * Creates or replaces a secret of the client's project and env (`PUT /api/v1/secrets/<name>`).
+   * `SECRETS_NOT_CONFIGURED` (503) when the engine has no `IRONFLOW_SECRETS_KEY`.
+   */
+  setSecret(name: string, value: string): Promise<SecretInfo>;
+  /** The secrets of the client's project and env, names and times only (`GET /api/v1/secrets`). */
+  listSecrets(): Promise<SecretInfo[]>;
+  /** Deletes a secret (`DELETE /api/v1/secrets/<name>`); `SECRET_NOT_FOUND` when there is none. */
+  deleteSecret(name: string): Promise<void>;
+  /**
+   * Creates an API key (`POST /api/v1/api-keys`, an admin route: the client's `apiKey` must be
+   * the engine's `IRONFLOW_ADMIN_KEY`, unless the engine is still open). The key is in the answer
+   * only this once.
+   */
+  createApiKey(input?: { project?: string; env?: string; name?: string }): Promise<{ key: string; apiKey: ApiKeyInfo }>;
+  /** Every API key, revoked ones included, never the key itself (admin route). */
+  listApiKeys(): Promise<ApiKeyInfo[]>;
+  /** Revokes an API key by id or `ifk_<id>` prefix (admin route); `API_KEY_NOT_FOUND` when there is none. */
+  revokeApiKey(id: string): Promise<ApiKeyInfo>;
   /**
    * Pauses a run at its next segment boundary (`PauseRun`): `"paused"` when it parked at once,
    * `"pause_requested"` while a segment runs (its end parks the run). `reason` is shown by `getPausedState`.
@@ -197,6 +221,19 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
   const headers = baseHeaders(resolveApiKey(options.apiKey), environment);
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const call = (method: string, body: unknown, deadlineMs = timeoutMs) => connectUnary(serverUrl, `${SERVICE}/${method}`, body, { headers, timeoutMs: deadlineMs });
+  /** One REST call; the parsed JSON answer, or an IronflowClientError like the Connect calls. */
+  const restCall = async (method: 'GET' | 'PUT' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<Record<string, unknown>> => {
+    const what = `${method} ${path}`;
+    let response: RawResponse;
+    try {
+      response = await sendRaw(`${serverUrl}${path}`, { method, headers, body, timeoutMs });
+    } catch (err) {
+      throw networkError(what, err);
+    }
+    if (response.status < 200 || response.status >= 300) throw httpError(what, response);
+    const parsed = parseJson(response.text);
+    return parsed && typeof parsed === 'object' ? (parsed as Record<string, unknown>) : {};
+  };
 
   return {
     serverUrl,
@@ -293,6 +330,33 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
     async health() {
       const res = await call('Health', {});
       return { status: String(res.status ?? '') };
+    },
+
+    async setSecret(name, value) {
+      return (await restCall('PUT', `/api/v1/secrets/${encodeURIComponent(name)}`, { value })).secret as SecretInfo;
+    },
+
+    async listSecrets() {
+      const res = await restCall('GET', '/api/v1/secrets');
+      return Array.isArray(res.secrets) ? (res.secrets as SecretInfo[]) : [];
+    },
+
+    async deleteSecret(name) {
+      await restCall('DELETE', `/api/v1/secrets/${encodeURIComponent(name)}`);
+    },
+
+    async createApiKey(input = {}) {
+      const res = await restCall('POST', '/api/v1/api-keys', input);
+      return { key: String(res.key ?? ''), apiKey: res.apiKey as ApiKeyInfo };
+    },
+
+    async listApiKeys() {
+      const res = await restCall('GET', '/api/v1/api-keys');
+      return Array.isArray(res.apiKeys) ? (res.apiKeys as ApiKeyInfo[]) : [];
+    },
+
+    async revokeApiKey(id) {
+      return (await restCall('DELETE', `/api/v1/api-keys/${encodeURIComponent(id)}`)).apiKey as ApiKeyInfo;
     },
 
     async pauseRun(runId, reason) {

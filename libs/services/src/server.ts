@@ -3,7 +3,7 @@ import { INestApplication, Module, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { BusNamespace } from '@ironflow/bus';
 import { ProcessLogger, createProcessLogger } from '@ironflow/observability';
-import { OnePortServer, createPubSubServiceImpl, createRpcHandlers, listenOnePort, scopeFromHeaders } from '@ironflow/rpc';
+import { OnePortServer, createPubSubServiceImpl, createRpcHandlers, listenOnePort } from '@ironflow/rpc';
 import { PubSubService } from '@ironflow/contracts/proto';
 import { attachSubscriptionGateway } from './api-gateway/subscription-gateway';
 import { ApiGatewayModule } from './api-gateway/api-gateway.module';
@@ -13,6 +13,7 @@ import { CapacityScannerModule } from './capacity-scanner/capacity-scanner.modul
 import { DispatcherModule } from './dispatcher/dispatcher.module';
 import { workerServiceHttp2Handler, workerServiceRoutes } from './dispatcher/stream/worker-service';
 import { EngineErrorFilter } from './http/engine-error.filter';
+import { authenticateHeaders, authenticateSubscription } from './http/api-key.guard';
 import { rawBodyMiddleware } from './http/raw-body.middleware';
 import { CoreModule } from './runtime/core.module';
 import { EngineRuntime } from './runtime/engine-runtime';
@@ -80,17 +81,19 @@ export async function startServer(settings: IronflowSettings, services: readonly
       app.connectMicroservice({ strategy: new NamespacedNatsServer(new BusNamespace(settings.clusterId), { servers: settings.natsUrl.split(','), queue: 'audit-writer' }) });
       await app.startAllMicroservices();
     }
-    // The dispatcher serves the worker stream (`WorkerService.Connect`) on the HTTP/2 side.
-    const streamOptions = { scopeOf: scopeFromHeaders, logger: runtime.engine.resources.logger, maxBodyBytes: settings.maxPayloadBytes };
+    // The dispatcher serves the worker stream (`WorkerService.Connect`) on the HTTP/2 side. Every
+    // HTTP/2 call passes the API key check once, in the router's interceptor (HTTP/1: ApiKeyGuard).
+    const authenticate = (headers: Headers) => authenticateHeaders(runtime.engine.apiKeys, headers);
+    const streamOptions = { authenticate, logger: runtime.engine.resources.logger, maxBodyBytes: settings.maxPayloadBytes };
     const routes = services.includes('dispatcher') ? workerServiceRoutes(runtime.engine.streams, streamOptions) : undefined;
-    const pubsub = createPubSubServiceImpl({ pubsub: runtime.engine.pubsub, api: runtime.engine.api }, scopeFromHeaders);
+    const pubsub = createPubSubServiceImpl({ pubsub: runtime.engine.pubsub, api: runtime.engine.api });
     const http2Handler = services.includes('api-gateway')
-      ? createRpcHandlers(runtime.engine.api, scopeFromHeaders, { maxBodyBytes: settings.maxPayloadBytes, routes: (router) => { routes?.(router); router.service(PubSubService, pubsub); } }).http2Handler
+      ? createRpcHandlers(runtime.engine.api, authenticate, { maxBodyBytes: settings.maxPayloadBytes, routes: (router) => { routes?.(router); router.service(PubSubService, pubsub); } }).http2Handler
       : routes
         ? workerServiceHttp2Handler(runtime.engine.streams, streamOptions)
         : (_req: unknown, res: { statusCode: number; end(): void }) => { res.statusCode = 404; res.end(); };
     // The api-gateway serves subscriptions (`<base>/ws`) on the HTTP/1.1 side.
-    subscriptions = services.includes('api-gateway') ? attachSubscriptionGateway(app.getHttpServer(), { bus: runtime.engine.resources.bus }) : undefined;
+    subscriptions = services.includes('api-gateway') ? attachSubscriptionGateway(app.getHttpServer(), { bus: runtime.engine.resources.bus, scopeOf: (req) => authenticateSubscription(runtime.engine.apiKeys, req) }) : undefined;
     listener = await listenOnePort({ port: settings.port, host: settings.host, http1: app.getHttpServer(), http2Handler }).catch((err: NodeJS.ErrnoException) => {
       throw err.code === 'EADDRINUSE' || err.code === 'EACCES'
         ? new SettingsError(`IRONFLOW_PORT: cannot listen on ${settings.host}:${settings.port}: ${err.code === 'EADDRINUSE' ? 'the port is in use' : 'permission denied'}`)

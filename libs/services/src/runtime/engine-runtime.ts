@@ -61,6 +61,8 @@ export class EngineRuntime {
       bus,
       logger,
       metrics,
+      secretsKey: settings.secretsKey,
+      auth: { requireApiKey: settings.requireApiKey, adminKey: settings.adminKey, cacheMs: settings.apiKeyCacheMs },
       config: {
         nodeId: settings.nodeId,
         leaseMs: settings.leaseMs,
@@ -68,6 +70,7 @@ export class EngineRuntime {
         dispatchPollMs: settings.dispatchPollMs,
         scanMs: settings.scanMs,
         maxPayloadBytes: settings.maxPayloadBytes,
+        pushAllowedHosts: settings.pushAllowedHosts,
         cronCatchUpMs: settings.cronCatchUpMs,
       },
     });

@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import { Controller, Get, Header, NotFoundException, Param, Res } from '@nestjs/common';
 import type { Response } from 'express';
 import { UNARY_JSON_METHODS } from '@ironflow/rpc';
+import { PublicRoute } from '../http/api-key.guard';
 
 /** Where `npm run build` puts the UI (`dist/ui`), from the compiled services or from the sources (tests). */
 export function uiAssetsDir(): string | undefined {
@@ -17,8 +18,10 @@ const ASSET = /^[a-z0-9][a-z0-9-]*\.(js|css|js\.map)$/;
  * The runs UI (`libs/ui`), served by the api-gateway and so by `ironflow dev`: `GET /` is the page,
  * `GET /ui/<file>` its scripts and styles from the build output, `GET /ui/config.json` what the
  * API offers the UI (the pause/resume buttons appear once `PauseRun`/`ResumeRun` exist). Nothing
- * else: the UI reads the REST and Connect routes of the client API like any client.
+ * else: the UI reads the REST and Connect routes of the client API like any client. Public (no API
+ * key): the page carries no data; its API calls send the key typed in it.
  */
+@PublicRoute()
 @Controller()
 export class UiController {
   private readonly dir = uiAssetsDir();
