@@ -145,7 +145,7 @@ describe('ironflow CLI', () => {
 
   describe('reading functions, events and runs', () => {
     it('function list prints one line per function and the count', async () => {
-      replies['/api/v1/functions'] = () => ({
+      replies['GET /api/v1/functions'] = () => ({
         status: 200,
         body: { functions: [
           { id: 'order.process', name: 'order.process', mode: 'pull', triggers: [{ event: 'order.placed' }], retry: {}, timeoutMs: 1, cancelOn: [], version: 2 },
@@ -164,7 +164,7 @@ describe('ironflow CLI', () => {
     });
 
     it('event list passes the filters to GET /api/v1/events and prints the events and the next cursor', async () => {
-      replies['/api/v1/events'] = () => ({
+      replies['GET /api/v1/events'] = () => ({
         status: 200,
         body: { events: [{ id: 'evt-2', name: 'order.placed', data: { orderId: 'A-7', note: 'x'.repeat(100) }, ts: '2026-01-01T00:00:01.000Z' }], nextCursor: '1767225601000:evt-2' },
       });
