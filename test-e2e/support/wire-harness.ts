@@ -23,9 +23,12 @@ export interface WireEngine {
   close(): Promise<void>;
 }
 
-/** Starts the engine with short intervals on its own store; `close()` stops it and drops the store. */
-export async function startWireEngine(store: WireStore): Promise<WireEngine> {
-  const { server, close } = await startTestServer(store, 'ironflow_wire');
+/**
+ * Starts the engine with short intervals on its own store; `close()` stops it and drops the store.
+ * `signingKey`: the engine signs push requests with it (`IRONFLOW_SIGNING_KEY`).
+ */
+export async function startWireEngine(store: WireStore, options: { signingKey?: string } = {}): Promise<WireEngine> {
+  const { server, close } = await startTestServer(store, 'ironflow_wire', options.signingKey ? { signingKey: options.signingKey } : {});
   return {
     url: server.url,
     close,

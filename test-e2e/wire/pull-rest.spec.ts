@@ -451,8 +451,10 @@ describe.each(WIRE_STORES)('wire: pull over REST (%s)', (store) => {
   });
 
   // Regression (engine bug found by this suite): as over push, a step output of `null` used to
-  // lose its key in `completed_steps`.
-  it('a checkpointed step output of null comes back as `output: null` in completed_steps', async () => {
+  // lose its key in `completed_steps`. Issue 7 item 1: so did a step without a value (a finished
+  // sleep, a step that returned undefined); the SDK's zod 4 schema declares `output: z.unknown()`
+  // (a required key) and dropped the whole assignment.
+  it('every completed_steps row carries `output`: null for a null output, a step that returned undefined and a finished sleep', async () => {
     const { event, worker } = await newWorker();
     const { runId } = await trigger(event);
     const job = await pollJob(worker);
@@ -461,9 +463,42 @@ describe.each(WIRE_STORES)('wire: pull over REST (%s)', (store) => {
     expect(is2xx((await update(worker, job, { status: 'progress', steps, step_offset: 0, ...fence(job) })).status)).toBe(true);
     expect(is2xx((await update(worker, job, { status: 'yielded', yield: { type: 'sleep', step_id: `${runId}:nap:0`, until: isoIn(50) }, ...fence(job) })).status)).toBe(true);
     const next = await pollJob(worker);
-    const byId = new Map<string, any>(next.completed_steps.map((s: any) => [s.step_id, s]));
-    expect(byId.get(`${runId}:log:0`)).toEqual({ step_id: `${runId}:log:0`, name: 'log' });
-    expect(byId.get(`${runId}:find:0`)).toEqual({ step_id: `${runId}:find:0`, name: 'find', output: null });
+    expect(next.completed_steps).toStrictEqual([
+      { step_id: `${runId}:find:0`, name: 'find', output: null },
+      { step_id: `${runId}:log:0`, name: 'log', output: null },
+      { step_id: `${runId}:nap:0`, name: 'nap', output: null },
+    ]);
+  });
+
+  it('the exact JSON of a pull function step.run a → step.sleep nap → step.run b: the sleep row is {"step_id","name","output":null}', async () => {
+    const { event, worker } = await newWorker();
+    const { runId } = await trigger(event);
+    const job = await pollJob(worker);
+    expect(is2xx((await ack(worker, job)).status)).toBe(true);
+    expect(is2xx((await update(worker, job, { status: 'progress', steps: [stepResult(runId, 'a', 'A')], step_offset: 0, ...fence(job) })).status)).toBe(true);
+    expect(is2xx((await update(worker, job, { status: 'yielded', yield: { type: 'sleep', step_id: `${runId}:nap:0`, until: isoIn(50) }, ...fence(job) })).status)).toBe(true);
+    const raw = await waitFor('the job after the sleep', async () => {
+      const res = await rest(engine.url, 'GET', `/api/v1/workers/${worker}/jobs?available=10`);
+      return res.status === 200 ? res : undefined;
+    });
+    const rows = raw.text.slice(raw.text.indexOf('"completed_steps":'), raw.text.indexOf(']', raw.text.indexOf('"completed_steps":')) + 1);
+    expect(rows).toBe(`"completed_steps":[{"step_id":"${runId}:a:0","name":"a","output":"A"},{"step_id":"${runId}:nap:0","name":"nap","output":null}]`);
+    const next = raw.json.jobs[0];
+    expect(is2xx((await ack(worker, next)).status)).toBe(true);
+    expect(is2xx((await update(worker, next, { status: 'completed', output: 'B', steps: [stepResult(runId, 'b', 'B')], step_offset: next.step_sequence_base, ...fence(next) })).status)).toBe(true);
+    expect((await getRun(runId)).status).toBe('completed');
+  });
+
+  it('`event.data` is always present and an emitted event\'s `version` and `metadata` reach the assignment (absent metadata stays absent)', async () => {
+    const { event, worker } = await newWorker();
+    const emitted = await connect(engine.url, 'Trigger', { event, data: { n: 1 }, version: 2, metadata: { src: 'x' } });
+    expect(emitted.status).toBe(200);
+    const job = await pollJob(worker);
+    expect(job.event).toStrictEqual({ id: emitted.json.eventId, name: event, data: { n: 1 }, timestamp: job.event.timestamp, version: 2, metadata: { src: 'x' } });
+    await trigger(event);
+    const plain = await pollJob(worker);
+    expect(Object.keys(plain.event).sort()).toEqual(['data', 'id', 'name', 'timestamp', 'version']);
+    expect(plain.event.version).toBe(1);
   });
 
   it('X-Ironflow-Environment scopes R1–R6: a worker of env "staging" gets only that env\'s runs', async () => {

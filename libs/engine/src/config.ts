@@ -35,6 +35,11 @@ export interface EngineConfig {
   scanMs: number;
   /** PostgreSQL row-lock wait of a wake (default 1000): a wake on a locked parent gives up and a later pass retries it. */
   wakeLockTimeoutMs: number;
+  /**
+   * Key of the push signature (WIRE-PROTOCOL.md 2.1): when set, every push request carries
+   * `X-Ironflow-Signature: sha256=<hex HMAC-SHA256(key, raw body)>`; unset (default), none.
+   */
+  signingKey?: string;
 }
 
 export const DEFAULT_ENGINE_CONFIG: EngineConfig = {

@@ -1,4 +1,4 @@
-import { EngineError, PushResponse } from '@ironflow/contracts';
+import { EngineError, PushResponse, SIGNATURE_HEADER, signPushBody } from '@ironflow/contracts';
 import { ExecutionFence } from '@ironflow/fencing';
 import { leasesSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
@@ -9,8 +9,8 @@ import { Segment, toPushRequest } from './segment-loader';
 
 /**
  * The push dispatcher (WIRE-PROTOCOL.md section 2): claims push segments, POSTs each to its
- * function's endpoint, bounded by the function's timeout, and applies the answer as a fenced
- * report. A transport failure (refused, non-200, a body that is not a PushResponse) counts as a
+ * function's endpoint (signed with `X-Ironflow-Signature` when `signingKey` is configured),
+ * bounded by the function's timeout, and applies the answer as a fenced report. A transport failure (refused, non-200, a body that is not a PushResponse) counts as a
  * retryable failure of the attempt with code `PUSH_DISPATCH_FAILED`.
  */
 export class PushDispatcher {
@@ -122,13 +122,19 @@ export class PushDispatcher {
     }
   }
 
+  /**
+   * One POST: the PushRequest as JSON, signed when the engine has a signing key
+   * (`X-Ironflow-Signature` over the exact bytes sent), bounded by the function's timeout.
+   */
   private async call(url: string, timeoutMs: number, segment: Segment): Promise<SegmentReport> {
     const stop = this.r.metrics.pushLatency.startTimer();
     try {
+      const body = JSON.stringify(toPushRequest(segment));
+      const { signingKey } = this.r.config;
       const response = await fetch(url, {
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(toPushRequest(segment)),
+        headers: { 'content-type': 'application/json', ...(signingKey ? { [SIGNATURE_HEADER]: signPushBody(signingKey, body) } : {}) },
+        body,
         signal: AbortSignal.timeout(timeoutMs),
       });
       const text = await response.text();

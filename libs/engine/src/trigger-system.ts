@@ -7,11 +7,13 @@ import { checkName, checkPayload } from './payload-limits';
 import { recordRunCreated } from './run-created-audit';
 import { EngineResources } from './resources';
 import { DispatchHints } from './dispatch-hints';
-import { refuseUnsupportedEventFields } from './unsupported-options';
+import { eventFieldsOf } from './event-fields';
+import { toWireEvent } from './segment-loader';
 
 /**
  * Starts runs from an event (WIRE-PROTOCOL.md 5.2 `Trigger`): one unit of work inserts the event
- * and a run for each function whose trigger names it. A repeated idempotency key starts nothing
+ * (with its `version` and `metadata`, which reach the handler) and a run for each function whose
+ * trigger names it. A repeated idempotency key starts nothing
  * and answers with the first event's runs. Throws `VALIDATION_ERROR` or `PAYLOAD_TOO_LARGE`.
  */
 export class TriggerSystem {
@@ -19,7 +21,7 @@ export class TriggerSystem {
 
   async trigger(scope: CallScope, input: TriggerInput): Promise<TriggerOutput> {
     checkName('event', input.event, 256);
-    refuseUnsupportedEventFields(input);
+    const { version, metadata } = eventFieldsOf(input, this.r.config.maxPayloadBytes);
     if (input.idempotencyKey !== undefined && input.idempotencyKey !== '') checkName('idempotencyKey', input.idempotencyKey, 512);
     checkPayload('event data', input.data, this.r.config.maxPayloadBytes);
     const result = await this.r.store.unitOfWork('trigger', async (tx) => {
@@ -30,6 +32,8 @@ export class TriggerSystem {
         name: input.event.trim(),
         data: input.data ?? {},
         idempotencyKey: input.idempotencyKey || undefined,
+        version,
+        metadata,
       });
       if (duplicate) {
         const rows = await tx.query<{ id: string }>(`SELECT id FROM runs WHERE event_id = $1 ORDER BY id`, [event.id]);
@@ -79,7 +83,7 @@ export class TriggerSystem {
   private async satisfyWaits(tx: Tx, scope: CallScope, event: EventRecord): Promise<string[]> {
     const open = await correlationsSql.listOpenCorrelations(tx, scope.project, scope.env, event.name);
     const modes: string[] = [];
-    const wireEvent = { id: event.id, name: event.name, data: event.data, timestamp: new Date(event.ts).toISOString() };
+    const wireEvent = toWireEvent(event);
     for (const c of open) {
       if (c.matchPath !== null && JSON.stringify(valueAtPath(wireEvent, c.matchPath) ?? null) !== c.matchValue) continue;
       if (!(await correlationsSql.closeCorrelation(tx, c.runId, c.stepId))) continue;

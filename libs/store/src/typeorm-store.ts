@@ -6,8 +6,14 @@ import { Store, Tx } from './tx';
 import { InitialSchema1732900000000 } from './migrations/initial-schema';
 import { ConcurrencyLanes1733000000000 } from './migrations/concurrency-lanes';
 import { WaitingRunsIndex1733100000000 } from './migrations/waiting-runs-index';
+import { EventVersionMetadata1734100000000 } from './migrations/event-version-metadata';
 
-const MIGRATIONS = [InitialSchema1732900000000, ConcurrencyLanes1733000000000, WaitingRunsIndex1733100000000];
+const MIGRATIONS = [
+  InitialSchema1732900000000,
+  ConcurrencyLanes1733000000000,
+  WaitingRunsIndex1733100000000,
+  EventVersionMetadata1734100000000,
+];
 
 export interface StoreOptions {
   /** `postgres://…` for PostgreSQL; `sqlite:<path>` or a path ending in `.db` for SQLite; `sqlite::memory:` for tests. */

@@ -60,6 +60,7 @@ export class EngineRuntime {
         dispatchPollMs: settings.dispatchPollMs,
         scanMs: settings.scanMs,
         maxPayloadBytes: settings.maxPayloadBytes,
+        ...(settings.signingKey ? { signingKey: settings.signingKey } : {}),
       },
     });
     return new EngineRuntime(settings, engine, store, bus, metrics, auditWriter);

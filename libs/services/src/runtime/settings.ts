@@ -17,6 +17,7 @@ import { z } from 'zod';
  * | IRONFLOW_SCAN_MS | 1000 (capacity scanner period) |
  * | IRONFLOW_MAX_PAYLOAD_BYTES | 4194304 |
  * | NATS_URL (or IRONFLOW_NATS_URL) | none: the in-process bus (one process); `nats://…` for a cluster |
+ * | IRONFLOW_SIGNING_KEY | none: push requests unsigned; else each carries `X-Ironflow-Signature` (at least 16 characters, no surrounding whitespace) |
  */
 const schema = z.object({
   IRONFLOW_DATABASE_URL: z
@@ -33,6 +34,12 @@ const schema = z.object({
   IRONFLOW_SCAN_MS: z.coerce.number().int().min(10).default(1000),
   IRONFLOW_MAX_PAYLOAD_BYTES: z.coerce.number().int().min(1024).default(4 * 1024 * 1024),
   IRONFLOW_NATS_URL: z.string().regex(/^nats:\/\//, 'NATS_URL (or IRONFLOW_NATS_URL) must start with nats://').optional(),
+  IRONFLOW_SIGNING_KEY: z
+    .string()
+    .min(16, 'at least 16 characters')
+    // A key read from a file or a Secret often ends in a newline: the HMAC would silently differ from the app's.
+    .refine((k) => k.trim() === k, 'has leading or trailing whitespace (a newline from a file?)')
+    .optional(),
 });
 
 export interface IronflowSettings {
@@ -48,6 +55,8 @@ export interface IronflowSettings {
   maxPayloadBytes: number;
   /** NATS JetStream URL; without it the process uses the in-process bus. */
   natsUrl?: string;
+  /** Key of the push signature (`X-Ironflow-Signature`); without it push requests are unsigned. */
+  signingKey?: string;
   /** SQLite: hold the file exclusively (`ironflow dev`). */
   exclusiveStore?: boolean;
 }
@@ -73,6 +82,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env, overrides: Pa
     scanMs: e.IRONFLOW_SCAN_MS,
     maxPayloadBytes: e.IRONFLOW_MAX_PAYLOAD_BYTES,
     ...(e.IRONFLOW_NATS_URL ? { natsUrl: e.IRONFLOW_NATS_URL } : {}),
+    ...(e.IRONFLOW_SIGNING_KEY ? { signingKey: e.IRONFLOW_SIGNING_KEY } : {}),
     ...overrides,
   };
 }

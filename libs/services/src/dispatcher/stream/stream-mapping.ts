@@ -117,9 +117,14 @@ export function toEngineMessage(msg: StreamEngineMessage): EngineMessageInit {
   }
 }
 
-/** A pull assignment (3.4) → JobAssignment (4.4): Struct fields wrapped, `*_json` twins exact. */
+/**
+ * A pull assignment (3.4) → JobAssignment (4.4): Struct fields wrapped, `*_json` twins exact. A
+ * completed step without a value (a sleep) has no `output` Struct and `output_json` `"null"`, as
+ * the REST assignment has `"output": null`; the event carries `metadata` (7) and `version` (8).
+ */
 export function toJobAssignment(job: JobAssignment, leaseExpiresAt: number): MessageInitShape<typeof v1.JobAssignmentSchema> {
   const data = toStruct(job.event.data);
+  const metadata = toStruct(job.event.metadata);
   return {
     jobId: job.job_id,
     runId: job.run_id,
@@ -129,6 +134,7 @@ export function toJobAssignment(job: JobAssignment, leaseExpiresAt: number): Mes
       name: job.event.name,
       ...(data ? { data } : {}),
       ...(job.event.timestamp ? { timestamp: toTimestamp(job.event.timestamp) } : {}),
+      ...(metadata ? { metadata } : {}),
       version: job.event.version ?? 1,
     },
     completedSteps: job.completed_steps.map((s) => {
