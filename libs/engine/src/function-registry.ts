@@ -10,6 +10,7 @@ import {
 import { FunctionRecord, functionsSql } from '@ironflow/store';
 import { EngineResources } from './resources';
 import { refuseUnsupportedOptions } from './unsupported-options';
+import { checkName } from './payload-limits';
 
 const ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 
@@ -37,7 +38,7 @@ const definitionSchema = z.object({
 /**
  * Registers and reads functions. `register` validates the definition (throws `VALIDATION_ERROR`
  * listing the bad paths; a push function needs `endpointUrl`; an option the engine does not act
- * on yet is refused by name), fills defaults (retry 3 attempts,
+ * on yet is refused by name; trigger event names are trimmed as at emit, a blank one refused), fills defaults (retry 3 attempts,
  * 1 s, ×2, cap 300 s; timeout 600 s) and bumps the version when the definition changed.
  */
 export class FunctionRegistry {
@@ -57,7 +58,8 @@ export class FunctionRegistry {
       ...(d.description ? { description: d.description } : {}),
       mode: d.mode,
       ...(d.endpointUrl ? { endpointUrl: d.endpointUrl } : {}),
-      triggers: d.triggers,
+      // Event names are trimmed here as at emit, so `"x.go "` fires on `x.go` (never a silent mismatch).
+      triggers: d.triggers.map((t, i) => (t.event === undefined ? t : { ...t, event: checkName(`triggers.${i}.event`, t.event, 256) })),
       retry: { ...DEFAULT_RETRY, ...stripUndefined(d.retry ?? {}) },
       timeoutMs: d.timeoutMs ?? DEFAULT_FUNCTION_TIMEOUT_MS,
       ...(d.concurrency ? { concurrency: d.concurrency } : {}),

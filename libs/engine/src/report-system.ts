@@ -7,9 +7,9 @@ import { parseDurationMs } from './duration';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
 import { retryDelayMs } from './retry-policy';
-import { valueAtPath } from './json-path';
+import { waitingMatchValue } from './wait-match';
 import { newRunOf } from './new-run';
-import { checkPayload } from './payload-limits';
+import { checkName, checkPayload } from './payload-limits';
 import { recordRunCreated } from './run-created-audit';
 
 /** A worker's report of one execution, from any transport. */
@@ -174,9 +174,9 @@ export class ReportSystem {
           stepId: y.step_id,
           project: run.project,
           env: run.env,
-          eventName: y.event_filter.event,
-          matchPath: y.event_filter.match ?? null,
-          matchValue: y.event_filter.match ? JSON.stringify(valueAtPath({ data: run.input }, y.event_filter.match) ?? null) : null,
+          eventName: checkName('yield.event_filter.event', y.event_filter.event, 256),
+          matchPath: y.event_filter.match || null,
+          matchValue: y.event_filter.match ? waitingMatchValue(run.input, y.event_filter.match) : null,
         });
         return this.wait(tx, run);
       }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { CallScope, EngineError, TriggerInput, TriggerOutput } from '@ironflow/contracts';
 import { EventRecord, RunRecord, Tx, correlationsSql, eventsSql, functionsSql, runsSql, stepsSql } from '@ironflow/store';
-import { valueAtPath } from './json-path';
+import { eventSatisfiesWait } from './wait-match';
 import { newRunOf } from './new-run';
 import { checkName, checkPayload } from './payload-limits';
 import { recordRunCreated } from './run-created-audit';
@@ -77,7 +77,8 @@ export class TriggerSystem {
 
   /**
    * Resumes runs waiting in `waitForEvent` for this event: the step completes with the event
-   * object (WIRE-PROTOCOL.md 1.3) when the `match` path's value equals the run's own event's.
+   * object (WIRE-PROTOCOL.md 1.3) when the `match` path's value equals the run's own event's,
+   * structurally (see `wait-match.ts`).
    * Returns the modes of the runs queued again.
    */
   private async satisfyWaits(tx: Tx, scope: CallScope, event: EventRecord): Promise<string[]> {
@@ -85,7 +86,7 @@ export class TriggerSystem {
     const modes: string[] = [];
     const wireEvent = toWireEvent(event);
     for (const c of open) {
-      if (c.matchPath !== null && JSON.stringify(valueAtPath(wireEvent, c.matchPath) ?? null) !== c.matchValue) continue;
+      if (!eventSatisfiesWait(wireEvent, c.matchPath, c.matchValue)) continue;
       if (!(await correlationsSql.closeCorrelation(tx, c.runId, c.stepId))) continue;
       if (!(await stepsSql.completeWaitStep(tx, c.runId, c.stepId, wireEvent))) continue;
       if (await runsSql.queueContinuation(tx, c.runId)) {
