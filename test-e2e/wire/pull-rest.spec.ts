@@ -501,6 +501,19 @@ describe.each(WIRE_STORES)('wire: pull over REST (%s)', (store) => {
     expect(plain.event.version).toBe(1);
   });
 
+  it('R6 completed whose step id holds U+0000 answers 400 VALIDATION_ERROR and ends the attempt (REPORT_REJECTED), never leaving the run running', async () => {
+    const { event, worker } = await newWorker();
+    const { runId } = await trigger(event);
+    const job = await pollJob(worker);
+    expect(is2xx((await ack(worker, job)).status)).toBe(true);
+    const step = { ...stepResult(runId, 'a', 1), id: `${runId}:a\u0000:0` };
+    const res = await update(worker, job, { status: 'completed', output: 1, steps: [step], step_offset: 0, ...fence(job) });
+    expect([res.status, res.json.code]).toEqual([400, 'VALIDATION_ERROR']);
+    const run = await getRun(runId);
+    expect(run.status).not.toBe('running');
+    expect(run.error).toMatchObject({ code: 'REPORT_REJECTED', retryable: true });
+  });
+
   it('X-Ironflow-Environment scopes R1–R6: a worker of env "staging" gets only that env\'s runs', async () => {
     const env = uid('staging');
     const fnId = uid('pull-env');

@@ -18,6 +18,8 @@ class RawConnectStream {
   private readonly stream: ClientHttp2Stream;
   status?: number;
   contentType?: string;
+  /** The end-of-stream message, once received. */
+  end?: { error?: { code: string; message: string } };
 
   constructor(base: string) {
     this.session = h2connect(base);
@@ -44,7 +46,11 @@ class RawConnectStream {
       if (this.buffer.length < 5 + length) return;
       const payload = this.buffer.subarray(5, 5 + length);
       this.buffer = this.buffer.subarray(5 + length);
-      if (flags & 0x02) continue; // end-of-stream (JSON)
+      if (flags & 0x02) {
+        // End-of-stream: JSON `{"error"?: {code, message}}`.
+        this.end = JSON.parse(payload.toString('utf8') || '{}');
+        continue;
+      }
       this.received.push(fromBinary(v1.EngineMessageSchema, payload));
     }
   }
@@ -142,6 +148,19 @@ describe.each(WIRE_STORES)('wire: worker stream, Connect protocol (%s)', (store)
         { stepId: `${runId}:a:0`, name: 'a', output: { x: 1 }, outputJson: '{"x":1}' },
         { stepId: `${runId}:nap:0`, name: 'nap', output: undefined, outputJson: 'null' },
       ]);
+    } finally {
+      stream.close();
+    }
+  });
+
+  it('a register whose worker id holds U+0000 ends the stream with invalid_argument (VALIDATION_ERROR), on every store', async () => {
+    const stream = new RawConnectStream(engine.url);
+    try {
+      stream.send({ payload: { case: 'register', value: { workerId: 'w\u0000x', hostname: 'h', functionIds: [], maxConcurrentJobs: 1, labels: {} } } });
+      const end = await waitFor('end of stream', async () => stream.end);
+      expect(end.error?.code).toBe('invalid_argument');
+      expect(end.error?.message).toContain('worker id');
+      expect(stream.received.some((m) => m.payload.case === 'registered')).toBe(false);
     } finally {
       stream.close();
     }

@@ -25,6 +25,10 @@ export const RUN_ERROR_CODES = {
   PUSH_DISPATCH_FAILED: 'PUSH_DISPATCH_FAILED',
   FUNCTION_NOT_FOUND: 'FUNCTION_NOT_FOUND',
   CANCELLED: 'CANCELLED',
+  /** A terminal report the engine could not apply (a bad yield, U+0000 in a step id, a value the store refuses): retryable. */
+  REPORT_REJECTED: 'REPORT_REJECTED',
+  /** A report over the payload limit: not retryable (the same output would be too large again). */
+  PAYLOAD_TOO_LARGE: 'PAYLOAD_TOO_LARGE',
 } as const;
 
 /**

@@ -10,9 +10,11 @@ import {
 import { FunctionRecord, functionsSql } from '@ironflow/store';
 import { EngineResources } from './resources';
 import { refuseUnsupportedOptions } from './unsupported-options';
-import { checkName } from './payload-limits';
+import { checkName, refuseNulAnywhere } from './payload-limits';
 
 const ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+/** Largest value of a protobuf `int32` field (`timeout_ms`, `initial_delay_ms`, …). */
+const INT32_MAX = 2_147_483_647;
 
 const definitionSchema = z.object({
   id: z.string().regex(ID, 'function id: letters, digits, ".", "_", ":", "-" (at most 128)'),
@@ -21,23 +23,25 @@ const definitionSchema = z.object({
   mode: z.enum(['push', 'pull']).default('pull'),
   endpointUrl: z.string().url().refine((u) => /^https?:\/\//i.test(u), 'must be an http:// or https:// URL').optional(),
   triggers: z.array(z.object({ event: z.string().min(1).max(256).optional(), expression: z.string().optional(), cron: z.string().optional() })).default([]),
+  // Integer ranges are the protobuf fields' (int32), so REST registration accepts exactly what Connect does.
   retry: z
     .object({
       maxAttempts: z.number().int().min(1).max(100).optional(),
-      initialDelayMs: z.number().int().min(0).optional(),
-      backoffFactor: z.number().min(1).optional(),
-      maxDelayMs: z.number().int().min(0).optional(),
+      initialDelayMs: z.number().int().min(0).max(INT32_MAX).optional(),
+      backoffFactor: z.number().min(1).finite().optional(),
+      maxDelayMs: z.number().int().min(0).max(INT32_MAX).optional(),
     })
     .optional(),
-  timeoutMs: z.number().int().positive().optional(),
-  concurrency: z.object({ limit: z.number().int().min(0), key: z.string().optional() }).optional(),
+  timeoutMs: z.number().int().positive().max(INT32_MAX).optional(),
+  concurrency: z.object({ limit: z.number().int().min(0).max(INT32_MAX), key: z.string().optional() }).optional(),
   cancelOn: z.array(z.object({ event: z.string().min(1), match: z.string().optional() })).default([]),
   metadata: z.record(z.unknown()).optional(),
 });
 
 /**
  * Registers and reads functions. `register` validates the definition (throws `VALIDATION_ERROR`
- * listing the bad paths; a push function needs `endpointUrl`; an option the engine does not act
+ * listing the bad paths; integers within the protobuf `int32` range as over Connect; no U+0000 in
+ * any string; a push function needs `endpointUrl`; an option the engine does not act
  * on yet is refused by name; trigger event names are trimmed as at emit, a blank one refused), fills defaults (retry 3 attempts,
  * 1 s, ×2, cap 300 s; timeout 600 s) and bumps the version when the definition changed.
  */
@@ -45,6 +49,7 @@ export class FunctionRegistry {
   constructor(private readonly r: EngineResources) {}
 
   async register(scope: CallScope, input: RegisterFunctionInput): Promise<{ record: FunctionRecord; created: boolean }> {
+    refuseNulAnywhere('function', input);
     refuseUnsupportedOptions(input);
     const parsed = definitionSchema.safeParse(input);
     if (!parsed.success) {

@@ -1,11 +1,12 @@
 import { z } from 'zod';
-import { CallScope, EngineError, parseEnvironment, JobAckBody, JobAssignment, JobUpdateBody, WorkerHeartbeatBody, WorkerRegisterBody, isTerminalRunStatus } from '@ironflow/contracts';
+import { CallScope, EngineError, parseEnvironment, JobAckBody, JobAssignment, JobUpdateBody, WorkerHeartbeatBody, WorkerRegisterBody, YieldInfo, isTerminalRunStatus } from '@ironflow/contracts';
 import { ExecutionFence, fenceMatches, parseJobId } from '@ironflow/fencing';
 import { leasesSql, runsSql, workersSql } from '@ironflow/store';
 import { DispatchSystem } from './dispatch-system';
 import { ReportResult, ReportSystem, SegmentReport } from './report-system';
 import { EngineResources } from './resources';
 import { toJobAssignment } from './segment-loader';
+import { refuseNulAnywhere } from './payload-limits';
 
 /** Ids must be usable as subject tokens (WIRE-PROTOCOL.md 3.1). */
 const TOKEN = /^[A-Za-z0-9_-]{1,128}$/;
@@ -21,14 +22,17 @@ const heartbeatSchema = z.object({
   jobs: z.array(z.object({ job_id: z.string() }).passthrough()).default([]),
 }).passthrough();
 
+/**
+ * What makes a body a report at all: its status, offset and fence. The rest (steps, error,
+ * yield) is checked by `ReportSystem` for every transport, so a terminal report it cannot apply
+ * fails its attempt instead of being refused here and leaving the run running.
+ */
 const updateSchema = z.object({
   status: z.enum(['progress', 'completed', 'failed', 'yielded']),
-  steps: z.array(z.object({ id: z.string(), name: z.string(), status: z.enum(['completed', 'failed']) }).passthrough()).optional(),
-  step_offset: z.number().int().min(0).optional(),
+  steps: z.array(z.unknown()).optional(),
+  step_offset: z.number().optional(),
   execution_seq: z.number().int().optional(),
   lease_token: z.string().optional(),
-  error: z.object({ message: z.string() }).passthrough().optional(),
-  yield: z.object({ type: z.string(), step_id: z.string() }).passthrough().optional(),
 });
 
 /**
@@ -44,7 +48,8 @@ export class PullWorkerSystem {
   ) {}
 
   async register(scope: CallScope, workerId: string, body: WorkerRegisterBody): Promise<void> {
-    if (!TOKEN.test(workerId)) throw new EngineError('VALIDATION_ERROR', `worker id ${JSON.stringify(workerId)}: letters, digits, "_" and "-" only`);
+    checkWorkerId(workerId);
+    refuseNulAnywhere('body', body);
     const parsed = registerSchema.safeParse(body ?? {});
     if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
     const envLabel = parsed.data.labels.env ? parseEnvironment(parsed.data.labels.env) : undefined;
@@ -66,6 +71,7 @@ export class PullWorkerSystem {
    * only those this worker holds. Throws `VALIDATION_ERROR` for a body that is not a heartbeat.
    */
   async heartbeat(workerId: string, body: WorkerHeartbeatBody): Promise<void> {
+    checkWorkerId(workerId);
     const parsed = heartbeatSchema.safeParse(body ?? {});
     if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
     await this.r.store.unitOfWork('workerHeartbeat', async (tx) => {
@@ -83,6 +89,7 @@ export class PullWorkerSystem {
 
   /** Claims up to `available` jobs of the worker's functions (capped by `maxJobsPerPoll`). */
   async poll(workerId: string, available: number): Promise<JobAssignment[]> {
+    checkWorkerId(workerId);
     const worker = await this.r.store.read('getWorker', (tx) => workersSql.getWorker(tx, workerId));
     if (!worker) throw new EngineError('WORKER_NOT_FOUND', `worker ${workerId} is not registered`);
     const limit = Math.max(0, Math.min(Number.isFinite(available) && available > 0 ? Math.floor(available) : 1, this.r.config.maxJobsPerPoll, worker.maxConcurrentJobs));
@@ -95,6 +102,7 @@ export class PullWorkerSystem {
 
   /** R5: the worker acks before user code; a fence that no longer matches gets 409. */
   async ack(workerId: string, jobId: string, body: JobAckBody): Promise<void> {
+    checkWorkerId(workerId);
     const { runId, executionSeq } = parseJobId(jobId);
     const fence = fenceOf(body, executionSeq);
     await this.r.store.unitOfWork('ackJob', async (tx) => {
@@ -111,12 +119,18 @@ export class PullWorkerSystem {
 
   /** R6: a progress checkpoint or the execution's terminal report. */
   async update(workerId: string, jobId: string, body: JobUpdateBody): Promise<ReportResult> {
+    checkWorkerId(workerId);
     const { runId, executionSeq } = parseJobId(jobId);
     const parsed = updateSchema.safeParse(body);
     if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
     const fence = fenceOf(body, executionSeq);
     return this.reports.apply(runId, fence, toReport(body));
   }
+}
+
+/** A worker id names a subject token (WIRE-PROTOCOL.md 3.1); anything else (U+0000 included) is `VALIDATION_ERROR` on every route. */
+function checkWorkerId(workerId: string): void {
+  if (typeof workerId !== 'string' || !TOKEN.test(workerId)) throw new EngineError('VALIDATION_ERROR', `worker id ${JSON.stringify(workerId)}: letters, digits, "_" and "-" only (1 to 128)`);
 }
 
 /** The fence a request carries; its `execution_seq` must be the job id's. */
@@ -136,7 +150,7 @@ function toReport(body: JobUpdateBody): SegmentReport {
     case 'failed':
       return { ...base, kind: 'failed', error: body.error ?? { message: 'failed without an error', retryable: false } };
     case 'yielded':
-      if (!body.yield) throw new EngineError('VALIDATION_ERROR', 'a yielded update needs `yield`');
-      return { ...base, kind: 'yielded', yield: body.yield };
+      // A missing `yield` is refused by ReportSystem, which then fails the attempt.
+      return { ...base, kind: 'yielded', yield: body.yield as YieldInfo };
   }
 }

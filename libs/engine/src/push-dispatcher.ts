@@ -1,4 +1,4 @@
-import { EngineError, PushResponse, SIGNATURE_HEADER, signPushBody } from '@ironflow/contracts';
+import { PushResponse, SIGNATURE_HEADER, signPushBody } from '@ironflow/contracts';
 import { ExecutionFence } from '@ironflow/fencing';
 import { leasesSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
@@ -11,7 +11,8 @@ import { Segment, toPushRequest } from './segment-loader';
  * The push dispatcher (WIRE-PROTOCOL.md section 2): claims push segments, POSTs each to its
  * function's endpoint (signed with `X-Ironflow-Signature` when `signingKey` is configured),
  * bounded by the function's timeout, and applies the answer as a fenced report. A transport failure (refused, non-200, a body that is not a PushResponse) counts as a
- * retryable failure of the attempt with code `PUSH_DISPATCH_FAILED`.
+ * retryable failure of the attempt with code `PUSH_DISPATCH_FAILED`; an answer the engine cannot
+ * apply fails it with `REPORT_REJECTED` or `PAYLOAD_TOO_LARGE` (see `ReportSystem`).
  */
 export class PushDispatcher {
   private inFlight = new Set<Promise<void>>();
@@ -107,18 +108,11 @@ export class PushDispatcher {
       ? await this.call(definition.endpointUrl, definition.timeoutMs, segment)
       : failure(`function ${run.functionId} has no endpoint URL`, false);
     try {
+      // An answer the engine cannot apply fails the attempt inside `apply` (REPORT_REJECTED or
+      // PAYLOAD_TOO_LARGE), so the run never waits for its lease to expire.
       await this.reports.apply(run.id, fence, report);
     } catch (err) {
-      if (!(err instanceof EngineError) || (err.code !== 'VALIDATION_ERROR' && err.code !== 'PAYLOAD_TOO_LARGE')) {
-        this.r.logger.warn('push report not applied', { runId: run.id, error: String(err) });
-        return;
-      }
-      // The endpoint answered something the engine cannot apply: the attempt fails (retryable),
-      // rather than leaving the run running until its lease expires.
-      // Too large is deterministic (the same output again): not retryable. A malformed answer may be fixed by a redeploy.
-      await this.reports.apply(run.id, fence, failure(`push endpoint answer rejected: ${err.message}`, err.code !== 'PAYLOAD_TOO_LARGE')).catch((again: unknown) =>
-        this.r.logger.warn('push failure report not applied', { runId: run.id, error: String(again) }),
-      );
+      this.r.logger.warn('push report not applied', { runId: run.id, error: String(err) });
     }
   }
 

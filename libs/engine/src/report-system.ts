@@ -1,4 +1,5 @@
-import { EngineError, InvocationError, RunError, StepResult, YieldInfo } from '@ironflow/contracts';
+import { z } from 'zod';
+import { EngineError, InvocationError, RUN_ERROR_CODES, RunError, StepResult, YieldInfo } from '@ironflow/contracts';
 import { ExecutionFence, ReportKind, judgeReport } from '@ironflow/fencing';
 import { commitOutcome } from '@ironflow/outcome';
 import { RunRecord, Tx, correlationsSql, functionsSql, leaseRecoverySql, leasesSql, runsSql, stepsSql } from '@ironflow/store';
@@ -9,7 +10,7 @@ import { EngineResources } from './resources';
 import { retryDelayMs } from './retry-policy';
 import { waitingMatchValue } from './wait-match';
 import { newRunOf } from './new-run';
-import { checkName, checkPayload } from './payload-limits';
+import { checkName, checkPayload, refuseNul, refuseNulAnywhere } from './payload-limits';
 import { recordRunCreated } from './run-created-audit';
 
 /** A worker's report of one execution, from any transport. */
@@ -40,12 +41,24 @@ interface RetryRecord {
 
 const DEFAULT_INVOKE_TIMEOUT_MS = 30_000;
 
+/** What every reported step must be, whatever the transport (WIRE-PROTOCOL.md 1.4). */
+const reportedStepsSchema = z.array(
+  z.object({ id: z.string().min(1).max(1024), name: z.string().max(1024), status: z.enum(['completed', 'failed']) }).passthrough(),
+);
+
 /**
  * Applies worker reports (DESIGN.md "Leases and fencing", "The outcome transaction"): each report is
  * one unit of work that reads the run (locked on PostgreSQL), judges the fence, saves the reported
  * steps and moves the run. Throws `EngineError` `STALE_EXECUTION` / `RUN_NOT_RUNNING` (409),
  * `RUN_NOT_FOUND`, `VALIDATION_ERROR` or `PAYLOAD_TOO_LARGE`; a rejected report changes nothing.
  * A repeated report of a committed outcome answers success and announces nothing.
+ *
+ * A run never strands on a report it cannot apply: a fenced terminal report (`completed`,
+ * `failed`, `yielded`) refused with `VALIDATION_ERROR` (a bad yield or step, U+0000 in a step id,
+ * a value the store cannot hold) or `PAYLOAD_TOO_LARGE` ends the attempt at once, on every
+ * transport — it fails with `REPORT_REJECTED` (retryable, the usual retry rules) or
+ * `PAYLOAD_TOO_LARGE` (not retryable); a refused `failed` report keeps its own error and
+ * retryability, without its steps. The refusal is still thrown to the caller (REST answers it).
  */
 export class ReportSystem {
   constructor(
@@ -55,8 +68,37 @@ export class ReportSystem {
   ) {}
 
   async apply(runId: string, fence: ExecutionFence | undefined, report: SegmentReport): Promise<ReportResult> {
-    this.checkSize(report);
-    return this.r.followUps.during(() => this.applyChecked(runId, fence, report));
+    try {
+      this.check(report);
+      return await this.r.followUps.during(() => this.applyChecked(runId, fence, report));
+    } catch (err) {
+      if (fence && report.kind !== 'progress' && err instanceof EngineError && (err.code === 'VALIDATION_ERROR' || err.code === 'PAYLOAD_TOO_LARGE')) {
+        await this.failUnapplied(runId, fence, report, err);
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * Fails the attempt of a terminal report that could not be applied (see the class comment), as
+   * a fenced `failed` report without steps. A fence that no longer holds changes nothing.
+   */
+  async failUnapplied(runId: string, fence: ExecutionFence, report: SegmentReport, err: EngineError): Promise<void> {
+    const tooLarge = err.code === 'PAYLOAD_TOO_LARGE';
+    const reason = `${report.kind} report rejected: ${err.message}`.slice(0, 2000);
+    const error: InvocationError = report.kind === 'failed'
+      ? {
+          message: `${String(report.error?.message ?? 'invocation failed').slice(0, 2000)} (${reason}; its steps were not stored)`,
+          code: tooLarge ? RUN_ERROR_CODES.PAYLOAD_TOO_LARGE : report.error?.code ?? RUN_ERROR_CODES.REPORT_REJECTED,
+          retryable: !tooLarge && report.error?.retryable === true,
+        }
+      : { message: reason, code: tooLarge ? RUN_ERROR_CODES.PAYLOAD_TOO_LARGE : RUN_ERROR_CODES.REPORT_REJECTED, retryable: !tooLarge };
+    this.r.logger.warn('report not applicable; the attempt fails', { run_id: runId, execution_seq: fence.executionSeq, error: err.message });
+    try {
+      await this.r.followUps.during(() => this.applyChecked(runId, fence, { kind: 'failed', error }));
+    } catch (again) {
+      this.r.logger.warn('failure of an unapplicable report not applied', { run_id: runId, execution_seq: fence.executionSeq, error: String(again) });
+    }
   }
 
   private async applyChecked(runId: string, fence: ExecutionFence | undefined, report: SegmentReport): Promise<ReportResult> {
@@ -127,10 +169,10 @@ export class ReportSystem {
   /** A retryable failure with attempts left re-queues the run after the backoff; otherwise the run fails. */
   private async fail(tx: Tx, run: RunRecord, fence: ExecutionFence, error: InvocationError): Promise<ReportResult & { retry?: RetryRecord }> {
     const runError: RunError = {
-      message: error?.message ?? 'invocation failed',
-      ...(error?.code ? { code: error.code } : {}),
+      message: typeof error?.message === 'string' && error.message !== '' ? error.message : 'invocation failed without an error message',
+      ...(typeof error?.code === 'string' && error.code !== '' ? { code: error.code } : {}),
       retryable: error?.retryable === true,
-      ...(error?.stack ? { stack: error.stack } : {}),
+      ...(typeof error?.stack === 'string' && error.stack !== '' ? { stack: error.stack } : {}),
     };
     if (runError.retryable && run.attempt < run.maxAttempts) {
       const fn = await functionsSql.getFunction(tx, run.project, run.env, run.functionId);
@@ -155,7 +197,8 @@ export class ReportSystem {
 
   /** Records the wait a segment ended at and moves the run to `waiting` (or straight back to the queue). */
   private async yieldAt(tx: Tx, run: RunRecord, fence: ExecutionFence, y: YieldInfo): Promise<ReportResult & { child?: RunRecord }> {
-    if (!y || typeof y.step_id !== 'string' || y.step_id === '') throw new EngineError('VALIDATION_ERROR', 'yield.step_id is required');
+    if (!y || typeof y !== 'object') throw new EngineError('VALIDATION_ERROR', 'a yielded report needs `yield`');
+    if (typeof y.step_id !== 'string' || y.step_id === '') throw new EngineError('VALIDATION_ERROR', 'yield.step_id is required');
     const sequence = await stepsSql.nextStepSequence(tx, run.id);
     const name = stepNameOf(run.id, y.step_id);
     switch (y.type) {
@@ -168,7 +211,8 @@ export class ReportSystem {
       case 'wait_for_event': {
         const timeoutMs = parseDurationMs(y.event_filter?.timeout ?? '7d');
         if (!y.event_filter?.event || timeoutMs === undefined) throw new EngineError('VALIDATION_ERROR', 'yield.event_filter needs an event and a valid timeout');
-        await stepsSql.insertWaitStep(tx, { runId: run.id, stepId: y.step_id, name, type: 'wait_for_event', status: 'waiting', timeoutAt: tx.now + timeoutMs, sequence });
+        const timeoutAt = timeAfter(tx.now, timeoutMs, 'yield.event_filter.timeout');
+        await stepsSql.insertWaitStep(tx, { runId: run.id, stepId: y.step_id, name, type: 'wait_for_event', status: 'waiting', timeoutAt, sequence });
         await correlationsSql.insertCorrelation(tx, {
           runId: run.id,
           stepId: y.step_id,
@@ -192,8 +236,8 @@ export class ReportSystem {
         const child = await runsSql.insertRun(tx, newRunOf(run, target, null, y.input, { runId: run.id, stepId: y.step_id }));
         this.r.metrics.runsCreated.inc({ function_id: target.definition.id });
         if (y.type === 'invoke_function') {
-          const timeoutMs = y.invoke_timeout_ms ?? DEFAULT_INVOKE_TIMEOUT_MS;
-          await stepsSql.insertWaitStep(tx, { runId: run.id, stepId: y.step_id, name, type: 'invoke', status: 'waiting', childRunId: child.id, timeoutAt: tx.now + timeoutMs, sequence });
+          const timeoutAt = timeAfter(tx.now, y.invoke_timeout_ms ?? DEFAULT_INVOKE_TIMEOUT_MS, 'yield.invoke_timeout_ms');
+          await stepsSql.insertWaitStep(tx, { runId: run.id, stepId: y.step_id, name, type: 'invoke', status: 'waiting', childRunId: child.id, timeoutAt, sequence });
           return { ...(await this.wait(tx, run)), child };
         }
         await stepsSql.insertWaitStep(tx, { runId: run.id, stepId: y.step_id, name, type: 'invoke', status: 'completed', childRunId: child.id, output: { run_id: child.id }, sequence });
@@ -230,9 +274,42 @@ export class ReportSystem {
     if (run.recoveries > 0) await leaseRecoverySql.resetRecoveries(tx, run.id);
   }
 
-  private checkSize(report: SegmentReport): void {
+  /**
+   * Checks a report before anything is written: its size, its steps' shape, and no U+0000 in the
+   * strings the store keeps as text (step ids and names, yield fields other than `input`).
+   */
+  private check(report: SegmentReport): void {
     checkPayload('report', report, this.r.config.maxPayloadBytes);
+    const steps = reportedStepsSchema.safeParse(report.steps ?? []);
+    if (!steps.success) throw new EngineError('VALIDATION_ERROR', steps.error.issues.map((i) => `steps.${i.path.join('.')}: ${i.message}`).join('; '));
+    steps.data.forEach((step, i) => {
+      refuseNul(`steps.${i}.id`, step.id);
+      refuseNul(`steps.${i}.name`, step.name);
+    });
+    // Step sequences are INTEGER columns: an offset past them is refused on both stores alike.
+    const offset = report.stepOffset;
+    if (offset !== undefined && (!Number.isInteger(offset) || offset < 0 || offset + steps.data.length > MAX_STEP_SEQUENCE)) {
+      throw new EngineError('VALIDATION_ERROR', `step_offset: an integer from 0 to ${MAX_STEP_SEQUENCE - steps.data.length}`);
+    }
+    if (report.kind === 'yielded' && report.yield && typeof report.yield === 'object') {
+      const { input: _input, ...fields } = report.yield as Record<string, unknown>;
+      refuseNulAnywhere('yield', fields);
+    }
   }
+}
+
+/** Largest step sequence (an INTEGER column). */
+const MAX_STEP_SEQUENCE = 2_147_483_647;
+
+/** The latest time the engine stores (the largest valid JavaScript Date), in ms since the epoch. */
+const MAX_TIME_MS = 8.64e15;
+
+/** `now + durationMs` for a worker-given duration: a positive finite number whose end the store can hold, else `VALIDATION_ERROR` naming `what`. */
+function timeAfter(now: number, durationMs: unknown, what: string): number {
+  if (typeof durationMs !== 'number' || !Number.isFinite(durationMs) || durationMs <= 0 || now + durationMs > MAX_TIME_MS) {
+    throw new EngineError('VALIDATION_ERROR', `${what}: a positive duration in ms ending before ${new Date(MAX_TIME_MS).toISOString()}`);
+  }
+  return Math.round(now + durationMs);
 }
 
 /** The user's step name from a step id `<runId>:<name>:<k>` (WIRE-PROTOCOL.md 1.2). */

@@ -14,8 +14,6 @@ export const STREAM_HEARTBEAT_INTERVAL_MS = 30_000;
 export const STREAM_HEARTBEAT_TIMEOUT_MS = 90_000;
 /** `drain_timeout_ms` of the `shutdown` message, and the most the engine waits for it (DESIGN.md "Defaults"). */
 export const STREAM_SHUTDOWN_DRAIN_MS = 25_000;
-/** Error code of a stream report the engine cannot apply (a bad yield): a retryable failure. */
-export const STREAM_REPORT_REJECTED = 'STREAM_REPORT_REJECTED';
 
 /** How many forgotten job ids (and run → latest execution entries) a connection remembers. */
 const REMEMBERED_JOBS = 10_000;
@@ -245,8 +243,8 @@ export class StreamConnection {
    * `ReportSystem.apply` finds its execution no longer live (`STALE_EXECUTION`,
    * `RUN_NOT_RUNNING`). A job never delivered on this connection (a reconnected worker's) is
    * judged by its fence alone. A report the engine cannot apply (`VALIDATION_ERROR`,
-   * `PAYLOAD_TOO_LARGE`) fails the attempt instead: retryable with code `STREAM_REPORT_REJECTED`,
-   * or, too large, not retryable with code `PAYLOAD_TOO_LARGE`.
+   * `PAYLOAD_TOO_LARGE`) fails the attempt instead: retryable with code `REPORT_REJECTED`,
+   * or, too large, not retryable with code `PAYLOAD_TOO_LARGE` (`ReportSystem.apply`).
    */
   async report(jobId: string, fence: StreamFence, report: SegmentReport): Promise<StreamReportVerdict> {
     this.lastSeenAt = Date.now();
@@ -410,15 +408,8 @@ export class StreamWorkerSystem {
       return 'applied';
     } catch (err) {
       if (err instanceof EngineError && (err.code === 'STALE_EXECUTION' || err.code === 'RUN_NOT_RUNNING')) return this.dropStale(conn, jobId, err.message);
-      if (err instanceof EngineError && (err.code === 'VALIDATION_ERROR' || err.code === 'PAYLOAD_TOO_LARGE') && report.kind !== 'failed' && fence) {
-        this.r.logger.warn('stream report rejected; the attempt fails', { worker_id: conn.workerId, job_id: jobId, run_id: runId, error: err.message });
-        await this.reports
-          // Too large is deterministic: the same output would be too large on every attempt.
-          .apply(runId, fence, { kind: 'failed', error: { message: `stream report rejected: ${err.message}`, code: err.code === 'PAYLOAD_TOO_LARGE' ? 'PAYLOAD_TOO_LARGE' : STREAM_REPORT_REJECTED, retryable: err.code !== 'PAYLOAD_TOO_LARGE' } })
-          .catch((again: unknown) => this.r.logger.warn('stream failure report not applied', { run_id: runId, error: String(again) }));
-        return 'rejected';
-      }
-      this.r.logger.warn('stream report not applied; lease expiry recovers the execution', { worker_id: conn.workerId, job_id: jobId, run_id: runId, error: String(err) });
+      // A report the engine cannot apply already failed its attempt in `apply` (REPORT_REJECTED / PAYLOAD_TOO_LARGE).
+      this.r.logger.warn('stream report not applied', { worker_id: conn.workerId, job_id: jobId, run_id: runId, error: String(err) });
       return 'rejected';
     }
   }

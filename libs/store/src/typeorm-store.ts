@@ -1,4 +1,5 @@
 import { Mutex } from 'async-mutex';
+import { EngineError } from '@ironflow/contracts';
 import { DataSource, QueryRunner } from 'typeorm';
 import { StoreClock } from './clock';
 import { Dialect, toPositional } from './sql';
@@ -151,7 +152,7 @@ class TypeormStore implements Store {
         return result;
       } catch (err) {
         if (transactional && runner.isTransactionActive) await runner.rollbackTransaction();
-        throw err;
+        throw this.dialect === 'postgres' ? unstorableValue(err) ?? err : err;
       }
     } finally {
       await runner.release();
@@ -185,4 +186,16 @@ class TypeormStore implements Store {
     if (this.dialect === 'sqlite') await this.sqliteMutex.waitForUnlock();
     if (this.dataSource.isInitialized) await this.dataSource.destroy();
   }
+}
+
+/**
+ * A PostgreSQL "data exception" (SQLSTATE class 22: U+0000 in text, a number past BIGINT, …) means
+ * the request carried a value the store cannot hold, not that the store failed: it becomes a
+ * `VALIDATION_ERROR` (400 at the edge; a report's attempt then fails with a code instead of
+ * leaving its run running). The unit of work is already rolled back. Other errors are unchanged.
+ */
+function unstorableValue(err: unknown): EngineError | undefined {
+  const code = (err as { driverError?: { code?: unknown }; code?: unknown } | null)?.driverError?.code ?? (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string' || !code.startsWith('22')) return undefined;
+  return new EngineError('VALIDATION_ERROR', `the store cannot hold a value of this request: ${(err as Error).message}`, { sqlstate: code });
 }
