@@ -514,6 +514,22 @@ describe.each(WIRE_STORES)('wire: pull over REST (%s)', (store) => {
     expect(run.error).toMatchObject({ code: 'REPORT_REJECTED', retryable: true });
   });
 
+  it('R6 over the 4 MiB limit answers 413 and fails the run at once with PAYLOAD_TOO_LARGE (not retryable), before any lease recovery', async () => {
+    const { event, worker } = await newWorker();
+    const { runId } = await trigger(event);
+    const job = await pollJob(worker);
+    expect(is2xx((await ack(worker, job)).status)).toBe(true);
+    const huge = { status: 'completed', output: { blob: 'x'.repeat(5 * 1024 * 1024) }, steps: [], step_offset: 0, ...fence(job) };
+    const res = await update(worker, job, huge);
+    expect(res.status).toBe(413);
+    expect(res.json.code).toBe('PAYLOAD_TOO_LARGE');
+    // Read right after the 413: the failure was committed before it was answered.
+    const run = await getRun(runId);
+    expect(run.status).toBe('failed');
+    expect(run.error).toMatchObject({ code: 'PAYLOAD_TOO_LARGE', retryable: false });
+    expect(run.attempt).toBe(1);
+  });
+
   it('X-Ironflow-Environment scopes R1–R6: a worker of env "staging" gets only that env\'s runs', async () => {
     const env = uid('staging');
     const fnId = uid('pull-env');

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { CallScope, EngineError, parseEnvironment, JobAckBody, JobAssignment, JobUpdateBody, WorkerHeartbeatBody, WorkerRegisterBody, YieldInfo, isTerminalRunStatus } from '@ironflow/contracts';
+import { CallScope, EngineError, RUN_ERROR_CODES, parseEnvironment, JobAckBody, JobAssignment, JobUpdateBody, WorkerHeartbeatBody, WorkerRegisterBody, YieldInfo, isTerminalRunStatus } from '@ironflow/contracts';
 import { ExecutionFence, fenceMatches, parseJobId } from '@ironflow/fencing';
 import { leasesSql, runsSql, workersSql } from '@ironflow/store';
 import { DispatchSystem } from './dispatch-system';
@@ -115,6 +115,39 @@ export class PullWorkerSystem {
         throw new EngineError('STALE_EXECUTION', `job ${jobId} was not handed to worker ${workerId}`);
       }
     });
+  }
+
+  /**
+   * R6 refused unread: the HTTP layer answered 413 because the body is over the request limit, so
+   * its fence could not be read. When the job's execution is live and its lease is held by
+   * `workerId` (the lease holder stands in for the fence), the attempt fails at once with
+   * `PAYLOAD_TOO_LARGE`, not retryable — whether the update was progress or terminal: its steps
+   * or output can never be stored, and the Ironflow SDK never retries the terminal report.
+   * Anything else (not a job id, another worker's job, an execution no longer live) changes
+   * nothing. Answers whether the run was failed.
+   */
+  async failTooLarge(workerId: string, jobId: string, limitBytes: number): Promise<boolean> {
+    let id: { runId: string; executionSeq: number };
+    try {
+      checkWorkerId(workerId);
+      id = parseJobId(jobId);
+    } catch {
+      return false;
+    }
+    const fence = await this.r.store.read('tooLargeFence', async (tx) => {
+      const run = await runsSql.getRun(tx, id.runId);
+      if (!run || run.status !== 'running' || run.executionSeq !== id.executionSeq || !run.leaseToken) return undefined;
+      return (await leasesSql.leaseHolder(tx, id.runId, id.executionSeq)) === workerId ? { executionSeq: run.executionSeq, leaseToken: run.leaseToken } : undefined;
+    });
+    if (!fence) return false;
+    const error = { message: `an update of job ${jobId} over the engine's ${limitBytes}-byte request limit was refused unread (413)`, code: RUN_ERROR_CODES.PAYLOAD_TOO_LARGE, retryable: false };
+    try {
+      await this.reports.apply(id.runId, fence, { kind: 'failed', error });
+      return true;
+    } catch (err) {
+      this.r.logger.warn('oversized update: the attempt could not be failed', { worker_id: workerId, job_id: jobId, error: String(err) });
+      return false;
+    }
   }
 
   /** R6: a progress checkpoint or the execution's terminal report. */

@@ -98,6 +98,25 @@ describe.each(STORES)('bad input [%s]', (dialect) => {
     expect(await snapshot(t, runIds[0])).toEqual(before);
   });
 
+  it('a job update refused unread as too large (413) fails the attempt at once with PAYLOAD_TOO_LARGE, only for the worker holding its live lease', async () => {
+    const { runIds: [runId] } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: {} });
+    const job = await pollAndAck(t);
+    await registerWorker(t, ['flow'], 'w-other');
+    const before = await snapshot(t, runId);
+    expect(await t.engine.pull.failTooLarge('w-other', job.job_id, 1024)).toBe(false);
+    expect(await t.engine.pull.failTooLarge(WORKER, `${runId}-7`, 1024)).toBe(false);
+    expect(await t.engine.pull.failTooLarge(WORKER, 'not-a-job', 1024)).toBe(false);
+    expect(await snapshot(t, runId)).toEqual(before);
+
+    expect(await t.engine.pull.failTooLarge(WORKER, job.job_id, 1024)).toBe(true);
+    const after = await snapshot(t, runId);
+    expect(after.run).toMatchObject({ status: 'failed', attempt: 1, error: { code: 'PAYLOAD_TOO_LARGE', retryable: false } });
+    expect(after.run.error?.message).toContain('1024-byte');
+    expect(after.leases).toEqual([]);
+    // Once ended, a second oversized update changes nothing.
+    expect(await t.engine.pull.failTooLarge(WORKER, job.job_id, 1024)).toBe(false);
+  });
+
   it('GetRun / GetRunSteps / CancelRun of an unknown id → RUN_NOT_FOUND; an empty id → VALIDATION_ERROR', async () => {
     const unknown = '00000000-0000-4000-8000-000000000000';
     expect(await codeOf(t.engine.api.getRun(SCOPE, unknown))).toEqual({ code: 'RUN_NOT_FOUND', httpStatus: 404 });
