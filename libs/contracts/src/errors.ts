@@ -29,6 +29,8 @@ export const RUN_ERROR_CODES = {
   REPORT_REJECTED: 'REPORT_REJECTED',
   /** A report over the payload limit: not retryable (the same output would be too large again). */
   PAYLOAD_TOO_LARGE: 'PAYLOAD_TOO_LARGE',
+  /** An execution ran past its function's `timeoutMs`: retryable (the usual retry rules). */
+  FUNCTION_TIMED_OUT: 'FUNCTION_TIMED_OUT',
 } as const;
 
 /**

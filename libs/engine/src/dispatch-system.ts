@@ -5,8 +5,8 @@ import { Segment, loadSegment } from './segment-loader';
 
 /**
  * Claims queued segments (DESIGN.md "The queue is the runs table"): one unit of work claims up to
- * `limit` runs, bumps each execution and inserts its lease for `holder`, and loads what the
- * worker needs. Claims skip rows another claimer holds, so two dispatchers never run one
+ * `limit` runs, bumps each execution and inserts its lease for `holder` (with the execution's
+ * deadline, now + the function's `timeoutMs`), and loads what the worker needs. Claims skip rows another claimer holds, so two dispatchers never run one
  * execution twice.
  */
 export class DispatchSystem {
@@ -18,8 +18,11 @@ export class DispatchSystem {
       const runs = await runsSql.claimRuns(tx, filter, () => randomUUID());
       const loaded: Segment[] = [];
       for (const run of runs) {
-        await leasesSql.insertLease(tx, run.id, run.executionSeq, holder, runsSql.laneOf(run.functionId, run.concurrencyKey), tx.now + this.r.config.leaseMs);
-        loaded.push(await loadSegment(tx, run));
+        const segment = await loadSegment(tx, run);
+        // The execution's deadline: the function's timeout from now, on every transport (the capacity scanner enforces it).
+        const deadlineAt = segment.definition ? tx.now + segment.definition.timeoutMs : null;
+        await leasesSql.insertLease(tx, run.id, run.executionSeq, holder, runsSql.laneOf(run.functionId, run.concurrencyKey), tx.now + this.r.config.leaseMs, deadlineAt);
+        loaded.push(segment);
       }
       return loaded;
     });

@@ -19,6 +19,7 @@ import { StreamWorkerSystem } from './stream-worker-system';
 import { TriggerSystem } from './trigger-system';
 import { WakeSystem } from './wake-system';
 import { LeaseRecoverySystem } from './lease-recovery-system';
+import { ExecutionTimeoutSystem } from './execution-timeout-system';
 
 export interface EngineOptions {
   store: Store;
@@ -63,6 +64,8 @@ export class Engine {
   readonly streams: StreamWorkerSystem;
   readonly api: EngineClientApi;
   readonly recovery: LeaseRecoverySystem;
+  /** The function timeout of every transport (the capacity scanner's pass, after lease recovery). */
+  readonly timeouts: ExecutionTimeoutSystem;
   private scanTimer?: NodeJS.Timeout;
   private scanRunning?: Promise<unknown>;
   private tickTimer?: NodeJS.Timeout;
@@ -109,6 +112,7 @@ export class Engine {
     this.streams = new StreamWorkerSystem(r, this.dispatch, this.reports, this.pull, hints);
     this.api = new EngineClientApi(r, this.functions, this.triggers, this.cancels);
     this.recovery = new LeaseRecoverySystem(r, announcer, hints);
+    this.timeouts = new ExecutionTimeoutSystem(r, this.reports);
   }
 
   private ticking = false;
@@ -127,7 +131,11 @@ export class Engine {
     if (this.stopped) return;
     this.scanRunning = Promise.resolve();
     this.scanTimer = setTimeout(() => {
-      this.scanRunning = this.recovery.scan().finally(() => this.scheduleScan());
+      this.scanRunning = this.recovery
+        .scan()
+        .then(() => this.timeouts.scan())
+        .catch((err: unknown) => this.resources.logger.warn('capacity scan failed; it runs again next period', { error: String(err) }))
+        .finally(() => this.scheduleScan());
     }, this.resources.config.scanMs);
   }
 

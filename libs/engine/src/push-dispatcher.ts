@@ -1,4 +1,4 @@
-import { PushResponse, SIGNATURE_HEADER, signPushBody } from '@ironflow/contracts';
+import { PushResponse, RUN_ERROR_CODES, SIGNATURE_HEADER, signPushBody } from '@ironflow/contracts';
 import { ExecutionFence } from '@ironflow/fencing';
 import { leasesSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
@@ -11,7 +11,8 @@ import { Segment, toPushRequest } from './segment-loader';
  * The push dispatcher (WIRE-PROTOCOL.md section 2): claims push segments, POSTs each to its
  * function's endpoint (signed with `X-Ironflow-Signature` when `signingKey` is configured),
  * bounded by the function's timeout, and applies the answer as a fenced report. A transport failure (refused, non-200, a body that is not a PushResponse) counts as a
- * retryable failure of the attempt with code `PUSH_DISPATCH_FAILED`; an answer the engine cannot
+ * retryable failure of the attempt with code `PUSH_DISPATCH_FAILED` (no answer within the function's
+ * timeout: `FUNCTION_TIMED_OUT`, retryable, as on the pull transports); an answer the engine cannot
  * apply fails it with `REPORT_REJECTED` or `PAYLOAD_TOO_LARGE` (see `ReportSystem`).
  */
 export class PushDispatcher {
@@ -135,6 +136,9 @@ export class PushDispatcher {
       if (response.status !== 200) return failure(`push endpoint answered ${response.status}: ${text.slice(0, 300)}`, true);
       return fromPushResponse(JSON.parse(text) as PushResponse);
     } catch (err) {
+      if ((err as Error)?.name === 'TimeoutError') {
+        return { kind: 'failed', error: { message: `push endpoint did not answer within the function's timeout of ${timeoutMs} ms`, code: RUN_ERROR_CODES.FUNCTION_TIMED_OUT, retryable: true } };
+      }
       return failure(`push endpoint call failed: ${String(err)}`, true);
     } finally {
       stop();

@@ -8,12 +8,14 @@ import { InitialSchema1732900000000 } from './migrations/initial-schema';
 import { ConcurrencyLanes1733000000000 } from './migrations/concurrency-lanes';
 import { WaitingRunsIndex1733100000000 } from './migrations/waiting-runs-index';
 import { EventVersionMetadata1734100000000 } from './migrations/event-version-metadata';
+import { LeaseDeadline1734100000001 } from './migrations/lease-deadline';
 
 const MIGRATIONS = [
   InitialSchema1732900000000,
   ConcurrencyLanes1733000000000,
   WaitingRunsIndex1733100000000,
   EventVersionMetadata1734100000000,
+  LeaseDeadline1734100000001,
 ];
 
 export interface StoreOptions {

@@ -1,13 +1,34 @@
 import { Tx } from '../tx';
 
-/** Inserts the lease of a claimed execution (DESIGN.md "Leases and fencing"): liveness only. */
-export async function insertLease(tx: Tx, runId: string, executionSeq: number, holder: string, lane: string, expiresAt: number): Promise<void> {
+/**
+ * Inserts the lease of a claimed execution (DESIGN.md "Leases and fencing"): liveness
+ * (`expires_at`, extended by heartbeats) and the execution's deadline (`deadline_at`, claim time +
+ * the function's timeout, never extended; `null` for none).
+ */
+export async function insertLease(tx: Tx, runId: string, executionSeq: number, holder: string, lane: string, expiresAt: number, deadlineAt: number | null = null): Promise<void> {
   await tx.execute(
-    `INSERT INTO leases (run_id, execution_seq, holder, lane, expires_at) VALUES ($1, $2, $3, $4, $5)
+    `INSERT INTO leases (run_id, execution_seq, holder, lane, expires_at, deadline_at) VALUES ($1, $2, $3, $4, $5, $6)
      ON CONFLICT (run_id) DO UPDATE SET execution_seq = excluded.execution_seq, holder = excluded.holder,
-       lane = excluded.lane, expires_at = excluded.expires_at`,
-    [runId, executionSeq, holder, lane, expiresAt],
+       lane = excluded.lane, expires_at = excluded.expires_at, deadline_at = excluded.deadline_at`,
+    [runId, executionSeq, holder, lane, expiresAt, deadlineAt],
   );
+}
+
+/** An execution whose deadline has passed while it still holds its lease. */
+export interface OverdueExecution {
+  runId: string;
+  executionSeq: number;
+  holder: string;
+  deadlineAt: number;
+}
+
+/** Leases whose `deadline_at` has passed, oldest deadline first (partial index `leases_deadline`). */
+export async function listOverdueExecutions(tx: Tx, limit: number): Promise<OverdueExecution[]> {
+  const rows = await tx.query(
+    `SELECT run_id, execution_seq, holder, deadline_at FROM leases WHERE deadline_at IS NOT NULL AND deadline_at <= $1 ORDER BY deadline_at LIMIT $2`,
+    [tx.now, limit],
+  );
+  return rows.map((r) => ({ runId: String(r.run_id), executionSeq: Number(r.execution_seq), holder: String(r.holder), deadlineAt: Number(r.deadline_at) }));
 }
 
 /** Extends the lease of one execution; touches only the lease row, never the run. */
