@@ -9,3 +9,4 @@ export * from './views';
 export * from './push-dispatcher';
 export * from './client-api';
 export * from './stream-worker-system';
+export { parseSentAt } from './sleep-clock';

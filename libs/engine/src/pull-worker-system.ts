@@ -7,6 +7,7 @@ import { ReportResult, ReportSystem, SegmentReport } from './report-system';
 import { EngineResources } from './resources';
 import { toJobAssignment } from './segment-loader';
 import { refuseNulAnywhere } from './payload-limits';
+import { parseSentAt } from './sleep-clock';
 
 /** Ids must be usable as subject tokens (WIRE-PROTOCOL.md 3.1). */
 const TOKEN = /^[A-Za-z0-9_-]{1,128}$/;
@@ -174,7 +175,8 @@ function fenceOf(body: { execution_seq?: number; lease_token?: string } | undefi
 }
 
 function toReport(body: JobUpdateBody): SegmentReport {
-  const base = { steps: body.steps ?? [], ...(body.step_offset !== undefined ? { stepOffset: body.step_offset } : {}) };
+  const sentAt = parseSentAt(body.sent_at);
+  const base = { steps: body.steps ?? [], ...(body.step_offset !== undefined ? { stepOffset: body.step_offset } : {}), ...(sentAt !== undefined ? { sentAt } : {}) };
   switch (body.status) {
     case 'progress':
       return { ...base, kind: 'progress' };

@@ -6,6 +6,7 @@ import { DispatchSystem } from './dispatch-system';
 import { ReportSystem, SegmentReport } from './report-system';
 import { EngineResources } from './resources';
 import { Segment, toPushRequest } from './segment-loader';
+import { parseSentAt } from './sleep-clock';
 
 /**
  * The push dispatcher (WIRE-PROTOCOL.md section 2): claims push segments, POSTs each to its
@@ -153,13 +154,15 @@ function failure(message: string, retryable: boolean): SegmentReport {
 /** Maps the endpoint's answer (2.3) to a report; anything else is a dispatch failure. */
 export function fromPushResponse(body: PushResponse): SegmentReport {
   const steps = Array.isArray(body?.steps) ? body.steps : [];
+  const sentAt = parseSentAt(body?.sent_at);
+  const base = { steps, ...(sentAt !== undefined ? { sentAt } : {}) };
   switch (body?.status) {
     case 'completed':
-      return { kind: 'completed', output: body.result, steps };
+      return { ...base, kind: 'completed', output: body.result };
     case 'failed':
-      return { kind: 'failed', error: body.error ?? { message: 'failed without an error', retryable: false }, steps };
+      return { ...base, kind: 'failed', error: body.error ?? { message: 'failed without an error', retryable: false } };
     case 'yielded':
-      return { kind: 'yielded', yield: body.yield, steps };
+      return { ...base, kind: 'yielded', yield: body.yield };
     default:
       return failure(`push endpoint answered an unknown status ${JSON.stringify((body as { status?: unknown })?.status)}`, true);
   }

@@ -12,9 +12,13 @@ import { waitingMatchValue } from './wait-match';
 import { newRunOf } from './new-run';
 import { checkName, checkPayload, refuseNul, refuseNulAnywhere } from './payload-limits';
 import { recordRunCreated } from './run-created-audit';
+import { MAX_TIME_MS, sleepWakeAt, workerAheadAtLeast } from './sleep-clock';
 
-/** A worker's report of one execution, from any transport. */
-export type SegmentReport = { steps?: StepResult[]; stepOffset?: number } & (
+/**
+ * A worker's report of one execution, from any transport. `sentAt`: the worker's clock when it sent
+ * the report (ms since the epoch; ours, optional), used to place a sleep on the engine's clock.
+ */
+export type SegmentReport = { steps?: StepResult[]; stepOffset?: number; sentAt?: number } & (
   | { kind: 'progress' }
   | { kind: 'completed'; output?: unknown }
   | { kind: 'failed'; error: InvocationError }
@@ -115,15 +119,18 @@ export class ReportSystem {
         const sequenceStart = report.stepOffset ?? (await stepsSql.nextStepSequence(tx, runId));
         await stepsSql.saveReportedSteps(tx, runId, report.steps ?? [], sequenceStart);
         switch (report.kind) {
-          case 'progress':
+          case 'progress': {
             await leasesSql.refreshLease(tx, runId, run.executionSeq, tx.now + this.r.config.leaseMs);
+            const ahead = workerAheadAtLeast(report.steps, tx.now);
+            if (ahead !== undefined) await leasesSql.noteWorkerClock(tx, runId, run.executionSeq, ahead);
             return { effect: 'progress' as const, run };
+          }
           case 'completed':
             return this.commit(tx, run, liveFence, { status: 'completed', output: report.output ?? null });
           case 'failed':
             return this.fail(tx, run, liveFence, report.error);
           case 'yielded':
-            return this.yieldAt(tx, run, liveFence, report.yield);
+            return this.yieldAt(tx, run, liveFence, report.yield, report);
         }
       });
     } catch (err) {
@@ -196,15 +203,20 @@ export class ReportSystem {
   }
 
   /** Records the wait a segment ended at and moves the run to `waiting` (or straight back to the queue). */
-  private async yieldAt(tx: Tx, run: RunRecord, fence: ExecutionFence, y: YieldInfo): Promise<ReportResult & { child?: RunRecord }> {
+  private async yieldAt(tx: Tx, run: RunRecord, fence: ExecutionFence, y: YieldInfo, report: SegmentReport): Promise<ReportResult & { child?: RunRecord }> {
     if (!y || typeof y !== 'object') throw new EngineError('VALIDATION_ERROR', 'a yielded report needs `yield`');
     if (typeof y.step_id !== 'string' || y.step_id === '') throw new EngineError('VALIDATION_ERROR', 'yield.step_id is required');
     const sequence = await stepsSql.nextStepSequence(tx, run.id);
     const name = stepNameOf(run.id, y.step_id);
     switch (y.type) {
       case 'sleep': {
-        const wakeAt = Date.parse(y.until);
-        if (Number.isNaN(wakeAt)) throw new EngineError('VALIDATION_ERROR', 'yield.until must be an ISO-8601 time');
+        const until = Date.parse(y.until);
+        if (Number.isNaN(until)) throw new EngineError('VALIDATION_ERROR', 'yield.until must be an ISO-8601 time');
+        // `until` is on the worker's clock: placed on the engine's (sleep-clock.ts).
+        const fromSteps = workerAheadAtLeast(report.steps, tx.now);
+        const fromCheckpoints = report.sentAt === undefined ? await leasesSql.workerClockOffset(tx, run.id, run.executionSeq) : null;
+        const aheadAtLeastMs = Math.max(fromSteps ?? -Infinity, fromCheckpoints ?? -Infinity);
+        const wakeAt = sleepWakeAt(until, tx.now, { sentAt: report.sentAt, aheadAtLeastMs: Number.isFinite(aheadAtLeastMs) ? aheadAtLeastMs : null });
         await stepsSql.insertWaitStep(tx, { runId: run.id, stepId: y.step_id, name, type: 'sleep', status: 'waiting', wakeAt, sequence });
         return this.wait(tx, run);
       }
@@ -301,8 +313,6 @@ export class ReportSystem {
 /** Largest step sequence (an INTEGER column). */
 const MAX_STEP_SEQUENCE = 2_147_483_647;
 
-/** The latest time the engine stores (the largest valid JavaScript Date), in ms since the epoch. */
-const MAX_TIME_MS = 8.64e15;
 
 /** `now + durationMs` for a worker-given duration: a positive finite number whose end the store can hold, else `VALIDATION_ERROR` naming `what`. */
 function timeAfter(now: number, durationMs: unknown, what: string): number {

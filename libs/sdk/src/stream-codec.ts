@@ -114,8 +114,8 @@ export function toWireError(error: InvocationError) {
   };
 }
 
-/** The yield object (1.5) as `JobYielded.yield_json`. */
-export function yieldJson(y: YieldInfo): string {
+/** The yield object (1.5), with our `sent_at` (the worker's clock when it sends it), as `JobYielded.yield_json`. */
+export function yieldJson(y: YieldInfo & { sent_at?: string }): string {
   return JSON.stringify(y);
 }
 

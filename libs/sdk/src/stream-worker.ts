@@ -512,7 +512,8 @@ class GrpcStreamWorker implements StreamWorker {
       const error = toWireError(outcome.error);
       this.sendReport(job, { payload: { case: 'jobFailed', value: { jobId: job.jobId, ...fence, durationMs, error, steps } } }, () => describeParts({ error: outcome.error }, outcome.steps));
     } else {
-      const text = yieldJson(outcome.yield);
+      // With the send time: the engine places a sleep's `until` on its own clock with it.
+      const text = yieldJson({ ...outcome.yield, sent_at: new Date().toISOString() });
       this.sendReport(job, { payload: { case: 'jobYielded', value: { jobId: job.jobId, ...fence, durationMs, yieldJson: text, steps } } }, () => describeParts({ yield: outcome.yield }, outcome.steps));
     }
   }

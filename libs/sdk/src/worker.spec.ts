@@ -203,7 +203,10 @@ describe('createWorker (REST pull)', () => {
       yield: { type: 'sleep', step_id: 'run-1:nap:0', until: expect.any(String) },
       execution_seq: 5,
       lease_token: 'tok',
+      sent_at: expect.any(String),
     });
+    // The send time is this worker's clock as it sent the update.
+    expect(Math.abs(Date.parse(yielded.body.sent_at) - yielded.at)).toBeLessThan(60_000);
     expect(updates(engine)).toHaveLength(2);
   });
 
@@ -420,7 +423,7 @@ describe('createWorker (REST pull)', () => {
       const progress = { status: 'progress', steps: [expect.objectContaining({ id: 'run-1:a:0', output: 'A' })], step_offset: 0, execution_seq: 2, lease_token: 'tok' };
       for (const r of sent.slice(0, 3)) expect(r.body).toEqual(progress);
       expect(sent[1].at - sent[0].at).toBeGreaterThanOrEqual(195);
-      expect(yielded.body).toEqual({ status: 'yielded', yield: expect.objectContaining({ type: 'sleep', step_id: 'run-1:nap:0' }), execution_seq: 2, lease_token: 'tok' });
+      expect(yielded.body).toEqual({ status: 'yielded', yield: expect.objectContaining({ type: 'sleep', step_id: 'run-1:nap:0' }), execution_seq: 2, lease_token: 'tok', sent_at: expect.any(String) });
     });
 
     it('reports a completed update refused with 413 as a PAYLOAD_TOO_LARGE failure with the same fence and no steps', async () => {
@@ -461,10 +464,12 @@ describe('createWorker (REST pull)', () => {
       await waitFor(() => terminals(engine).length === 2 && activeJobs(w) === 0, 'the failed update');
       const [yielded, failed] = terminals(engine);
       expect(yielded.body.status).toBe('yielded');
+      // The message measures the report as built; the send time is added per attempt.
+      const { sent_at: _sentAt, ...built } = yielded.body;
       expect(failed.body).toEqual({
         status: 'failed',
         error: {
-          message: `yielded report of ${Buffer.byteLength(yielded.raw)} bytes (yield ${Buffer.byteLength(JSON.stringify(yielded.body.yield))} bytes) is too large for the engine (HTTP 413); engine: request body is over the 2048 byte limit`,
+          message: `yielded report of ${Buffer.byteLength(JSON.stringify(built))} bytes (yield ${Buffer.byteLength(JSON.stringify(yielded.body.yield))} bytes) is too large for the engine (HTTP 413); engine: request body is over the 2048 byte limit`,
           code: 'PAYLOAD_TOO_LARGE',
           retryable: false,
         },

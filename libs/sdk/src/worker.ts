@@ -507,7 +507,9 @@ class PullWorker implements Worker {
     for (let failures = 1; ; failures++) {
       let problem: Record<string, unknown>;
       try {
-        const res = await this.call('PUT', this.jobPath(job), update);
+        // A yield carries its send time, per attempt: the engine places a sleep's `until` on its own clock with it.
+        const body = update.status === 'yielded' ? { ...update, sent_at: new Date().toISOString() } : update;
+        const res = await this.call('PUT', this.jobPath(job), body);
         if (res.status < 500) return res;
         problem = { status: res.status, body: res.text.slice(0, 200) };
       } catch (err) {

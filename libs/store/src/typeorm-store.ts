@@ -9,6 +9,7 @@ import { ConcurrencyLanes1733000000000 } from './migrations/concurrency-lanes';
 import { WaitingRunsIndex1733100000000 } from './migrations/waiting-runs-index';
 import { EventVersionMetadata1734100000000 } from './migrations/event-version-metadata';
 import { LeaseDeadline1734100000001 } from './migrations/lease-deadline';
+import { LeaseClockOffset1734100000002 } from './migrations/lease-clock-offset';
 
 const MIGRATIONS = [
   InitialSchema1732900000000,
@@ -16,6 +17,7 @@ const MIGRATIONS = [
   WaitingRunsIndex1733100000000,
   EventVersionMetadata1734100000000,
   LeaseDeadline1734100000001,
+  LeaseClockOffset1734100000002,
 ];
 
 export interface StoreOptions {

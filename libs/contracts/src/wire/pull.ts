@@ -59,4 +59,6 @@ export interface JobUpdateBody {
   yield?: YieldInfo;
   execution_seq?: number;
   lease_token?: string;
+  /** Ours (the Ironflow SDK does not send it): the worker's clock when it sent this update, ISO-8601; places a sleep on the engine's clock. */
+  sent_at?: string;
 }

@@ -40,6 +40,25 @@ export async function refreshLease(tx: Tx, runId: string, executionSeq: number, 
   return r.affected === 1;
 }
 
+/**
+ * Records that the worker of an execution had a clock at least `offsetMs` ahead of the store clock
+ * (negative: behind); keeps the largest such bound. Touches only the lease row.
+ */
+export async function noteWorkerClock(tx: Tx, runId: string, executionSeq: number, offsetMs: number): Promise<void> {
+  await tx.execute(
+    `UPDATE leases SET clock_offset_ms = CASE WHEN clock_offset_ms IS NULL OR clock_offset_ms < $3 THEN $3 ELSE clock_offset_ms END
+     WHERE run_id = $1 AND execution_seq = $2`,
+    [runId, executionSeq, Math.round(offsetMs)],
+  );
+}
+
+/** The bound {@link noteWorkerClock} recorded for an execution, or `null`. */
+export async function workerClockOffset(tx: Tx, runId: string, executionSeq: number): Promise<number | null> {
+  const rows = await tx.query<{ clock_offset_ms: unknown }>(`SELECT clock_offset_ms FROM leases WHERE run_id = $1 AND execution_seq = $2`, [runId, executionSeq]);
+  const value = rows[0]?.clock_offset_ms;
+  return value === null || value === undefined ? null : Number(value);
+}
+
 /** Extends a lease only while `holder` holds it (a worker's heartbeat cannot extend another's lease). */
 export async function refreshLeaseHeldBy(tx: Tx, runId: string, executionSeq: number, holder: string, expiresAt: number): Promise<boolean> {
   const r = await tx.execute(

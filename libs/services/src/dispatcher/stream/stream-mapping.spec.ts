@@ -69,5 +69,12 @@ describe('worker stream mapping', () => {
       steps: [{ id: 'r:a:0', name: 'a', type: 'invoke', status: 'completed', output: 3, duration_ms: 4 }],
     });
     expect(fromJobYielded(create(v1.JobYieldedSchema, { jobId: 'r-1', yieldJson: 'not json' }))).toEqual({ kind: 'yielded', yield: {}, steps: [] });
+    // Our `sent_at` leaves the yield and becomes the report's send time.
+    expect(fromJobYielded(create(v1.JobYieldedSchema, { jobId: 'r-1', yieldJson: JSON.stringify({ ...y, sent_at: '2025-01-02T03:04:03.000Z' }) }))).toEqual({
+      kind: 'yielded',
+      yield: y,
+      steps: [],
+      sentAt: Date.parse('2025-01-02T03:04:03.000Z'),
+    });
   });
 });
