@@ -530,6 +530,34 @@ describe.each(WIRE_STORES)('wire: pull over REST (%s)', (store) => {
     expect(run.attempt).toBe(1);
   });
 
+  it('PUT …/jobs/{jobId}/release (ours) gives a job back: 200, the run is queued at once and the next poll hands it out again; a heartbeat then answers it lost', async () => {
+    const { event, worker } = await newWorker();
+    const { runId } = await trigger(event);
+    const job = await pollJob(worker);
+    expect(is2xx((await ack(worker, job)).status)).toBe(true);
+    expect(is2xx((await update(worker, job, { status: 'progress', steps: [stepResult(runId, 'a', 'A')], step_offset: 0, ...fence(job) })).status)).toBe(true);
+
+    const released = await rest(engine.url, 'PUT', `/api/v1/workers/${worker}/jobs/${job.job_id}/release`, { run_id: job.run_id, ...fence(job) });
+    expect(released.status).toBe(200);
+    expect(released.json).toEqual({ ok: true });
+    expect((await getRun(runId)).status).toMatch(/^(waiting_for_capacity|running)$/);
+
+    const hb = await rest(engine.url, 'POST', `/api/v1/workers/${worker}/heartbeat`, { worker_id: worker, active_jobs: 1, jobs: [{ job_id: job.job_id, started_at: isoIn(-100) }] });
+    expect(hb.status).toBe(200);
+    expect(hb.json).toEqual({ ok: true, jobs: [{ job_id: job.job_id, state: 'lost' }] });
+
+    const again = await pollJob(worker);
+    expect(again.run_id).toBe(runId);
+    expect(again.attempt).toBe(1);
+    expect(again.execution_seq).toBe(job.execution_seq + 1);
+    expect(again.completed_steps).toStrictEqual([{ step_id: `${runId}:a:0`, name: 'a', output: 'A' }]);
+    const live = await rest(engine.url, 'POST', `/api/v1/workers/${worker}/heartbeat`, { worker_id: worker, active_jobs: 1, jobs: [{ job_id: again.job_id, started_at: isoIn(0) }] });
+    expect(live.json).toEqual({ ok: true, jobs: [{ job_id: again.job_id, state: 'refreshed' }] });
+
+    const twice = await rest(engine.url, 'PUT', `/api/v1/workers/${worker}/jobs/${job.job_id}/release`, { run_id: job.run_id, ...fence(job) });
+    expect([twice.status, twice.json.code]).toEqual([409, 'STALE_EXECUTION']);
+  });
+
   it('X-Ironflow-Environment scopes R1–R6: a worker of env "staging" gets only that env\'s runs', async () => {
     const env = uid('staging');
     const fnId = uid('pull-env');

@@ -20,6 +20,7 @@ import { TriggerSystem } from './trigger-system';
 import { WakeSystem } from './wake-system';
 import { LeaseRecoverySystem } from './lease-recovery-system';
 import { ExecutionTimeoutSystem } from './execution-timeout-system';
+import { ReleaseSystem } from './release-system';
 
 export interface EngineOptions {
   store: Store;
@@ -66,6 +67,8 @@ export class Engine {
   readonly recovery: LeaseRecoverySystem;
   /** The function timeout of every transport (the capacity scanner's pass, after lease recovery). */
   readonly timeouts: ExecutionTimeoutSystem;
+  /** Work a worker gives back (a REST release, a closed stream). */
+  readonly releases: ReleaseSystem;
   private scanTimer?: NodeJS.Timeout;
   private scanRunning?: Promise<unknown>;
   private tickTimer?: NodeJS.Timeout;
@@ -107,9 +110,10 @@ export class Engine {
     announcer.setParentWake((child) => this.wakes.wakeParent(child));
     this.scheduler = new SchedulerSystem(r, this.wakes, announcer, hints);
     this.cancels = new CancelSystem(r, announcer);
-    this.pull = new PullWorkerSystem(r, this.dispatch, this.reports);
+    this.releases = new ReleaseSystem(r, hints);
+    this.pull = new PullWorkerSystem(r, this.dispatch, this.reports, this.releases);
     this.push = new PushDispatcher(r, this.dispatch, this.reports, hints);
-    this.streams = new StreamWorkerSystem(r, this.dispatch, this.reports, this.pull, hints);
+    this.streams = new StreamWorkerSystem(r, this.dispatch, this.reports, this.pull, hints, this.releases);
     this.api = new EngineClientApi(r, this.functions, this.triggers, this.cancels);
     this.recovery = new LeaseRecoverySystem(r, announcer, hints);
     this.timeouts = new ExecutionTimeoutSystem(r, this.reports);

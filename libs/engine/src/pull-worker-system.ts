@@ -4,6 +4,7 @@ import { ExecutionFence, fenceMatches, parseJobId } from '@ironflow/fencing';
 import { leasesSql, runsSql, workersSql } from '@ironflow/store';
 import { DispatchSystem } from './dispatch-system';
 import { ReportResult, ReportSystem, SegmentReport } from './report-system';
+import { ReleaseSystem } from './release-system';
 import { EngineResources } from './resources';
 import { toJobAssignment } from './segment-loader';
 import { refuseNulAnywhere } from './payload-limits';
@@ -46,6 +47,7 @@ export class PullWorkerSystem {
     private readonly r: EngineResources,
     private readonly dispatch: DispatchSystem,
     private readonly reports: ReportSystem,
+    private readonly releases: ReleaseSystem,
   ) {}
 
   async register(scope: CallScope, workerId: string, body: WorkerRegisterBody): Promise<void> {
@@ -68,23 +70,31 @@ export class PullWorkerSystem {
   }
 
   /**
-   * Refreshes the leases of the jobs the worker lists (REST heartbeats carry no fence: by job id),
-   * only those this worker holds. Throws `VALIDATION_ERROR` for a body that is not a heartbeat.
+   * R3: refreshes the leases of the jobs the worker lists (REST heartbeats carry no fence: by job
+   * id) and answers each job's state, in the order listed: `refreshed` when this worker holds the
+   * job's live lease (extended `leaseMs` from now), else `lost` — its lease expired (an expired
+   * lease is never revived), was recovered, released or handed to another worker, its execution
+   * ended or timed out, or the id is not a job id. A worker should stop a lost job: any report of
+   * it is stale. Throws `VALIDATION_ERROR` for a body that is not a heartbeat, `WORKER_NOT_FOUND`.
    */
-  async heartbeat(workerId: string, body: WorkerHeartbeatBody): Promise<void> {
+  async heartbeat(workerId: string, body: WorkerHeartbeatBody): Promise<{ jobs: { job_id: string; state: 'refreshed' | 'lost' }[] }> {
     checkWorkerId(workerId);
     const parsed = heartbeatSchema.safeParse(body ?? {});
     if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
-    await this.r.store.unitOfWork('workerHeartbeat', async (tx) => {
+    return this.r.store.unitOfWork('workerHeartbeat', async (tx) => {
       if (!(await workersSql.touchWorker(tx, workerId))) throw new EngineError('WORKER_NOT_FOUND', `worker ${workerId} is not registered`);
+      const jobs: { job_id: string; state: 'refreshed' | 'lost' }[] = [];
       for (const job of parsed.data.jobs) {
+        let held = false;
         try {
           const { runId, executionSeq } = parseJobId(job.job_id);
-          await leasesSql.refreshLeaseHeldBy(tx, runId, executionSeq, workerId, tx.now + this.r.config.leaseMs);
+          held = await leasesSql.refreshLeaseHeldBy(tx, runId, executionSeq, workerId, tx.now + this.r.config.leaseMs);
         } catch {
           // a job id the engine never issued refreshes nothing
         }
+        jobs.push({ job_id: job.job_id, state: held ? 'refreshed' : 'lost' });
       }
+      return { jobs };
     });
   }
 
@@ -149,6 +159,19 @@ export class PullWorkerSystem {
       this.r.logger.warn('oversized update: the attempt could not be failed', { worker_id: workerId, job_id: jobId, error: String(err) });
       return false;
     }
+  }
+
+  /**
+   * Ours: `PUT /api/v1/workers/{workerId}/jobs/{jobId}/release` — the worker gives back a job it
+   * will not finish (it is stopping): the execution goes back to the queue at once, same attempt,
+   * its checkpointed steps kept (see `ReleaseSystem`). Body: the fence echoed, as on R6 (optional:
+   * without it, holding the lease suffices). Throws `STALE_EXECUTION` / `RUN_NOT_RUNNING` (409)
+   * when the job is not this worker's live execution.
+   */
+  async release(workerId: string, jobId: string, body: JobAckBody): Promise<void> {
+    checkWorkerId(workerId);
+    const { runId, executionSeq } = parseJobId(jobId);
+    await this.releases.release(runId, executionSeq, workerId, fenceOf(body, executionSeq), `worker ${workerId} released job ${jobId}`);
   }
 
   /** R6: a progress checkpoint or the execution's terminal report. */

@@ -6,6 +6,7 @@ import { DispatchSystem } from './dispatch-system';
 import { PullWorkerSystem } from './pull-worker-system';
 import { ReportSystem, SegmentReport } from './report-system';
 import { EngineResources } from './resources';
+import { ReleaseSystem } from './release-system';
 import { Segment, toJobAssignment } from './segment-loader';
 
 /** `heartbeat_interval_ms` the engine tells stream workers (WIRE-PROTOCOL.md 6). */
@@ -145,15 +146,20 @@ export class StreamConnection {
   }
 
   /**
-   * The stream ended (cleanly or not): its jobs are forgotten. Their leases are left to expire,
-   * and lease recovery queues them again. Idempotent.
+   * The stream ended: its jobs are forgotten. With `release` (default: the worker closed the stream,
+   * stopped, or the connection broke or went silent) the jobs it still held are given back at once
+   * (`ReleaseSystem`, off the transport's path), so another worker runs them without waiting for
+   * their leases to expire. Without it (the engine is shutting down, or ended the stream over a
+   * message it could not read) their leases are kept: a worker that reconnects elsewhere goes on
+   * with them (adoption), and its reports are judged by their fences. Idempotent.
    */
-  close(): void {
+  close(release = true): void {
     if (this.closedFlag) return;
     this.closedFlag = true;
+    const held = [...this.jobs.values()];
     this.jobs.clear();
     this.jobOfRun.clear();
-    this.system.detach(this);
+    this.system.detach(this, release ? held : []);
   }
 
   /**
@@ -323,6 +329,7 @@ export class StreamWorkerSystem {
     private readonly reports: ReportSystem,
     private readonly pull: PullWorkerSystem,
     private readonly hints: DispatchHints,
+    private readonly releases: ReleaseSystem,
     options: StreamWorkerOptions = {},
   ) {
     this.options = {
@@ -388,10 +395,15 @@ export class StreamWorkerSystem {
     this.notifyDrain();
   }
 
-  /** @internal A connection closed. */
-  detach(conn: StreamConnection): void {
+  /** @internal A connection closed; `released` are the jobs it gives back (none while the engine stops). */
+  detach(conn: StreamConnection, released: readonly TrackedJob[]): void {
     this.connections.delete(conn);
     this.notifyDrain();
+    if (released.length === 0 || this.stopping) return;
+    this.r.followUps.track('stream-release', async () => {
+      const count = await this.releases.releaseAll(conn.workerId, released, `stream of worker ${conn.workerId} closed`);
+      if (count > 0) this.r.logger.log('closed stream released its jobs', { worker_id: conn.workerId, released: count });
+    });
   }
 
   /** @internal Drops a stale report: nothing changes, the metric counts it. */

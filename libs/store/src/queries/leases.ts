@@ -31,11 +31,15 @@ export async function listOverdueExecutions(tx: Tx, limit: number): Promise<Over
   return rows.map((r) => ({ runId: String(r.run_id), executionSeq: Number(r.execution_seq), holder: String(r.holder), deadlineAt: Number(r.deadline_at) }));
 }
 
-/** Extends the lease of one execution; touches only the lease row, never the run. */
+/**
+ * Extends the lease of one execution; touches only the lease row, never the run. A lease that
+ * has already expired is not revived (false): the execution counts as lost, lease recovery
+ * queues it again.
+ */
 export async function refreshLease(tx: Tx, runId: string, executionSeq: number, expiresAt: number, holder?: string): Promise<boolean> {
   const r = await tx.execute(
-    `UPDATE leases SET expires_at = $3, holder = COALESCE($4, holder) WHERE run_id = $1 AND execution_seq = $2`,
-    [runId, executionSeq, expiresAt, holder ?? null],
+    `UPDATE leases SET expires_at = $3, holder = COALESCE($4, holder) WHERE run_id = $1 AND execution_seq = $2 AND expires_at > $5`,
+    [runId, executionSeq, expiresAt, holder ?? null, tx.now],
   );
   return r.affected === 1;
 }
@@ -59,11 +63,14 @@ export async function workerClockOffset(tx: Tx, runId: string, executionSeq: num
   return value === null || value === undefined ? null : Number(value);
 }
 
-/** Extends a lease only while `holder` holds it (a worker's heartbeat cannot extend another's lease). */
+/**
+ * Extends a lease only while `holder` holds it (a worker's heartbeat cannot extend another's
+ * lease) and it has not expired (an expired lease is not revived).
+ */
 export async function refreshLeaseHeldBy(tx: Tx, runId: string, executionSeq: number, holder: string, expiresAt: number): Promise<boolean> {
   const r = await tx.execute(
-    `UPDATE leases SET expires_at = $4 WHERE run_id = $1 AND execution_seq = $2 AND holder = $3`,
-    [runId, executionSeq, holder, expiresAt],
+    `UPDATE leases SET expires_at = $4 WHERE run_id = $1 AND execution_seq = $2 AND holder = $3 AND expires_at > $5`,
+    [runId, executionSeq, holder, expiresAt, tx.now],
   );
   return r.affected === 1;
 }

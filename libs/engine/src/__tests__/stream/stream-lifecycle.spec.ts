@@ -1,12 +1,13 @@
 /**
  * Lifecycle of stream jobs on SQLite and PostgreSQL (issue 7): the function timeout applies to a
- * stream execution the worker never reports (item 4), a heartbeat listing a job whose execution is
- * no longer live is answered `stale` with a `cancel` (item 9). The worker is a raw `@grpc/grpc-js`
- * client acting like the v0.29 worker.
+ * stream execution the worker never reports (item 4); a stream that closes gives its jobs back at
+ * once (item 8); a heartbeat listing a job whose execution is no longer live, or whose lease
+ * expired, is answered `stale` with a `cancel` and revives nothing (item 9). The worker is a raw
+ * `@grpc/grpc-js` client acting like the v0.29 worker.
  */
 import { STORES } from '@ironflow/testing';
 import { v1 } from '@ironflow/rpc';
-import { RawStreamWorker, SCOPE, startStreamEngine, StreamEngine, uid } from './stream-kit.test';
+import { leaseExpiry, RawStreamWorker, SCOPE, startStreamEngine, StreamEngine, uid } from './stream-kit.test';
 
 describe.each(STORES)('stream job lifecycle on %s', (dialect) => {
   let engine: StreamEngine;
@@ -41,6 +42,63 @@ describe.each(STORES)('stream job lifecycle on %s', (dialect) => {
       raw.send({ payload: { case: 'heartbeat', value: { workerId, activeJobs: 1, jobs: [{ jobId: job.jobId }] } } });
       expect((await raw.next('leaseRefresh')).segments).toEqual([expect.objectContaining({ runId, state: v1.LeaseState.STALE })]);
       expect((await raw.next('cancel')).jobId).toBe(job.jobId);
+    } finally {
+      raw.close();
+    }
+  });
+
+  it('a worker that closes its stream gives its acked job back at once: queued again, no recovery, and the next stream runs it', async () => {
+    const fnId = uid('stream-close');
+    const event = uid('close.event');
+    await engine.registerPullFunction(fnId, event);
+    const first = new RawStreamWorker(engine.port);
+    const second = new RawStreamWorker(engine.port);
+    try {
+      first.register(uid('worker-stream'), [fnId], 1);
+      await first.next('registered');
+      const runId = await engine.trigger(event);
+      const job = await first.next('job');
+      first.send({ payload: { case: 'jobAck', value: { jobId: job.jobId, executionSeq: job.executionSeq, leaseToken: job.leaseToken } } });
+      // The worker process dies (SIGTERM, no handler): its connection goes away.
+      first.close();
+
+      second.register(uid('worker-stream'), [fnId], 1);
+      await second.next('registered');
+      const again = await second.next('job', (j) => j.runId === runId);
+      expect(again.executionSeq).toBe(2n);
+      expect(again.attempt).toBe(1);
+      second.send({ payload: { case: 'jobAck', value: { jobId: again.jobId, executionSeq: again.executionSeq, leaseToken: again.leaseToken } } });
+      second.send({ payload: { case: 'jobCompleted', value: { jobId: again.jobId, output: { by: 'second' }, executionSeq: again.executionSeq, leaseToken: again.leaseToken } } });
+      const run = await engine.waitForRun(runId, (r) => r.status === 'completed', 'the second worker to complete the run');
+      expect(run.output).toEqual({ by: 'second' });
+      const rows = await engine.server.runtime.store.read('t', (tx) => tx.query<{ recoveries: unknown; execution_seq: unknown }>(`SELECT recoveries, execution_seq FROM runs WHERE id = $1`, [runId]));
+      expect(rows.map((r) => [Number(r.recoveries), Number(r.execution_seq)])).toEqual([[0, 2]]);
+    } finally {
+      first.close();
+      second.close();
+    }
+  });
+
+  it('a heartbeat after the lease expired does not revive it: answered stale with a cancel, expiry unchanged', async () => {
+    const fnId = uid('stream-expired');
+    const event = uid('expired.event');
+    await engine.registerPullFunction(fnId, event);
+    const workerId = uid('worker-stream');
+    const raw = new RawStreamWorker(engine.port);
+    try {
+      raw.register(workerId, [fnId], 1);
+      await raw.next('registered');
+      const runId = await engine.trigger(event);
+      const job = await raw.next('job');
+      raw.send({ payload: { case: 'jobAck', value: { jobId: job.jobId, executionSeq: job.executionSeq, leaseToken: job.leaseToken } } });
+      const before = await leaseExpiry(engine, runId);
+      // Past the lease, before the scanner's next pass could recover it.
+      engine.clock.advance(engine.server.runtime.settings.leaseMs + 1);
+      raw.send({ payload: { case: 'heartbeat', value: { workerId, activeJobs: 1, jobs: [{ jobId: job.jobId }] } } });
+      expect((await raw.next('leaseRefresh')).segments).toEqual([expect.objectContaining({ runId, state: v1.LeaseState.STALE })]);
+      expect((await raw.next('cancel')).jobId).toBe(job.jobId);
+      const after = await leaseExpiry(engine, runId);
+      if (after) expect(after.expiresAt).toBe(before!.expiresAt);
     } finally {
       raw.close();
     }
