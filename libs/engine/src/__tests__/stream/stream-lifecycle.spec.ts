@@ -20,6 +20,16 @@ describe.each(STORES)('stream job lifecycle on %s', (dialect) => {
     await engine?.close();
   });
 
+  /** Registers `raw` for `fnId`, starts a run of `event` and acks its job, as the v0.29 worker does. */
+  async function ackedJob(raw: RawStreamWorker, workerId: string, fnId: string, event: string): Promise<{ runId: string; job: v1.JobAssignment }> {
+    raw.register(workerId, [fnId], 1);
+    await raw.next('registered');
+    const runId = await engine.trigger(event);
+    const job = await raw.next('job');
+    raw.send({ payload: { case: 'jobAck', value: { jobId: job.jobId, executionSeq: job.executionSeq, leaseToken: job.leaseToken } } });
+    return { runId, job };
+  }
+
   it('a stream execution past its function timeout fails with FUNCTION_TIMED_OUT; the worker\'s next heartbeat is answered stale with a cancel', async () => {
     const fnId = uid('stream-timeout');
     const event = uid('slow.event');
@@ -27,11 +37,7 @@ describe.each(STORES)('stream job lifecycle on %s', (dialect) => {
     const workerId = uid('worker-stream');
     const raw = new RawStreamWorker(engine.port);
     try {
-      raw.register(workerId, [fnId], 1);
-      await raw.next('registered');
-      const runId = await engine.trigger(event);
-      const job = await raw.next('job');
-      raw.send({ payload: { case: 'jobAck', value: { jobId: job.jobId, executionSeq: job.executionSeq, leaseToken: job.leaseToken } } });
+      const { runId, job } = await ackedJob(raw, workerId, fnId, event);
       raw.send({ payload: { case: 'heartbeat', value: { workerId, activeJobs: 1, jobs: [{ jobId: job.jobId }] } } });
       expect((await raw.next('leaseRefresh')).segments).toEqual([expect.objectContaining({ runId, state: v1.LeaseState.REFRESHED })]);
 
@@ -54,11 +60,7 @@ describe.each(STORES)('stream job lifecycle on %s', (dialect) => {
     const first = new RawStreamWorker(engine.port);
     const second = new RawStreamWorker(engine.port);
     try {
-      first.register(uid('worker-stream'), [fnId], 1);
-      await first.next('registered');
-      const runId = await engine.trigger(event);
-      const job = await first.next('job');
-      first.send({ payload: { case: 'jobAck', value: { jobId: job.jobId, executionSeq: job.executionSeq, leaseToken: job.leaseToken } } });
+      const { runId } = await ackedJob(first, uid('worker-stream'), fnId, event);
       // The worker process dies (SIGTERM, no handler): its connection goes away.
       first.close();
 
@@ -86,11 +88,7 @@ describe.each(STORES)('stream job lifecycle on %s', (dialect) => {
     const workerId = uid('worker-stream');
     const raw = new RawStreamWorker(engine.port);
     try {
-      raw.register(workerId, [fnId], 1);
-      await raw.next('registered');
-      const runId = await engine.trigger(event);
-      const job = await raw.next('job');
-      raw.send({ payload: { case: 'jobAck', value: { jobId: job.jobId, executionSeq: job.executionSeq, leaseToken: job.leaseToken } } });
+      const { runId, job } = await ackedJob(raw, workerId, fnId, event);
       const before = await leaseExpiry(engine, runId);
       // Past the lease, before the scanner's next pass could recover it.
       engine.clock.advance(engine.server.runtime.settings.leaseMs + 1);
