@@ -1,6 +1,8 @@
 /**
  * One Jest config for unit, contract and e2e tests. TypeScript is compiled by SWC
- * (decorator metadata on) and `@ironflow/*` imports resolve to `libs/<name>/src`.
+ * (decorator metadata on) and `@ironflow/*` imports resolve to `libs/<name>/src`. ESM-only
+ * dependencies (`@marcbachmann/cel-js`; Node itself loads it with `require`) are compiled to
+ * CommonJS by SWC too, since Jest's module loader cannot `require` ES modules.
  */
 const swc = ['@swc/jest', {
   jsc: {
@@ -12,7 +14,8 @@ const swc = ['@swc/jest', {
 }];
 module.exports = {
   testEnvironment: 'node',
-  transform: { '^.+\\.ts$': swc },
+  transform: { '^.+\\.ts$': swc, '/node_modules/@marcbachmann/cel-js/.+\\.js$': swc },
+  transformIgnorePatterns: ['/node_modules/(?!@marcbachmann/cel-js/)'],
   moduleNameMapper: {
     '^@ironflow/contracts/proto$': '<rootDir>/libs/contracts/src/proto.ts',
     '^@ironflow/(.*)$': '<rootDir>/libs/$1/src/index.ts',

@@ -4,7 +4,7 @@ import { AddressInfo } from 'node:net';
 import { DataSource } from 'typeorm';
 import { createClient, createFunction, createWorker, serve, Worker } from '@ironflow/sdk';
 import { scratchDatabase } from '@ironflow/testing';
-import { ServiceProcess, freePort, startIngress } from '../support/service-processes';
+import { ServiceProcess, clusterEnv, freePort, startIngress } from '../support/service-processes';
 
 /**
  * The cluster (issue "five services as separate processes"): api-gateway, two dispatchers,
@@ -50,15 +50,7 @@ describe('cluster of separate service processes on PostgreSQL and NATS', () => {
 
   beforeAll(async () => {
     db = await scratchDatabase('postgres', 'ironflow_e2e');
-    const common = {
-      IRONFLOW_DATABASE_URL: db.url,
-      NATS_URL: process.env.IRONFLOW_TEST_NATS_URL!,
-      IRONFLOW_POOL_SIZE: '8',
-      IRONFLOW_LEASE_MS: String(LEASE_MS),
-      IRONFLOW_TICK_MS: '200',
-      IRONFLOW_SCAN_MS: '200',
-      IRONFLOW_DISPATCH_POLL_MS: '100',
-    };
+    const common = clusterEnv(db.url, LEASE_MS);
     const make = async (app: ServiceProcess['app'], node: string) => new ServiceProcess(app, await freePort(), { ...common, IRONFLOW_NODE_ID: node });
     gateway = await make('api-gateway', 'gw-1');
     dispatcher1 = await make('dispatcher', 'dispatcher-1');
@@ -82,7 +74,7 @@ describe('cluster of separate service processes on PostgreSQL and NATS', () => {
       await s.start();
       workers.push(s);
     }
-  }, 60_000);
+  }, 120_000);
 
   afterAll(async () => {
     for (const w of workers) await w.stop();

@@ -18,6 +18,23 @@ export function freePort(): Promise<number> {
 }
 
 /**
+ * The environment every process of a test cluster shares (DESIGN.md "Testing": pools of 8, short
+ * leases and ticks) on `databaseUrl` and the test NATS; `extra` adds or overrides variables.
+ */
+export function clusterEnv(databaseUrl: string, leaseMs: number, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    IRONFLOW_DATABASE_URL: databaseUrl,
+    NATS_URL: process.env.IRONFLOW_TEST_NATS_URL!,
+    IRONFLOW_POOL_SIZE: '8',
+    IRONFLOW_LEASE_MS: String(leaseMs),
+    IRONFLOW_TICK_MS: '200',
+    IRONFLOW_SCAN_MS: '200',
+    IRONFLOW_DISPATCH_POLL_MS: '100',
+    ...extra,
+  };
+}
+
+/**
  * One service as its own OS process, started from the build output (`dist/apps/<app>`) and
  * configured by environment, as in a cluster. `kill9()` is a crash; `restart()` starts it again
  * with the same configuration.
@@ -46,7 +63,8 @@ export class ServiceProcess {
     child.stdout!.on('data', (d) => this.log.push(String(d)));
     child.stderr!.on('data', (d) => this.log.push(String(d)));
     this.exited = new Promise((res) => child.on('exit', (code) => res(code)));
-    const deadline = Date.now() + 20_000;
+    // Generous: two cluster suites can boot a dozen processes at once on a loaded 2-core machine.
+    const deadline = Date.now() + 60_000;
     for (;;) {
       if (child.exitCode !== null) throw new Error(`${this.app} exited with ${child.exitCode}: ${this.log.join('').slice(-2000)}`);
       try {
@@ -55,7 +73,7 @@ export class ServiceProcess {
       } catch {
         // not listening yet
       }
-      if (Date.now() > deadline) throw new Error(`${this.app} not ready after 20 s: ${this.log.join('').slice(-2000)}`);
+      if (Date.now() > deadline) throw new Error(`${this.app} not ready after 60 s: ${this.log.join('').slice(-2000)}`);
       await new Promise((r) => setTimeout(r, 50));
     }
   }

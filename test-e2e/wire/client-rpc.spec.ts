@@ -369,19 +369,62 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     const reg = await connect(engine.url, 'RegisterFunction', {
       id: fnId,
       preferredMode: 'pull',
-      triggers: [{ event: 'a.b', cron: '* * * * *' }, { event: 'a.c', expression: 'event.data.x > 1' }],
+      triggers: [{ event: 'a.b' }],
       cancelOn: [{ event: 'stop', match: 'data.id' }],
-      debounce: { period_ms: 1000, key: '', max_wait_ms: 5000 },
       secrets: ['API_KEY'],
       actorKey: 'data.userId',
     });
     expect(reg.status).toBe(400);
     expect(reg.json).toMatchObject({ code: 'invalid_argument', ironflowCode: 'VALIDATION_ERROR' });
-    for (const name of ['triggers.0.cron', 'triggers.1.expression', 'cancelOn', 'debounce', 'secrets', 'actorKey']) {
+    for (const name of ['cancelOn', 'secrets', 'actorKey']) {
       expect(reg.json.message).toContain(name);
     }
     const list = await connect(engine.url, 'ListFunctions', {});
     expect(JSON.stringify(list.json)).not.toContain(fnId);
+  });
+
+  it('RegisterFunction takes cron and expression triggers and debounce as the SDK sends them (snake_case max_wait_ms too) and answers them back', async () => {
+    const fnId = uid('options');
+    const reg = await connect(engine.url, 'RegisterFunction', {
+      id: fnId,
+      preferredMode: 'pull',
+      triggers: [{ event: 'scheduled.cleanup', cron: 'CRON_TZ=Europe/Berlin 0 3 * * *' }, { event: 'order.placed', expression: 'event.data.amount > 10' }],
+      debounce: { period_ms: 2000, key: 'customerId', max_wait_ms: 5000 },
+    });
+    expect(reg.status).toBe(200);
+    expect(reg.json.function).toMatchObject({
+      triggers: [{ event: 'scheduled.cleanup', cron: 'CRON_TZ=Europe/Berlin 0 3 * * *', expression: '' }, { event: 'order.placed', expression: 'event.data.amount > 10', cron: '' }],
+      debounce: { periodMs: 2000, key: 'customerId', maxWaitMs: 5000 },
+    });
+    const listed = (await connect(engine.url, 'ListFunctions', {})).json.functions.find((f: { id: string }) => f.id === fnId);
+    expect(listed.debounce).toEqual({ periodMs: 2000, key: 'customerId', maxWaitMs: 5000 });
+  });
+
+  it('RegisterFunction refuses a cron schedule, an expression or a debounce that cannot work, naming each', async () => {
+    const reg = await connect(engine.url, 'RegisterFunction', {
+      id: uid('bad-options'),
+      preferredMode: 'pull',
+      triggers: [{ event: 'a', cron: '0 25 * * *' }, { event: 'b', expression: 'event.data.amount >' }],
+    });
+    expect(reg.status).toBe(400);
+    expect(reg.json).toMatchObject({ code: 'invalid_argument', ironflowCode: 'VALIDATION_ERROR' });
+    expect(reg.json.message).toContain('triggers.0.cron');
+    expect(reg.json.message).toContain('triggers.1.expression');
+    const debounce = await connect(engine.url, 'RegisterFunction', { id: uid('bad-debounce'), preferredMode: 'pull', triggers: [{ event: 'c' }], debounce: { period_ms: 500 } });
+    expect(debounce.status).toBe(400);
+    expect(debounce.json.message).toContain('debounce.periodMs');
+  });
+
+  it('TriggerSync of an event that starts a debounced function answers 400 failed_precondition (FUNCTION_DEBOUNCED); Trigger accepts it', async () => {
+    const fnId = uid('debounced');
+    const event = uid('typed');
+    expect((await connect(engine.url, 'RegisterFunction', { id: fnId, preferredMode: 'pull', triggers: [{ event }], debounce: { period_ms: 1000 } })).status).toBe(200);
+    const sync = await connect(engine.url, 'TriggerSync', { event, data: {}, timeout_ms: 1000 });
+    expect(sync.status).toBe(400);
+    expect(sync.json).toMatchObject({ code: 'failed_precondition', ironflowCode: 'FUNCTION_DEBOUNCED' });
+    const async = await connect(engine.url, 'Trigger', { event, data: {} });
+    expect(async.status).toBe(200);
+    expect(async.json.runIds).toEqual([]);
   });
 
   it('Trigger takes an event version and metadata (as `client.emit(name, data, {version, metadata})` sends them), and refuses a version below 1 or metadata that is not an object', async () => {

@@ -1,10 +1,12 @@
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
+import { functionOptionsHelp } from '@ironflow/engine';
 import { SERVICES, loadSettings, startServer } from '@ironflow/services';
 
 /**
  * `ironflow dev`: every service in one process on SQLite (`.ironflow/dev.db` by default) with the
- * in-process bus, on port 9123. Ctrl-C drains and stops.
+ * in-process bus, on port 9123. Ctrl-C drains and stops. Its help lists every function
+ * registration option with its semantics (`FUNCTION_OPTIONS`).
  */
 export function devCommand(): Command {
   return new Command('dev')
@@ -15,6 +17,7 @@ export function devCommand(): Command {
       return n;
     })
     .option('--db <path>', 'SQLite file', '.ironflow/dev.db')
+    .addHelpText('after', `\n${functionOptionsHelp()}`)
     .action(async (o: { port?: number; db: string }) => {
       const settings = loadSettings(process.env, {
         databaseUrl: process.env.IRONFLOW_DATABASE_URL ?? `sqlite:${resolve(o.db)}`,

@@ -1,3 +1,4 @@
+import { FUNCTION_OPTIONS } from '@ironflow/engine';
 import { FakeReply, FakeServer, RecordedRequest, startFakeServer } from '../../../libs/sdk/src/test-support';
 import { runCli } from './program';
 
@@ -71,6 +72,18 @@ describe('ironflow CLI', () => {
       expect(await cli(server.url, 'invoke', 'pay')).toEqual({ code: 2, out: ['run run-5 (pay) was cancelled'], err: [] });
       const json = await cli(server.url, 'invoke', 'pay', '--json');
       expect(JSON.parse(json.out[0])).toEqual({ status: 'cancelled', runId: 'run-5', functionId: 'pay' });
+    });
+
+    it('dev --help lists every function registration option with its semantics, refused ones as refused', async () => {
+      const res = await cli(server.url, 'dev', '--help');
+      expect(res.code).toBe(0);
+      const help = res.out.join('\n');
+      for (const option of FUNCTION_OPTIONS) {
+        const line = help.split('\n').find((l) => l.trim().startsWith(`${option.name} `));
+        expect(line).toBeDefined();
+        expect(line).toContain(option.semantics.slice(0, 40));
+        if (option.status === 'refused') expect(line).toContain('refused');
+      }
     });
 
     it('documents the exit codes in the help of emit and invoke', async () => {

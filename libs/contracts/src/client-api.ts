@@ -103,7 +103,6 @@ export interface UnsupportedFunctionOptions {
   recording?: boolean;
   recordingRetention?: string;
   changeReason?: string;
-  debounce?: { periodMs?: number; key?: string; maxWaitMs?: number };
 }
 
 export interface RegisterFunctionInput extends Partial<Omit<FunctionDefinition, 'id'>>, UnsupportedFunctionOptions {

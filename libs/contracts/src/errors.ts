@@ -13,6 +13,8 @@ export const ERROR_HTTP_STATUS = {
   VALIDATION_ERROR: 400,
   PAYLOAD_TOO_LARGE: 413,
   UNAUTHENTICATED: 401,
+  /** TriggerSync of an event that starts a debounced function (WIRE-PROTOCOL.md 5.2): Connect `failed_precondition`. */
+  FUNCTION_DEBOUNCED: 400,
   INTERNAL_ERROR: 500,
 } as const;
 export type EngineErrorCode = keyof typeof ERROR_HTTP_STATUS;

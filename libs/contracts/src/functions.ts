@@ -15,10 +15,30 @@ export const DEFAULT_RETRY: RetryConfig = {
   maxDelayMs: 300_000,
 };
 
+/**
+ * One trigger of a function (WIRE-PROTOCOL.md 5.3). An event trigger names `event` and may filter
+ * it with a CEL `expression` over `event` (e.g. `event.data.amount > 10`). A cron trigger names
+ * `cron`, a 5-field (minutes) or 6-field (seconds first) schedule, optionally prefixed with
+ * `CRON_TZ=<IANA zone> ` (default UTC); its `event`, if given, is only the name of the event its
+ * runs see.
+ */
 export interface FunctionTrigger {
   event?: string;
   expression?: string;
   cron?: string;
+}
+
+/**
+ * Debounce (WIRE-PROTOCOL.md 5.3): events of one key collapse into one run, started with the last
+ * of them once `periodMs` (at least 1000) passed without another; `maxWaitMs` (at least
+ * `periodMs`; absent = no cap) bounds how long the first event of a window waits. `key` is a JSON
+ * path into the event data (`customerId`, `data.customerId` or `event.data.customerId`); absent or
+ * resolving to nothing = one window for the whole function.
+ */
+export interface DebounceConfig {
+  periodMs: number;
+  key?: string;
+  maxWaitMs?: number;
 }
 
 export interface ConcurrencyConfig {
@@ -47,6 +67,7 @@ export interface FunctionDefinition {
   timeoutMs: number;
   concurrency?: ConcurrencyConfig;
   cancelOn: CancelOnSpec[];
+  debounce?: DebounceConfig;
   metadata?: Record<string, unknown>;
 }
 

@@ -52,7 +52,7 @@ export class EngineClientApi implements ClientApi {
   async triggerSync(scope: CallScope, input: TriggerInput & { timeoutMs?: number }): Promise<{ eventId: string; results: RunResultView[] }> {
     let eventId = '';
     const results = await this.startAndWait(scope, input.timeoutMs, async () => {
-      const started = await this.triggers.trigger(scope, input);
+      const started = await this.triggers.trigger(scope, input, { sync: true });
       eventId = started.eventId;
       return started.runIds;
     });

@@ -36,6 +36,11 @@ export interface EngineConfig {
   /** PostgreSQL row-lock wait of a wake (default 1000): a wake on a locked parent gives up and a later pass retries it. */
   wakeLockTimeoutMs: number;
   /**
+   * Cron (default 10000): a tick at most this late fires in the next pass (a slow pass leaves no
+   * gap); a schedule further behind missed its ticks, which collapse into one run for the latest.
+   */
+  cronCatchUpMs: number;
+  /**
    * Key of the push signature (WIRE-PROTOCOL.md 2.1): when set, every push request carries
    * `X-Ironflow-Signature: sha256=<hex HMAC-SHA256(key, raw body)>`; unset (default), none.
    */
@@ -58,4 +63,5 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   recoveryCeiling: 10,
   scanMs: 1000,
   wakeLockTimeoutMs: 1000,
+  cronCatchUpMs: 10_000,
 };

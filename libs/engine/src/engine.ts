@@ -5,6 +5,8 @@ import { Clock, Store } from '@ironflow/store';
 import { CancelSystem } from './cancel-system';
 import { EngineClientApi } from './client-api';
 import { DEFAULT_ENGINE_CONFIG, EngineConfig } from './config';
+import { CronSystem } from './cron-system';
+import { DebounceSystem } from './debounce-system';
 import { DispatchHints } from './dispatch-hints';
 import { DispatchSystem } from './dispatch-system';
 import { FunctionRegistry } from './function-registry';
@@ -16,6 +18,7 @@ import { ReportSystem } from './report-system';
 import { EngineResources } from './resources';
 import { SchedulerSystem } from './scheduler-system';
 import { StreamWorkerSystem } from './stream-worker-system';
+import { TriggerExpressions } from './trigger-expressions';
 import { TriggerSystem } from './trigger-system';
 import { WakeSystem } from './wake-system';
 import { LeaseRecoverySystem } from './lease-recovery-system';
@@ -58,6 +61,10 @@ export class Engine {
   readonly reports: ReportSystem;
   readonly wakes: WakeSystem;
   readonly scheduler: SchedulerSystem;
+  /** The scheduler's cron pass. */
+  readonly cron: CronSystem;
+  /** Debounce: pending events and the scheduler's pass that starts their runs. */
+  readonly debounces: DebounceSystem;
   readonly cancels: CancelSystem;
   readonly pull: PullWorkerSystem;
   readonly push: PushDispatcher;
@@ -103,12 +110,14 @@ export class Engine {
     const hints = new DispatchHints(r.bus);
     const announcer = new OutcomeAnnouncer(r);
     this.functions = new FunctionRegistry(r);
-    this.triggers = new TriggerSystem(r, hints);
+    this.cron = new CronSystem(r, hints);
+    this.debounces = new DebounceSystem(r, hints);
+    this.triggers = new TriggerSystem(r, hints, new TriggerExpressions(r.metrics), this.debounces);
     this.dispatch = new DispatchSystem(r);
     this.reports = new ReportSystem(r, announcer, hints);
     this.wakes = new WakeSystem(r, announcer, hints);
     announcer.setParentWake((child) => this.wakes.wakeParent(child));
-    this.scheduler = new SchedulerSystem(r, this.wakes, announcer, hints);
+    this.scheduler = new SchedulerSystem(r, this.wakes, announcer, hints, this.cron, this.debounces);
     this.cancels = new CancelSystem(r, announcer);
     this.releases = new ReleaseSystem(r, hints);
     this.pull = new PullWorkerSystem(r, this.dispatch, this.reports, this.releases);

@@ -7,8 +7,10 @@ import {
   FunctionDefinition,
   RegisterFunctionInput,
 } from '@ironflow/contracts';
-import { FunctionRecord, functionsSql } from '@ironflow/store';
+import { FunctionRecord, cronSql, functionsSql } from '@ironflow/store';
+import { cronSpecOf, cronTriggersOf, nextTick, parseCronTrigger } from './cron-schedule';
 import { EngineResources } from './resources';
+import { TriggerExpressions } from './trigger-expressions';
 import { refuseUnsupportedOptions } from './unsupported-options';
 import { checkName, refuseNulAnywhere } from './payload-limits';
 
@@ -35,14 +37,24 @@ const definitionSchema = z.object({
   timeoutMs: z.number().int().positive().max(INT32_MAX).optional(),
   concurrency: z.object({ limit: z.number().int().min(0).max(INT32_MAX), key: z.string().optional() }).optional(),
   cancelOn: z.array(z.object({ event: z.string().min(1), match: z.string().optional() })).default([]),
+  debounce: z
+    .object({
+      periodMs: z.number().int().min(1000, 'at least 1000 ms (the debounce period floor)'),
+      key: z.string().max(256).optional(),
+      maxWaitMs: z.number().int().positive().optional(),
+    })
+    .refine((d) => d.maxWaitMs === undefined || d.maxWaitMs >= d.periodMs, { message: 'maxWaitMs must be at least periodMs', path: ['maxWaitMs'] })
+    .optional(),
   metadata: z.record(z.unknown()).optional(),
 });
 
 /**
  * Registers and reads functions. `register` validates the definition (throws `VALIDATION_ERROR`
  * listing the bad paths; integers within the protobuf `int32` range as over Connect; no U+0000 in
- * any string; a push function needs `endpointUrl`; an option the engine does not act
- * on yet is refused by name; trigger event names are trimmed as at emit, a blank one refused), fills defaults (retry 3 attempts,
+ * any string; a push function needs `endpointUrl`; trigger event names are trimmed as at emit, a
+ * blank one refused; a trigger's cron schedule and CEL expression must compile; debounce needs
+ * `periodMs` ≥ 1000 and `maxWaitMs` ≥ `periodMs`; an option the engine does not act on yet is
+ * refused by name), keeps the function's cron schedule in the same unit of work, fills defaults (retry 3 attempts,
  * 1 s, ×2, cap 300 s; timeout 600 s) and bumps the version when the definition changed.
  */
 export class FunctionRegistry {
@@ -57,6 +69,7 @@ export class FunctionRegistry {
     }
     const d = parsed.data;
     if (d.mode === 'push' && !d.endpointUrl) throw new EngineError('VALIDATION_ERROR', 'endpointUrl: a push function needs the URL the engine calls');
+    checkTriggers(d.triggers);
     const definition: FunctionDefinition = {
       id: d.id,
       name: d.name ?? d.id,
@@ -69,14 +82,49 @@ export class FunctionRegistry {
       timeoutMs: d.timeoutMs ?? DEFAULT_FUNCTION_TIMEOUT_MS,
       ...(d.concurrency ? { concurrency: d.concurrency } : {}),
       cancelOn: d.cancelOn,
+      ...(d.debounce ? { debounce: stripUndefined(d.debounce) as FunctionDefinition['debounce'] } : {}),
       ...(d.metadata ? { metadata: d.metadata } : {}),
     };
-    return this.r.store.unitOfWork('registerFunction', (tx) => functionsSql.upsertFunction(tx, scope.project, scope.env, definition));
+    const crons = cronTriggersOf(definition);
+    return this.r.store.unitOfWork('registerFunction', async (tx) => {
+      const registered = await functionsSql.upsertFunction(tx, scope.project, scope.env, definition);
+      const nextAt = crons.length > 0 ? nextTick(crons, tx.now) : null;
+      await cronSql.syncSchedule(tx, scope.project, scope.env, definition.id, nextAt !== null ? { spec: cronSpecOf(crons), nextAt } : null);
+      return registered;
+    });
   }
 
   async list(scope: CallScope): Promise<FunctionRecord[]> {
     return this.r.store.read('listFunctions', (tx) => functionsSql.listFunctions(tx, scope.project, scope.env));
   }
+}
+
+/**
+ * Each trigger is an event trigger (`event`, optionally filtered by a CEL `expression`) or a cron
+ * trigger (`cron`, optionally naming its runs' `event`). Throws one `VALIDATION_ERROR` naming every
+ * bad trigger: neither `event` nor `cron`, an `expression` on a cron trigger, a cron schedule or an
+ * expression that does not compile.
+ */
+function checkTriggers(triggers: { event?: string; expression?: string; cron?: string }[]): void {
+  const problems: string[] = [];
+  triggers.forEach((t, i) => {
+    if (!t.event && !t.cron) problems.push(`triggers.${i}: a trigger needs an event or a cron schedule`);
+    if (t.cron) {
+      if (t.expression) problems.push(`triggers.${i}.expression: filters events; a cron trigger has none to filter`);
+      try {
+        parseCronTrigger(t);
+      } catch (err) {
+        problems.push(`triggers.${i}.cron: ${(err as Error).message}`);
+      }
+    } else if (t.expression) {
+      try {
+        TriggerExpressions.compile(t.expression);
+      } catch (err) {
+        problems.push(`triggers.${i}.expression: ${(err as Error).message}`);
+      }
+    }
+  });
+  if (problems.length > 0) throw new EngineError('VALIDATION_ERROR', problems.join('; '));
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {

@@ -9,4 +9,5 @@ export * from './views';
 export * from './push-dispatcher';
 export * from './client-api';
 export * from './stream-worker-system';
+export * from './function-options';
 export { parseSentAt } from './sleep-clock';

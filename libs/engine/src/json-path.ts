@@ -23,3 +23,16 @@ export function canonicalJson(value: unknown): string {
     return Object.fromEntries(Object.keys(v as object).sort().map((k) => [k, (v as Record<string, unknown>)[k]]));
   });
 }
+
+/**
+ * The key a JSON path picks out of an event's data, as text (WIRE-PROTOCOL.md 5.3 `debounce.key`):
+ * the path may start at the event (`event.data.customerId`), at its data (`data.customerId`) or
+ * inside the data (`customerId`). A string is itself, another value its JSON; nothing → `''`.
+ */
+export function eventDataKey(data: unknown, path: string): string {
+  const value = path.startsWith('event.') || path.startsWith('data.')
+    ? valueAtPath({ event: { data }, data }, path)
+    : valueAtPath(data, path);
+  if (value === undefined || value === null) return '';
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}

@@ -1,6 +1,8 @@
 import { isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
 import { StepRecord, correlationsSql, runsSql, stepsSql } from '@ironflow/store';
+import { CronSystem } from './cron-system';
+import { DebounceSystem } from './debounce-system';
 import { DispatchHints } from './dispatch-hints';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
@@ -8,7 +10,7 @@ import { WakeSystem } from './wake-system';
 
 /**
  * The scheduler's tick (DESIGN.md `scheduler`): the sleep sweep, the invoke and wait timeout
- * sweeps every tick, and the waiting-run pass every `waitingPassEveryTicks` ticks. Each row is
+ * sweeps, the cron and debounce passes every tick, and the waiting-run pass every `waitingPassEveryTicks` ticks. Each row is
  * its own unit of work, so a bad row costs only itself (principle 5).
  */
 export class SchedulerSystem {
@@ -19,6 +21,8 @@ export class SchedulerSystem {
     private readonly wakes: WakeSystem,
     private readonly announcer: OutcomeAnnouncer,
     private readonly hints: DispatchHints,
+    private readonly cron: CronSystem,
+    private readonly debounces: DebounceSystem,
   ) {}
 
   /** One tick; `signal` (the engine stopping) ends the waiting-run pass's loop, not the wakes it started. */
@@ -26,6 +30,8 @@ export class SchedulerSystem {
     this.ticks += 1;
     await this.guard('sleep sweep', () => this.sleepSweep());
     await this.guard('timeout sweep', () => this.timeoutSweep());
+    await this.guard('cron pass', () => this.cron.pass());
+    await this.guard('debounce pass', () => this.debounces.pass());
     if (this.ticks % this.r.config.waitingPassEveryTicks === 0) await this.guard('waiting-run pass', () => this.wakes.waitingRunPass(signal));
   }
 

@@ -7,19 +7,29 @@ import { checkName, checkPayload } from './payload-limits';
 import { recordRunCreated } from './run-created-audit';
 import { EngineResources } from './resources';
 import { DispatchHints } from './dispatch-hints';
+import { DebounceSystem } from './debounce-system';
+import { TriggerExpressions } from './trigger-expressions';
 import { eventFieldsOf } from './event-fields';
 import { toWireEvent } from './segment-loader';
 
 /**
  * Starts runs from an event (WIRE-PROTOCOL.md 5.2 `Trigger`): one unit of work inserts the event
  * (with its `version` and `metadata`, which reach the handler) and a run for each function whose
- * trigger names it. A repeated idempotency key starts nothing
- * and answers with the first event's runs. Throws `VALIDATION_ERROR` or `PAYLOAD_TOO_LARGE`.
+ * trigger names it (and whose trigger expression, if any, accepts it); a debounced function's run
+ * waits for its window instead (`DebounceSystem`). A repeated idempotency key starts nothing and
+ * answers with the first event's runs. Throws `VALIDATION_ERROR` or `PAYLOAD_TOO_LARGE`; with
+ * `sync` (TriggerSync), `FUNCTION_DEBOUNCED` when the event would start a debounced function,
+ * committing nothing.
  */
 export class TriggerSystem {
-  constructor(private readonly r: EngineResources, private readonly hints: DispatchHints) {}
+  constructor(
+    private readonly r: EngineResources,
+    private readonly hints: DispatchHints,
+    private readonly expressions: TriggerExpressions,
+    private readonly debounces: DebounceSystem,
+  ) {}
 
-  async trigger(scope: CallScope, input: TriggerInput): Promise<TriggerOutput> {
+  async trigger(scope: CallScope, input: TriggerInput, options: { sync?: boolean } = {}): Promise<TriggerOutput> {
     checkName('event', input.event, 256);
     const { version, metadata } = eventFieldsOf(input, this.r.config.maxPayloadBytes);
     if (input.idempotencyKey !== undefined && input.idempotencyKey !== '') checkName('idempotencyKey', input.idempotencyKey, 512);
@@ -40,11 +50,16 @@ export class TriggerSystem {
         return { eventId: event.id, runIds: rows.map((row) => row.id), modes: [] as string[], created: [] as RunRecord[] };
       }
       const resumed = await this.satisfyWaits(tx, scope, event);
-      const functions = await functionsSql.listFunctionsForEvent(tx, scope.project, scope.env, event.name);
+      const wireEvent = toWireEvent(event);
+      const functions = (await functionsSql.listFunctionsForEvent(tx, scope.project, scope.env, event.name)).filter((fn) => this.expressions.accepts(fn, wireEvent));
       const runIds: string[] = [];
       const modes: string[] = [...resumed];
       const created: RunRecord[] = [];
       for (const fn of functions) {
+        if (fn.definition.debounce) {
+          await this.debounces.defer(tx, fn, event, options.sync === true);
+          continue;
+        }
         const run = await runsSql.insertRun(tx, newRunOf(scope, fn, event.id, event.data));
         runIds.push(run.id);
         modes.push(run.mode);

@@ -8,14 +8,12 @@ import { EngineError, RegisterFunctionInput } from '@ironflow/contracts';
  */
 export function refuseUnsupportedOptions(input: RegisterFunctionInput): void {
   const refused: string[] = [];
-  (input.triggers ?? []).forEach((t, i) => {
-    if (t?.cron) refused.push(`triggers.${i}.cron (cron triggers)`);
-    if (t?.expression) refused.push(`triggers.${i}.expression (trigger expressions)`);
-  });
   if ((input.cancelOn ?? []).length > 0) refused.push('cancelOn (cancel on event)');
-  if (input.debounce !== undefined && input.debounce !== null) refused.push('debounce');
   if ((input.secrets ?? []).length > 0) refused.push('secrets');
-  if (input.actorKey) refused.push('actorKey (sticky routing)');
+  // Sticky routing would pin an actor's runs to one worker; pull and stream workers claim any
+  // queued run of their functions, and the Ironflow SDK's workers ignore `actor_id`, so nothing
+  // here could keep that promise.
+  if (input.actorKey) refused.push('actorKey (sticky routing: workers claim any queued run)');
   if (input.recording === true) refused.push('recording');
   if (input.recordingRetention) refused.push('recordingRetention');
   if (input.changeReason) refused.push('changeReason (function history)');

@@ -21,6 +21,7 @@ export class EngineMetrics {
   readonly followUpLatency = new Histogram({ name: 'ironflow_follow_up_seconds', help: 'Post-commit follow-up duration', labelNames: ['kind'], buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5], registers: [this.registry] });
   readonly auditWriteFailures = new Counter({ name: 'ironflow_audit_write_failures_total', help: 'Audit rows dropped (budget, backlog or stop)', labelNames: ['event_type'], registers: [this.registry] });
   readonly leaseRecoveries = new Counter({ name: 'ironflow_lease_recoveries_total', help: 'Expired leases recovered by the capacity scanner', labelNames: ['effect'], registers: [this.registry] });
+  readonly triggerExpressionErrors = new Counter({ name: 'ironflow_trigger_expression_errors_total', help: 'Trigger expressions that failed on an event (no run was started for that trigger)', labelNames: ['function_id'], registers: [this.registry] });
   readonly staleMutationsRejected = new Counter({ name: 'ironflow_capacity_stale_mutations_rejected_total', help: 'Reports dropped because their execution is no longer live', registers: [this.registry] });
 
   constructor(options: { defaultMetrics?: boolean } = {}) {

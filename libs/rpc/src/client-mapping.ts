@@ -178,8 +178,9 @@ function unknownErrorToProto(error: unknown): MessageInitShape<typeof ErrorSchem
  * empty strings, `timeout_ms` 0 and EXECUTION_MODE_UNSPECIFIED are left out so the engine applies
  * its defaults; a `retry` message with zero fields takes those fields from `DEFAULT_RETRY`.
  * `triggers` and `cancel_on` are always passed (an empty list replaces the previous one).
- * actor_key, secrets, recording, recording_retention, change_reason and debounce are carried
- * when given, so the engine refuses the ones it does not act on by name.
+ * `debounce.max_wait_ms` 0 means no cap. actor_key, secrets, recording, recording_retention,
+ * change_reason and debounce are carried when given, so the engine refuses the ones it does not
+ * act on by name.
  */
 export function registerFunctionInputFromProto(req: RegisterFunctionRequest): RegisterFunctionInput {
   const input: RegisterFunctionInput = {
@@ -217,7 +218,13 @@ export function registerFunctionInputFromProto(req: RegisterFunctionRequest): Re
   if (req.recording) input.recording = true;
   if (req.recordingRetention) input.recordingRetention = req.recordingRetention;
   if (req.changeReason) input.changeReason = req.changeReason;
-  if (req.debounce) input.debounce = { periodMs: req.debounce.periodMs, ...(req.debounce.key ? { key: req.debounce.key } : {}) };
+  if (req.debounce) {
+    input.debounce = {
+      periodMs: req.debounce.periodMs,
+      ...(req.debounce.key ? { key: req.debounce.key } : {}),
+      ...(req.debounce.maxWaitMs > 0 ? { maxWaitMs: req.debounce.maxWaitMs } : {}),
+    };
+  }
   return input;
 }
 
@@ -253,6 +260,7 @@ export function functionToProto(
     retry: { ...fn.retry },
     timeoutMs: fn.timeoutMs,
     ...(fn.concurrency ? { concurrency: { limit: fn.concurrency.limit, key: fn.concurrency.key ?? '' } } : {}),
+    ...(fn.debounce ? { debounce: { periodMs: fn.debounce.periodMs, key: fn.debounce.key ?? '', maxWaitMs: fn.debounce.maxWaitMs ?? 0 } } : {}),
     preferredMode: executionModeToProto(fn.mode),
     endpointUrl: fn.endpointUrl ?? '',
     status: FunctionStatus.ACTIVE,

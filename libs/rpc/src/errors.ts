@@ -13,7 +13,7 @@ export const IRONFLOW_ERROR_CODE_HEADER = 'ironflow-error-code';
 /**
  * The Connect code for each engine code. 404 → not_found; 400 and 413 → invalid_argument;
  * 409 → aborted for a lost fence (STALE_EXECUTION, retry after re-reading) and
- * failed_precondition for a state conflict (RUN_NOT_RUNNING); 401 → unauthenticated.
+ * failed_precondition for a state conflict (RUN_NOT_RUNNING, FUNCTION_DEBOUNCED); 401 → unauthenticated.
  */
 export function connectCodeOf(code: EngineErrorCode): Code {
   switch (code) {
@@ -29,6 +29,7 @@ export function connectCodeOf(code: EngineErrorCode): Code {
     case 'STALE_EXECUTION':
       return Code.Aborted;
     case 'RUN_NOT_RUNNING':
+    case 'FUNCTION_DEBOUNCED':
       return Code.FailedPrecondition;
     case 'UNAUTHENTICATED':
       return Code.Unauthenticated;

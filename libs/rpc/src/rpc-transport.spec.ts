@@ -80,7 +80,7 @@ describe('client RPC transport on one port', () => {
       expect(server.port).toBeGreaterThan(0);
     });
 
-    it('RegisterFunction accepts camelCase keys, preferredMode "push", carries debounce to the engine (which judges it) and ignores unknown fields', async () => {
+    it('RegisterFunction accepts camelCase keys, preferredMode "push", carries debounce with max_wait_ms (our field 100) to the engine and ignores unknown fields', async () => {
       const res = await post('RegisterFunction', {
         id: 'orders',
         name: 'Orders',
@@ -123,7 +123,7 @@ describe('client RPC transport on one port', () => {
         concurrency: { limit: 2, key: 'event.data.customer' },
         cancelOn: [{ event: 'order.cancelled', match: 'data.orderId' }],
         metadata: { __ironflow_code_hash: '0123456789abcdef' },
-        debounce: { periodMs: 1000 },
+        debounce: { periodMs: 1000, maxWaitMs: 5000 },
       });
     });
 

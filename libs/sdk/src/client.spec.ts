@@ -155,6 +155,16 @@ describe('createClient', () => {
     expect(server.requests[1].body).toEqual({ id: 'plain', name: 'Plain', triggers: [{ event: 'a' }], preferredMode: 'pull' });
   });
 
+  it('registerFunction sends debounce as the Ironflow SDK does: snake_case, max_wait_ms only when set', async () => {
+    replies.RegisterFunction = () => ({ status: 200, body: { created: true, function: { id: 'search', version: 1 } } });
+    await client().registerFunction({ id: 'search', triggers: [{ event: 'typed', expression: 'size(event.data.q) > 2' }], debounce: { periodMs: 1000, key: 'userId', maxWaitMs: 5000 } });
+    await client().registerFunction({ id: 'search2', debounce: { periodMs: 2000 } });
+    expect(server.requests.map((r) => r.body)).toEqual([
+      { id: 'search', triggers: [{ event: 'typed', expression: 'size(event.data.q) > 2' }], debounce: { period_ms: 1000, key: 'userId', max_wait_ms: 5000 } },
+      { id: 'search2', debounce: { period_ms: 2000, key: '' } },
+    ]);
+  });
+
   it('sends no environment header when none is configured', async () => {
     const saved = process.env.IRONFLOW_ENV;
     delete process.env.IRONFLOW_ENV;

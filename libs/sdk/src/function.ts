@@ -1,4 +1,4 @@
-import type { CancelOnSpec, ConcurrencyConfig, ExecutionMode, FunctionTrigger, RetryConfig } from '@ironflow/contracts';
+import type { CancelOnSpec, ConcurrencyConfig, DebounceConfig, ExecutionMode, FunctionTrigger, RetryConfig } from '@ironflow/contracts';
 import { IronflowError } from './errors';
 import type { StepTools } from './step-tools';
 
@@ -46,13 +46,17 @@ export type Handler<TData = unknown, TResult = unknown> = (ctx: HandlerContext<T
  * - `id` (required): function id; non-empty, no whitespace and none of `. * >` (it must be usable
  *   as a subject token).
  * - `name`: display name; default `id` when a worker registers it.
- * - `triggers`: events (or cron / CEL `expression`) that start a run; default `[]`.
+ * - `triggers`: `{event, expression?}` (a CEL filter over `event`, e.g. `event.data.amount > 10`) or
+ *   `{cron, event?}` (5 or 6 fields, optional `CRON_TZ=<zone> ` prefix, default UTC); default `[]`.
  * - `retry`: `{maxAttempts, initialDelayMs, backoffFactor, maxDelayMs}`; the engine's defaults
  *   (3, 1000, 2, 300000) apply to fields left out.
  * - `timeoutMs`: whole-invocation timeout enforced by the engine (default 600000 there).
  * - `stepTimeoutMs`: default timeout of each `step.run` (none by default); enforced in the SDK.
  * - `concurrency`: `{limit, key?}` (key is a JSON path into the event).
  * - `cancelOn`: `[{event, match?}]`: an event that cancels a running run.
+ * - `debounce`: `{periodMs (≥ 1000), key?, maxWaitMs? (≥ periodMs)}`: events of one key start one
+ *   run, with the last of them, once `periodMs` passed without another (or `maxWaitMs` after the
+ *   first).
  * - `mode`: `'push'` (an HTTP endpoint from `serve()`) or `'pull'` (a worker); sent by
  *   `client.registerFunction` as `preferredMode`. Workers always register `EXECUTION_MODE_PULL`.
  * - `description`, `metadata`: stored with the function.
@@ -67,6 +71,7 @@ export interface FunctionConfig {
   stepTimeoutMs?: number;
   concurrency?: ConcurrencyConfig;
   cancelOn?: CancelOnSpec[];
+  debounce?: DebounceConfig;
   mode?: ExecutionMode;
   metadata?: Record<string, unknown>;
 }

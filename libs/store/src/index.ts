@@ -16,3 +16,7 @@ export type { AuditRow } from './queries/audit';
 export * as correlationsSql from './queries/correlations';
 export * as deadLettersSql from './queries/dead-letters';
 export * as leaseRecoverySql from './queries/lease-recovery';
+export * as cronSql from './queries/cron';
+export * as debouncesSql from './queries/debounces';
+export type { CronScheduleRow } from './queries/cron';
+export type { DebounceRow } from './queries/debounces';

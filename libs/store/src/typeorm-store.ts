@@ -10,6 +10,7 @@ import { WaitingRunsIndex1733100000000 } from './migrations/waiting-runs-index';
 import { EventVersionMetadata1734100000000 } from './migrations/event-version-metadata';
 import { LeaseDeadline1734100000001 } from './migrations/lease-deadline';
 import { LeaseClockOffset1734100000002 } from './migrations/lease-clock-offset';
+import { CronAndDebounce1734200000000 } from './migrations/cron-and-debounce';
 
 const MIGRATIONS = [
   InitialSchema1732900000000,
@@ -18,6 +19,7 @@ const MIGRATIONS = [
   EventVersionMetadata1734100000000,
   LeaseDeadline1734100000001,
   LeaseClockOffset1734100000002,
+  CronAndDebounce1734200000000,
 ];
 
 export interface StoreOptions {

@@ -5,7 +5,7 @@
  */
 import { JobAssignment, JobUpdateBody, RegisterFunctionInput } from '@ironflow/contracts';
 import { Engine } from '@ironflow/engine';
-import { RunRecord, StepRecord, runsSql, stepsSql } from '@ironflow/store';
+import { RunRecord, StepRecord, StoreClock, runsSql, stepsSql } from '@ironflow/store';
 import { SCOPE, TestEngine } from '@ironflow/testing';
 import { Counter } from 'prom-client';
 
@@ -112,4 +112,26 @@ export function stepId(runId: string, name: string, k = 0): string {
 /** A completed `step.run` result (WIRE-PROTOCOL.md 1.4). */
 export function ranStep(runId: string, name: string, output: unknown) {
   return { id: stepId(runId, name), name, type: 'invoke' as const, status: 'completed' as const, output };
+}
+
+/**
+ * `n` more scheduler engines on the test's database, with the clocks to move them all. On
+ * PostgreSQL each is a fresh node with its own pool (`restart`). On SQLite they share the test's
+ * store, as every unit of one process does: better-sqlite3 is synchronous, so two connections in
+ * one process would wait out each other's busy timeout with the event loop blocked, and SQLite is
+ * single-node anyway. Stopped by `t.close()` (PostgreSQL) or by the returned `stop`.
+ */
+export async function schedulerPeers(t: TestEngine, n: number): Promise<{ engines: Engine[]; clocks: StoreClock[]; stop: () => Promise<void> }> {
+  const peers: Engine[] = [];
+  for (let i = 0; i < n; i++) {
+    peers.push(t.db.dialect === 'postgres' ? await t.restart() : new Engine({ store: t.db.store, clock: t.db.clock, bus: t.bus }));
+  }
+  const engines = [t.engine, ...peers];
+  return {
+    engines,
+    clocks: [...new Set(engines.map((e) => e.resources.clock as StoreClock))],
+    stop: async () => {
+      if (t.db.dialect === 'sqlite') for (const e of peers) await e.stop(1000);
+    },
+  };
 }

@@ -31,10 +31,12 @@ describe.each(STORES)('values the store cannot hold [%s]', (dialect) => {
   });
   afterEach(() => t.close());
 
-  it('U+0000 in an event name, idempotency key or concurrency key value: VALIDATION_ERROR, nothing written', async () => {
+  it('U+0000 in an event name, idempotency key, concurrency or debounce key value: VALIDATION_ERROR, nothing written', async () => {
     expect(await codeOf(t.engine.api.trigger(SCOPE, { event: `go${NUL}`, data: {} }))).toBe('VALIDATION_ERROR');
     expect(await codeOf(t.engine.api.trigger(SCOPE, { event: 'go', data: {}, idempotencyKey: `k${NUL}` }))).toBe('VALIDATION_ERROR');
     expect(await codeOf(t.engine.api.trigger(SCOPE, { event: 'go', data: { tenant: `t${NUL}` } }))).toBe('VALIDATION_ERROR');
+    await t.engine.api.registerFunction(SCOPE, { id: 'd', mode: 'pull', triggers: [{ event: 'typed' }], debounce: { periodMs: 1000, key: 'user' } });
+    expect(await codeOf(t.engine.api.trigger(SCOPE, { event: 'typed', data: { user: `u${NUL}` } }))).toBe('VALIDATION_ERROR');
     expect(await countRows(t, 'events')).toBe(0);
     // In event data, which is stored as JSON, it is kept.
     const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'go', data: { note: `a${NUL}b` } });

@@ -60,6 +60,7 @@ export class EngineRuntime {
         dispatchPollMs: settings.dispatchPollMs,
         scanMs: settings.scanMs,
         maxPayloadBytes: settings.maxPayloadBytes,
+        cronCatchUpMs: settings.cronCatchUpMs,
         ...(settings.signingKey ? { signingKey: settings.signingKey } : {}),
       },
     });

@@ -16,6 +16,7 @@ import { z } from 'zod';
  * | IRONFLOW_DISPATCH_POLL_MS | 1000 |
  * | IRONFLOW_SCAN_MS | 1000 (capacity scanner period) |
  * | IRONFLOW_MAX_PAYLOAD_BYTES | 4194304 |
+ * | IRONFLOW_CRON_CATCH_UP_MS | 10000 (a cron tick later than this is missed; missed ticks collapse into one run) |
  * | NATS_URL (or IRONFLOW_NATS_URL) | none: the in-process bus (one process); `nats://…` for a cluster |
  * | IRONFLOW_SIGNING_KEY | none: push requests unsigned; else each carries `X-Ironflow-Signature` (at least 16 characters, no surrounding whitespace) |
  */
@@ -33,6 +34,7 @@ const schema = z.object({
   IRONFLOW_DISPATCH_POLL_MS: z.coerce.number().int().min(10).default(1000),
   IRONFLOW_SCAN_MS: z.coerce.number().int().min(10).default(1000),
   IRONFLOW_MAX_PAYLOAD_BYTES: z.coerce.number().int().min(1024).default(4 * 1024 * 1024),
+  IRONFLOW_CRON_CATCH_UP_MS: z.coerce.number().int().min(0).default(10_000),
   IRONFLOW_NATS_URL: z.string().regex(/^nats:\/\//, 'NATS_URL (or IRONFLOW_NATS_URL) must start with nats://').optional(),
   IRONFLOW_SIGNING_KEY: z
     .string()
@@ -53,6 +55,8 @@ export interface IronflowSettings {
   dispatchPollMs: number;
   scanMs: number;
   maxPayloadBytes: number;
+  /** Cron: ticks at most this late all fire; a schedule further behind fires once (ms). */
+  cronCatchUpMs: number;
   /** NATS JetStream URL; without it the process uses the in-process bus. */
   natsUrl?: string;
   /** Key of the push signature (`X-Ironflow-Signature`); without it push requests are unsigned. */
@@ -81,6 +85,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env, overrides: Pa
     dispatchPollMs: e.IRONFLOW_DISPATCH_POLL_MS,
     scanMs: e.IRONFLOW_SCAN_MS,
     maxPayloadBytes: e.IRONFLOW_MAX_PAYLOAD_BYTES,
+    cronCatchUpMs: e.IRONFLOW_CRON_CATCH_UP_MS,
     ...(e.IRONFLOW_NATS_URL ? { natsUrl: e.IRONFLOW_NATS_URL } : {}),
     ...(e.IRONFLOW_SIGNING_KEY ? { signingKey: e.IRONFLOW_SIGNING_KEY } : {}),
     ...overrides,

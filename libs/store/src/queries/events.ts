@@ -31,6 +31,22 @@ export async function insertEvent(
   return { event: mapEvent(existing[0]), duplicate: true };
 }
 
+/**
+ * Appends an event whose id is derived from what it stands for (a cron tick): `null` when an event
+ * with that id is already logged, so the tick it stands for has already started its run.
+ */
+export async function insertEventOnce(
+  tx: Tx,
+  event: { id: string; project: string; env: string; name: string; data: unknown },
+): Promise<EventRecord | null> {
+  const rows = await tx.query(
+    `INSERT INTO events (id, project, env, name, data, idempotency_key, ts) VALUES ($1, $2, $3, $4, $5, NULL, $6)
+     ON CONFLICT (id) DO NOTHING RETURNING *`,
+    [event.id, event.project, event.env, event.name, toJson(event.data ?? {}), tx.now],
+  );
+  return rows.length ? mapEvent(rows[0]) : null;
+}
+
 export async function getEvent(tx: Tx, id: string): Promise<EventRecord | null> {
   const rows = await tx.query(`SELECT * FROM events WHERE id = $1`, [id]);
   return rows.length ? mapEvent(rows[0]) : null;

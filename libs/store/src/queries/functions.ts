@@ -45,7 +45,8 @@ export async function upsertFunction(tx: Tx, project: string, env: string, def: 
     );
   }
   await tx.execute(`DELETE FROM function_triggers WHERE project = $1 AND env = $2 AND function_id = $3`, [project, env, def.id]);
-  const names = [...new Set(def.triggers.map((t) => t.event).filter((e): e is string => !!e))];
+  // A cron trigger's `event` names the event its ticks carry; it does not route emitted events.
+  const names = [...new Set(def.triggers.filter((t) => !t.cron).map((t) => t.event).filter((e): e is string => !!e))];
   for (const name of names) {
     await tx.execute(
       `INSERT INTO function_triggers (project, env, event_name, function_id) VALUES ($1, $2, $3, $4)`,

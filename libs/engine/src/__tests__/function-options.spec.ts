@@ -1,0 +1,46 @@
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { EngineError } from '@ironflow/contracts';
+import { FUNCTION_OPTIONS } from '@ironflow/engine';
+import { SCOPE, STORES, TestEngine, openTestEngine } from '@ironflow/testing';
+
+/**
+ * The list `ironflow dev --help` prints (FUNCTION_OPTIONS) tells the truth: each option it calls
+ * acted on registers, and each it calls refused is refused with VALIDATION_ERROR naming it.
+ */
+describe.each(STORES)('function registration options [%s]', (dialect) => {
+  let t: TestEngine;
+
+  beforeAll(async () => {
+    t = await openTestEngine(dialect);
+  });
+  afterAll(() => t.close());
+
+  it.each(FUNCTION_OPTIONS.map((o) => [o.name, o] as const))('%s is what the list says', async (_name, option) => {
+    const id = `opt-${option.name.replace(/[^A-Za-z]/g, '')}`;
+    const register = () => t.engine.api.registerFunction(SCOPE, { id, mode: 'pull', triggers: [{ event: 'x' }], ...option.example });
+    if (option.status === 'acted on') {
+      const { function: fn } = await register();
+      expect(fn.id).toBe(id);
+      return;
+    }
+    const err = await register().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(EngineError);
+    expect((err as EngineError).code).toBe('VALIDATION_ERROR');
+    expect((err as EngineError).message).toContain(option.name);
+    expect((await t.engine.api.listFunctions(SCOPE)).map((f) => f.id)).not.toContain(id);
+  });
+});
+
+describe('README', () => {
+  it('lists every function option in its "Function options" section, refused ones as refused', () => {
+    const readme = readFileSync(resolve(__dirname, '../../../../README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('## Function options'), readme.indexOf('\n## ', readme.indexOf('## Function options') + 1));
+    for (const option of FUNCTION_OPTIONS) {
+      const name = option.name.split(' / ')[0];
+      const row = section.split('\n').find((l) => l.startsWith('| ') && l.split('|')[1].includes(`\`${name}\``));
+      expect(row).toBeDefined();
+      if (option.status === 'refused') expect(row).toContain('refused');
+    }
+  });
+});
