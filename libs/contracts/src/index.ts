@@ -7,3 +7,5 @@ export * from './wire/pull';
 export * from './wire/signature';
 export * from './client-api';
 export * from './scope';
+export * from './security';
+export * from './pubsub';

@@ -56,7 +56,11 @@ export class PullWorkerSystem {
     const parsed = registerSchema.safeParse(body ?? {});
     if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
     const envLabel = parsed.data.labels.env ? parseEnvironment(parsed.data.labels.env) : undefined;
-    await this.r.store.unitOfWork('registerWorker', (tx) =>
+    // A keyed call's env is its key's: a label naming another env is refused, never followed.
+    if (scope.apiKeyId && envLabel && envLabel !== scope.env) {
+      throw new EngineError('PERMISSION_DENIED', `labels.env ${JSON.stringify(envLabel)}: this API key is for env ${JSON.stringify(scope.env)}`);
+    }
+    const taken = await this.r.store.unitOfWork('registerWorker', (tx) =>
       workersSql.upsertWorker(tx, {
         id: workerId,
         project: scope.project,
@@ -67,6 +71,7 @@ export class PullWorkerSystem {
         labels: parsed.data.labels,
       }),
     );
+    if (!taken) throw new EngineError('PERMISSION_DENIED', `worker id ${workerId} is registered in another project`);
   }
 
   /**
@@ -75,14 +80,15 @@ export class PullWorkerSystem {
    * job's live lease (extended `leaseMs` from now), else `lost` — its lease expired (an expired
    * lease is never revived), was recovered, released or handed to another worker, its execution
    * ended or timed out, or the id is not a job id. A worker should stop a lost job: any report of
-   * it is stale. Throws `VALIDATION_ERROR` for a body that is not a heartbeat, `WORKER_NOT_FOUND`.
+   * it is stale. Throws `VALIDATION_ERROR` for a body that is not a heartbeat, `WORKER_NOT_FOUND`
+   * for a worker not registered (in `scope`'s project, and its key's env, when given).
    */
-  async heartbeat(workerId: string, body: WorkerHeartbeatBody): Promise<{ jobs: { job_id: string; state: 'refreshed' | 'lost' }[] }> {
+  async heartbeat(workerId: string, body: WorkerHeartbeatBody, scope?: CallScope): Promise<{ jobs: { job_id: string; state: 'refreshed' | 'lost' }[] }> {
     checkWorkerId(workerId);
     const parsed = heartbeatSchema.safeParse(body ?? {});
     if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
     return this.r.store.unitOfWork('workerHeartbeat', async (tx) => {
-      if (!(await workersSql.touchWorker(tx, workerId))) throw new EngineError('WORKER_NOT_FOUND', `worker ${workerId} is not registered`);
+      if (!(await workersSql.touchWorker(tx, workerId, scope && ownerOf(scope)))) throw new EngineError('WORKER_NOT_FOUND', `worker ${workerId} is not registered`);
       const jobs: { job_id: string; state: 'refreshed' | 'lost' }[] = [];
       for (const job of parsed.data.jobs) {
         let held = false;
@@ -98,11 +104,15 @@ export class PullWorkerSystem {
     });
   }
 
-  /** Claims up to `available` jobs of the worker's functions (capped by `maxJobsPerPoll`). */
-  async poll(workerId: string, available: number): Promise<JobAssignment[]> {
+  /**
+   * Claims up to `available` jobs of the worker's functions (capped by `maxJobsPerPoll`). Throws
+   * `WORKER_NOT_FOUND` for a worker not registered (in `scope`'s project, and its key's env, when
+   * given: a key never polls another project's jobs).
+   */
+  async poll(workerId: string, available: number, scope?: CallScope): Promise<JobAssignment[]> {
     checkWorkerId(workerId);
     const worker = await this.r.store.read('getWorker', (tx) => workersSql.getWorker(tx, workerId));
-    if (!worker) throw new EngineError('WORKER_NOT_FOUND', `worker ${workerId} is not registered`);
+    if (!worker || (scope && !sameOwner(worker, scope))) throw new EngineError('WORKER_NOT_FOUND', `worker ${workerId} is not registered`);
     const limit = Math.max(0, Math.min(Number.isFinite(available) && available > 0 ? Math.floor(available) : 1, this.r.config.maxJobsPerPoll, worker.maxConcurrentJobs));
     const segments = await this.dispatch.claim(
       { mode: 'pull', limit, project: worker.project, env: worker.env, functionIds: worker.functionIds },
@@ -188,6 +198,19 @@ export class PullWorkerSystem {
 /** A worker id names a subject token (WIRE-PROTOCOL.md 3.1); anything else (U+0000 included) is `VALIDATION_ERROR` on every route. */
 function checkWorkerId(workerId: string): void {
   if (typeof workerId !== 'string' || !TOKEN.test(workerId)) throw new EngineError('VALIDATION_ERROR', `worker id ${JSON.stringify(workerId)}: letters, digits, "_" and "-" only (1 to 128)`);
+}
+
+/**
+ * Who may act on a worker: its project always; its env too for a keyed call (the key's env is the
+ * worker's). An open call's env header may differ from a worker that registered with `labels.env`.
+ */
+function ownerOf(scope: CallScope): { project: string; env?: string } {
+  return scope.apiKeyId ? { project: scope.project, env: scope.env } : { project: scope.project };
+}
+
+function sameOwner(worker: { project: string; env: string }, scope: CallScope): boolean {
+  const owner = ownerOf(scope);
+  return worker.project === owner.project && (owner.env === undefined || worker.env === owner.env);
 }
 
 /** The fence a request carries; its `execution_seq` must be the job id's. */

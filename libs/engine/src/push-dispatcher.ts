@@ -1,9 +1,11 @@
-import { PushResponse, RUN_ERROR_CODES, SIGNATURE_HEADER, signPushBody } from '@ironflow/contracts';
+import { fetch } from 'undici';
+import { EngineError, PushResponse, RUN_ERROR_CODES, SIGNATURE_HEADER, signPushBody } from '@ironflow/contracts';
 import { ExecutionFence } from '@ironflow/fencing';
 import { leasesSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { DispatchSystem } from './dispatch-system';
 import { ReportSystem, SegmentReport } from './report-system';
+import { PushEndpointPolicy, PushEndpointRefused } from './push-endpoint-policy';
 import { EngineResources } from './resources';
 import { Segment, toPushRequest } from './segment-loader';
 import { parseSentAt } from './sleep-clock';
@@ -11,10 +13,13 @@ import { parseSentAt } from './sleep-clock';
 /**
  * The push dispatcher (WIRE-PROTOCOL.md section 2): claims push segments, POSTs each to its
  * function's endpoint (signed with `X-Ironflow-Signature` when `signingKey` is configured),
- * bounded by the function's timeout, and applies the answer as a fenced report. A transport failure (refused, non-200, a body that is not a PushResponse) counts as a
- * retryable failure of the attempt with code `PUSH_DISPATCH_FAILED` (no answer within the function's
- * timeout: `FUNCTION_TIMED_OUT`, retryable, as on the pull transports); an answer the engine cannot
- * apply fails it with `REPORT_REJECTED` or `PAYLOAD_TOO_LARGE` (see `ReportSystem`).
+ * bounded by the function's timeout, and applies the answer as a fenced report. A transport
+ * failure (refused, non-200, a redirect, a body that is not a PushResponse) counts as a retryable
+ * failure of the attempt with code `PUSH_DISPATCH_FAILED`; no answer within the function's timeout
+ * is `FUNCTION_TIMED_OUT`, retryable, as on the pull transports. A connection the push allow-list
+ * refuses (the endpoint now resolves to a link-local, metadata or not-allowed address) fails the
+ * attempt without retry, code `PUSH_ENDPOINT_REFUSED`, before a byte is sent. An answer the engine
+ * cannot apply fails it with `REPORT_REJECTED` or `PAYLOAD_TOO_LARGE` (see `ReportSystem`).
  */
 export class PushDispatcher {
   private inFlight = new Set<Promise<void>>();
@@ -31,6 +36,7 @@ export class PushDispatcher {
     private readonly dispatch: DispatchSystem,
     private readonly reports: ReportSystem,
     private readonly hints: DispatchHints,
+    private readonly endpoints: PushEndpointPolicy,
   ) {}
 
   start(): void {
@@ -132,6 +138,9 @@ export class PushDispatcher {
         headers: { 'content-type': 'application/json', ...(signingKey ? { [SIGNATURE_HEADER]: signPushBody(signingKey, body) } : {}) },
         body,
         signal: AbortSignal.timeout(timeoutMs),
+        // Every connection is checked against the allow-list; a redirect is an answer, not followed.
+        dispatcher: this.endpoints.dispatcher,
+        redirect: 'manual',
       });
       const text = await response.text();
       if (response.status !== 200) return failure(`push endpoint answered ${response.status}: ${text.slice(0, 300)}`, true);
@@ -140,6 +149,8 @@ export class PushDispatcher {
       if ((err as Error)?.name === 'TimeoutError') {
         return { kind: 'failed', error: { message: `push endpoint did not answer within the function's timeout of ${timeoutMs} ms`, code: RUN_ERROR_CODES.FUNCTION_TIMED_OUT, retryable: true } };
       }
+      const cause = (err as { cause?: unknown }).cause;
+      if (cause instanceof PushEndpointRefused) return failure(`push endpoint refused: ${cause.message}`, false, RUN_ERROR_CODES.PUSH_ENDPOINT_REFUSED);
       return failure(`push endpoint call failed: ${String(err)}`, true);
     } finally {
       stop();
@@ -147,8 +158,8 @@ export class PushDispatcher {
   }
 }
 
-function failure(message: string, retryable: boolean): SegmentReport {
-  return { kind: 'failed', error: { message, code: 'PUSH_DISPATCH_FAILED', retryable } };
+function failure(message: string, retryable: boolean, code: string = RUN_ERROR_CODES.PUSH_DISPATCH_FAILED): SegmentReport {
+  return { kind: 'failed', error: { message, code, retryable } };
 }
 
 /** Maps the endpoint's answer (2.3) to a report; anything else is a dispatch failure. */

@@ -11,6 +11,8 @@ import { EventVersionMetadata1734100000000 } from './migrations/event-version-me
 import { LeaseDeadline1734100000001 } from './migrations/lease-deadline';
 import { LeaseClockOffset1734100000002 } from './migrations/lease-clock-offset';
 import { CronAndDebounce1734200000000 } from './migrations/cron-and-debounce';
+import { ApiKeysAndSecrets1734300000000 } from './migrations/api-keys-and-secrets';
+import { PauseAndTopics1734400000000 } from './migrations/pause-and-topics';
 
 const MIGRATIONS = [
   InitialSchema1732900000000,
@@ -20,6 +22,8 @@ const MIGRATIONS = [
   LeaseDeadline1734100000001,
   LeaseClockOffset1734100000002,
   CronAndDebounce1734200000000,
+  ApiKeysAndSecrets1734300000000,
+  PauseAndTopics1734400000000,
 ];
 
 export interface StoreOptions {
