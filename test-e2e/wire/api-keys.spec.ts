@@ -11,6 +11,7 @@
  *   never come back out of the API.
  */
 import { randomBytes } from 'node:crypto';
+import { WebSocket } from 'ws';
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { EngineMessageSchema, IronflowService, WorkerMessageSchema, WorkerService } from '@ironflow/contracts/proto';
 import { envelope, envelopes, h2Request } from '../support/h2-raw';
@@ -18,6 +19,8 @@ import { connect, PushEndpoint, rest, startPushEndpoint, startWireEngine, uid, w
 
 const ADMIN_KEY = `admin-${randomBytes(24).toString('hex')}`;
 const OPEN_ROUTES = ['/health', '/ready', '/metrics'];
+/** The runs UI's page and assets carry no data and answer without a key (its API calls send one): the status each answers. */
+const UI_ROUTES: Record<string, number> = { '/': 200, '/ui/config.json': 200, '/ui/x-1': 404 };
 const BAD_KEYS: Record<string, Record<string, string>> = {
   'no key': {},
   'a malformed key': { authorization: 'Bearer not-a-key' },
@@ -65,7 +68,7 @@ describe.each(WIRE_STORES)('wire: API keys and secrets (%s)', (store) => {
     }
   });
 
-  it.each(Object.keys(BAD_KEYS))('with %s, every HTTP/1 route answers 401 with a code (REST: UNAUTHENTICATED; Connect JSON: unauthenticated), except /health, /ready, /metrics', async (which) => {
+  it.each(Object.keys(BAD_KEYS))('with %s, every HTTP/1 route answers 401 with a code (REST: UNAUTHENTICATED; Connect JSON: unauthenticated), except /health, /ready, /metrics and the runs UI page and its assets', async (which) => {
     const headers = BAD_KEYS[which];
     let checked = 0;
     for (const route of engine.routes) {
@@ -79,6 +82,10 @@ describe.each(WIRE_STORES)('wire: API keys and secrets (%s)', (store) => {
         const body = await res.text();
         if (OPEN_ROUTES.includes(path)) {
           expect([path, res.status]).toEqual([path, 200]);
+          continue;
+        }
+        if (path in UI_ROUTES) {
+          expect([path, res.status]).toEqual([path, UI_ROUTES[path]]);
           continue;
         }
         expect([route.method, path, res.status]).toEqual([route.method, path, 401]);
@@ -211,5 +218,24 @@ describe.each(WIRE_STORES)('wire: API keys and secrets (%s)', (store) => {
     const metadata = await connect(engine.url, 'RegisterFunction', { id: uid('imds'), preferredMode: 'push', endpointUrl: 'http://169.254.169.254/latest' }, withKey());
     expect(metadata.status).toBe(400);
     expect(metadata.json.message).toContain('link-local');
+  });
+  it('the subscription WebSocket (<base>/ws) is refused 401 without a key or with a bad one, and opens with the key as Bearer or as the SDK\'s token query parameter', async () => {
+    const wsBase = engine.url.replace(/^http/, 'ws');
+    const upgrade = (url: string, headers: Record<string, string> = {}) =>
+      new Promise<number>((resolve, reject) => {
+        const ws = new WebSocket(url, { headers });
+        ws.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+        ws.once('open', () => {
+          ws.close();
+          resolve(101);
+        });
+        ws.once('error', (err) => reject(err));
+      });
+    for (const headers of Object.values(BAD_KEYS)) expect(await upgrade(`${wsBase}/ws?env=prod`, headers)).toBe(401);
+    expect(await upgrade(`${wsBase}/ws?env=prod&token=not-a-key`)).toBe(401);
+    expect(await upgrade(`${wsBase}/ws?env=prod`, withKey())).toBe(101);
+    expect(await upgrade(`${wsBase}/ws?env=prod&token=${encodeURIComponent(key)}`)).toBe(101);
+    // The key's env is the subscription's: another env is refused.
+    expect(await upgrade(`${wsBase}/ws?env=staging&token=${encodeURIComponent(key)}`)).toBe(403);
   });
 });

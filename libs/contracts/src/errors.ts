@@ -19,6 +19,8 @@ export const ERROR_HTTP_STATUS = {
   SECRET_NOT_FOUND: 404,
   API_KEY_NOT_FOUND: 404,
   SECRETS_NOT_CONFIGURED: 503,
+  /** The engine is shutting down (drain): retry on another replica; the message names the runs. */
+  UNAVAILABLE: 503,
   /** TriggerSync of an event that starts a debounced function (WIRE-PROTOCOL.md 5.2): Connect `failed_precondition`. */
   FUNCTION_DEBOUNCED: 400,
   INTERNAL_ERROR: 500,
@@ -35,6 +37,12 @@ export const RUN_ERROR_CODES = {
   CANCELLED: 'CANCELLED',
   /** A run's admission to the queue was refused for a reason no retry can change (e.g. a push function without an endpoint). */
   ADMISSION_REFUSED: 'ADMISSION_REFUSED',
+  /** A terminal report the engine could not apply (a bad yield, U+0000 in a step id, a value the store refuses): retryable. */
+  REPORT_REJECTED: 'REPORT_REJECTED',
+  /** A report over the payload limit: not retryable (the same output would be too large again). */
+  PAYLOAD_TOO_LARGE: 'PAYLOAD_TOO_LARGE',
+  /** An execution ran past its function's `timeoutMs`: retryable (the usual retry rules). */
+  FUNCTION_TIMED_OUT: 'FUNCTION_TIMED_OUT',
   /** A secret the function declares does not exist in its project and env at dispatch (retryable). */
   SECRET_NOT_FOUND: 'SECRET_NOT_FOUND',
   /** The dispatcher cannot decrypt the function's secrets: no `IRONFLOW_SECRETS_KEY`, or another key (retryable). */

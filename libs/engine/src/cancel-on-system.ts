@@ -53,7 +53,7 @@ export class CancelOnSystem {
       try {
         if (await this.cancelFor(runId, event, conditions)) cancelled += 1;
       } catch (err) {
-        this.r.logger.warn('cancel_on match could not cancel a run', { runId, eventId: event.id, error: String(err) });
+        this.r.logger.warn('cancel_on match could not cancel a run', { run_id: runId, event_id: event.id, error: String(err) });
       }
     }
     return cancelled;

@@ -4,6 +4,7 @@ import { DebounceRow, EventRecord, FunctionRecord, RunRecord, Tx, debouncesSql, 
 import { DispatchHints } from './dispatch-hints';
 import { eventDataKey } from './json-path';
 import { InvokeAdmission } from './invoke-admission';
+import { refuseNul } from './payload-limits';
 import { insertNewRun, newRunOf } from './new-run';
 import { announceNewRuns } from './new-runs-announcer';
 import { EngineResources } from './resources';
@@ -29,11 +30,14 @@ export class DebounceSystem {
     if (sync) {
       throw new EngineError('FUNCTION_DEBOUNCED', `function ${fn.definition.id} is debounced: its runs start when a quiet period ends, so TriggerSync cannot wait for them; use Trigger`);
     }
+    const key = debounce.key ? eventDataKey(event.data, debounce.key) : '';
+    // Stored as text: U+0000 is refused on every store alike (VALIDATION_ERROR; the unit of work rolls back).
+    refuseNul(`debounce key ${debounce.key}`, key);
     await debouncesSql.pushEvent(tx, {
       project: event.project,
       env: event.env,
       functionId: fn.definition.id,
-      key: debounce.key ? boundedKey(eventDataKey(event.data, debounce.key)) : '',
+      key: boundedKey(key),
       eventId: event.id,
       periodMs: debounce.periodMs,
       ...(debounce.maxWaitMs !== undefined ? { maxWaitMs: debounce.maxWaitMs } : {}),

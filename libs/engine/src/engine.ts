@@ -28,6 +28,8 @@ import { CancelOnSystem } from './cancel-on-system';
 import { InvokeAdmission } from './invoke-admission';
 import { OrphanSweep } from './orphan-sweep';
 import { PendingInvokePass } from './pending-invoke-pass';
+import { ExecutionTimeoutSystem } from './execution-timeout-system';
+import { ReleaseSystem } from './release-system';
 import { ApiKeySystem, ApiKeySystemOptions } from './api-key-system';
 import { PushEndpointPolicy } from './push-endpoint-policy';
 import { SecretCipher } from './secret-cipher';
@@ -103,6 +105,10 @@ export class Engine {
   readonly pendingInvokes: PendingInvokePass;
   /** Finds held runs whose admission was interrupted and finishes them. */
   readonly orphans: OrphanSweep;
+  /** The function timeout of every transport (the capacity scanner's pass, after lease recovery). */
+  readonly timeouts: ExecutionTimeoutSystem;
+  /** Work a worker gives back (a REST release, a closed stream). */
+  readonly releases: ReleaseSystem;
   /** API keys: creation, revocation, and the scope of every authenticated call. */
   readonly apiKeys: ApiKeySystem;
   /** The secret store (encrypted at rest), resolved into the segments of functions that declare secrets. */
@@ -171,13 +177,15 @@ export class Engine {
     this.wakes = new WakeSystem(r, announcer, hints);
     announcer.setParentWake((child) => this.wakes.wakeParent(child));
     this.scheduler = new SchedulerSystem(r, this.wakes, announcer, hints, this.cron, this.debounces, { pendingInvokes: this.pendingInvokes, orphans: this.orphans, cancelOn: this.cancelOn });
-    this.pull = new PullWorkerSystem(r, this.dispatch, this.reports);
+    this.releases = new ReleaseSystem(r, hints);
+    this.pull = new PullWorkerSystem(r, this.dispatch, this.reports, this.releases);
     this.push = new PushDispatcher(r, this.dispatch, this.reports, hints, this.pushEndpoints);
-    this.streams = new StreamWorkerSystem(r, this.dispatch, this.reports, this.pull, hints);
+    this.streams = new StreamWorkerSystem(r, this.dispatch, this.reports, this.pull, hints, this.releases);
     this.pauses = new PauseSystem(r, announcer, hints);
     this.pubsub = new PubSubSystem(r);
     this.api = new EngineClientApi(r, this.functions, this.triggers, this.cancels, this.pauses);
     this.recovery = new LeaseRecoverySystem(r, announcer, hints);
+    this.timeouts = new ExecutionTimeoutSystem(r, this.reports);
   }
 
   private ticking = false;
@@ -196,7 +204,11 @@ export class Engine {
     if (this.stopped) return;
     this.scanRunning = Promise.resolve();
     this.scanTimer = setTimeout(() => {
-      this.scanRunning = this.recovery.scan().finally(() => this.scheduleScan());
+      this.scanRunning = this.recovery
+        .scan()
+        .then(() => this.timeouts.scan())
+        .catch((err: unknown) => this.resources.logger.warn('capacity scan failed; it runs again next period', { error: String(err) }))
+        .finally(() => this.scheduleScan());
     }, this.resources.config.scanMs);
   }
 
@@ -212,9 +224,19 @@ export class Engine {
    * stream workers get `shutdown` and drain (up to 25000 ms), then waits
    * for follow-ups (at least `followUpDrainMs`), so an outcome committed during shutdown is still
    * announced; then stops the audit recorder (rows still waiting are dropped and counted, requests
-   * running are answered within their budget). Does not close the store or the bus: their owner does.
+   * running are answered within their budget). Sync calls (TriggerSync…) in flight answer by
+   * `drainMs` (`UNAVAILABLE` naming their runs when these are still going) and new ones are
+   * refused. Does not close the store or the bus: their owner does.
    */
-  async stop(drainMs = 30_000): Promise<void> {
+  stop(drainMs = 30_000): Promise<void> {
+    // Once: a second call (the runtime closing after the server drained) waits for the first.
+    return (this.stopOnce ??= this.drainAndStop(drainMs));
+  }
+
+  private stopOnce?: Promise<void>;
+
+  private async drainAndStop(drainMs: number): Promise<void> {
+    this.api.syncWaits.drain(Date.now() + drainMs);
     this.stopped = true;
     this.stopping.abort();
     clearTimeout(this.tickTimer);

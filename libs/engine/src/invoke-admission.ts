@@ -50,8 +50,6 @@ export type AdmissionPath = 'report' | 'created' | 'retried-yield' | 'pass' | 's
  */
 export type AdmissionOutcome = 'dispatched' | 'ended' | 'refused' | 'settled' | 'no-slot' | 'failed' | 'in-flight';
 
-const DEFAULT_INVOKE_TIMEOUT_MS = 30_000;
-
 /**
  * Invoke admission (specification, the accepted `step.invoke` report's order of effects; "An
  * invoked child replays cancel_on and is read again before it is dispatched"; "Outcomes nobody
@@ -84,16 +82,16 @@ export class InvokeAdmission {
 
   /**
    * In the report's unit of work: creates the held child of a `step.invoke` yield, the parent's
-   * invoke step (waiting with its timeout, or, fire-and-forget, completed with `{run_id}`) and the
-   * pending invocation. The caller moves the parent to `waiting`.
+   * invoke step (waiting until `step.timeoutAt`, or, fire-and-forget, completed with `{run_id}`)
+   * and the pending invocation. The caller moves the parent to `waiting`.
    */
-  async accept(tx: Tx, parent: RunRecord, y: InvokeYield, target: FunctionRecord, step: { name: string; sequence: number }): Promise<AcceptedInvoke> {
+  async accept(tx: Tx, parent: RunRecord, y: InvokeYield, target: FunctionRecord, step: { name: string; sequence: number; timeoutAt: number | null }): Promise<AcceptedInvoke> {
     const child = await insertNewRun(tx, target, newRunOf(parent, target, null, y.input, { runId: parent.id, stepId: y.step_id }), true);
     this.r.metrics.runsCreated.inc({ function_id: target.definition.id });
     const async = y.type === 'invoke_function_async';
     await stepsSql.insertWaitStep(tx, async
       ? { runId: parent.id, stepId: y.step_id, name: step.name, type: 'invoke', status: 'completed', childRunId: child.id, output: { run_id: child.id }, sequence: step.sequence }
-      : { runId: parent.id, stepId: y.step_id, name: step.name, type: 'invoke', status: 'waiting', childRunId: child.id, timeoutAt: tx.now + (y.invoke_timeout_ms ?? DEFAULT_INVOKE_TIMEOUT_MS), sequence: step.sequence });
+      : { runId: parent.id, stepId: y.step_id, name: step.name, type: 'invoke', status: 'waiting', childRunId: child.id, timeoutAt: step.timeoutAt, sequence: step.sequence });
     const invoke = await invokesSql.insertInvoke(tx, {
       parentRunId: parent.id,
       parentStepId: y.step_id,
@@ -145,7 +143,7 @@ export class InvokeAdmission {
       const wroteRow = await this.writeCreatedRow(target, path);
       const release = await this.r.wakeSlots.acquireWithin(this.r.config.admissionSlotWaitMs);
       if (!release) {
-        this.r.logger.warn('admission: no slot came free; the pass replays and dispatches the run', { runId: run.id });
+        this.r.logger.warn('admission: no slot came free; the pass replays and dispatches the run', { run_id: run.id });
         await this.leaveToPass(invoke, wroteRow);
         return 'no-slot';
       }
@@ -153,7 +151,7 @@ export class InvokeAdmission {
         if (target.replay !== false) await this.cancelOn.replay(run);
         return await this.dispatch(target, path);
       } catch (err) {
-        this.r.logger.warn('admission stopped before its dispatch; the pass tries again', { runId: run.id, path, error: String(err) });
+        this.r.logger.warn('admission stopped before its dispatch; the pass tries again', { run_id: run.id, path, error: String(err) });
         await this.leaveToPass(invoke, wroteRow);
         return 'failed';
       } finally {
@@ -198,7 +196,7 @@ export class InvokeAdmission {
         await invokesSql.markCreatedRow(tx, invoke.parentRunId, invoke.parentStepId);
       });
     } catch (err) {
-      this.r.logger.warn('admission: could not note its run.created row; the pass may write it again', { runId: invoke.childRunId, error: String(err) });
+      this.r.logger.warn('admission: could not note its run.created row; the pass may write it again', { run_id: invoke.childRunId, error: String(err) });
     }
   }
 

@@ -37,7 +37,7 @@ export class OrphanSweep {
           : null;
         outcomes.set(run.id, await this.admissions.admit({ run, invoke }, 'sweep'));
       } catch (err) {
-        this.r.logger.warn('orphan sweep: could not read a held run\'s invocation; the next lap tries again', { runId: run.id, error: String(err) });
+        this.r.logger.warn('orphan sweep: could not read a held run\'s invocation; the next lap tries again', { run_id: run.id, error: String(err) });
         outcomes.set(run.id, 'failed');
       }
     }

@@ -26,10 +26,10 @@ export class RestController {
     return this.runtime.engine.api.registerFunction(scopeOf(req), parseJsonBody<RegisterFunctionInput>(body));
   }
 
-  /** Body: `{name, data, idempotencyKey?}` → `{eventId, runIds}`. */
+  /** Body: `{name, data, idempotencyKey?, version?, metadata?}` → `{eventId, runIds}`. */
   @Post('events')
   async emit(@Req() req: Request, @Body() body: Buffer) {
-    const input = parseJsonBody<{ name?: unknown; data?: unknown; idempotencyKey?: unknown; idempotency_key?: unknown }>(body);
+    const input = parseJsonBody<{ name?: unknown; data?: unknown; idempotencyKey?: unknown; idempotency_key?: unknown; version?: unknown; metadata?: unknown }>(body);
     if (typeof input.name !== 'string') throw new EngineError('VALIDATION_ERROR', 'name: the event name is required');
     if (input.data !== undefined && (input.data === null || typeof input.data !== 'object' || Array.isArray(input.data))) {
       throw new EngineError('VALIDATION_ERROR', 'data: a JSON object (as Trigger takes it)');
@@ -40,7 +40,20 @@ export class RestController {
       event: input.name,
       data: input.data ?? {},
       ...(typeof key === 'string' && key !== '' ? { idempotencyKey: key } : {}),
+      // The engine validates both (an integer ≥ 1; a JSON object).
+      ...(input.version !== undefined ? { version: input.version as number } : {}),
+      ...(input.metadata !== undefined ? { metadata: input.metadata as Record<string, unknown> } : {}),
     });
+  }
+
+  /**
+   * The event log, newest first. Query: `name` (exact), `limit` (1–500, default 50), `cursor` (a
+   * previous `nextCursor`) → `{events: [{id, name, data, idempotencyKey?, ts}], nextCursor}`
+   * (`nextCursor` `""` on the last page). A bad cursor → 400 `VALIDATION_ERROR`.
+   */
+  @Get('events')
+  async listEvents(@Req() req: Request, @Query() q: Record<string, string | undefined>) {
+    return this.runtime.engine.api.listEvents(scopeOf(req), { name: q.name, limit: q.limit ? Number(q.limit) : undefined, cursor: q.cursor });
   }
 
   /** Query: `functionId`, `status` (lowercase), `limit`, `cursor` → `{runs, nextCursor, totalCount}`. */
