@@ -22,6 +22,8 @@ import { TriggerExpressions } from './trigger-expressions';
 import { TriggerSystem } from './trigger-system';
 import { WakeSystem } from './wake-system';
 import { LeaseRecoverySystem } from './lease-recovery-system';
+import { countOutcomeCommitErrors } from './outcome-commit-errors';
+import { sampleBacklog } from './backlog-sample';
 
 export interface EngineOptions {
   store: Store;
@@ -83,7 +85,7 @@ export class Engine {
     const slots = slotsFor(options.store.dialect, options.poolSize ?? 10);
     const auditSink = options.auditSink ?? new InProcessAuditSink(new AuditWriter(options.store, new SlotSet(slots)));
     this.resources = {
-      store: options.store,
+      store: countOutcomeCommitErrors(options.store, metrics),
       clock: options.clock,
       bus: options.bus,
       config: { ...DEFAULT_ENGINE_CONFIG, ...options.config },
@@ -116,6 +118,7 @@ export class Engine {
     this.pull = new PullWorkerSystem(r, this.dispatch, this.reports);
     this.push = new PushDispatcher(r, this.dispatch, this.reports, hints);
     this.streams = new StreamWorkerSystem(r, this.dispatch, this.reports, this.pull, hints);
+    metrics.countStreamConnections(() => this.streams.connectionCount);
     this.api = new EngineClientApi(r, this.functions, this.triggers, this.cancels);
     this.recovery = new LeaseRecoverySystem(r, announcer, hints);
   }
@@ -129,7 +132,10 @@ export class Engine {
       this.ticking = true;
       this.scheduleTick();
     }
-    if (roles.scanner && !this.scanRunning) this.scheduleScan();
+    if (roles.scanner && !this.scanRunning) {
+      this.resources.metrics.exportBacklog(() => sampleBacklog(this.resources));
+      this.scheduleScan();
+    }
   }
 
   private scheduleScan(): void {

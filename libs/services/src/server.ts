@@ -10,6 +10,7 @@ import { DispatcherModule } from './dispatcher/dispatcher.module';
 import { workerServiceHttp2Handler, workerServiceRoutes } from './dispatcher/stream/worker-service';
 import { EngineErrorFilter } from './http/engine-error.filter';
 import { rawBodyMiddleware } from './http/raw-body.middleware';
+import { observeHttp1Requests, observeHttp2Requests } from './http/request-metrics';
 import { CoreModule } from './runtime/core.module';
 import { EngineRuntime } from './runtime/engine-runtime';
 import { IronflowSettings } from './runtime/settings';
@@ -63,7 +64,8 @@ export async function startServer(settings: IronflowSettings, services: readonly
     : routes
       ? workerServiceHttp2Handler(runtime.engine.streams, streamOptions)
       : (_req: unknown, res: { statusCode: number; end(): void }) => { res.statusCode = 404; res.end(); };
-  const listener = await listenOnePort({ port: settings.port, host: settings.host, http1: app.getHttpServer(), http2Handler });
+  observeHttp1Requests(app.getHttpServer(), runtime.metrics);
+  const listener = await listenOnePort({ port: settings.port, host: settings.host, http1: app.getHttpServer(), http2Handler: observeHttp2Requests(http2Handler, runtime.metrics) });
   const host = settings.host === '0.0.0.0' ? 'localhost' : settings.host;
   let closing: Promise<void> | undefined;
   return {

@@ -20,3 +20,4 @@ export * as cronSql from './queries/cron';
 export * as debouncesSql from './queries/debounces';
 export type { CronScheduleRow } from './queries/cron';
 export type { DebounceRow } from './queries/debounces';
+export * as backlogSql from './queries/backlog';
