@@ -1,5 +1,5 @@
 import { FUNCTION_OPTIONS } from '@ironflow/engine';
-import { FakeReply, FakeServer, RecordedRequest, startFakeServer } from '../../../libs/sdk/src/test-support';
+import { FakeReply, FakeServer, RecordedRequest, startFakeServer } from '@ironflow/sdk/testing';
 import { runCli } from './program';
 
 const PREFIX = '/ironflow.v1.IronflowService/';

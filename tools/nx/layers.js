@@ -1,0 +1,46 @@
+// @ts-check
+/**
+ * DESIGN.md's import rules as data, read by eslint.config.js (`@nx/enforce-module-boundaries`)
+ * and by the workspace tests. Every project carries one tag `layer:<name>` (its project.json);
+ * a layer may import itself and the layers listed for it:
+ *
+ *   apps → service modules → engine → (outcome, follow-up, fencing) → (store, bus) → contracts;
+ *   no lib imports an app; sdk imports only contracts.
+ *
+ * DESIGN's lib table adds the rest: observability (metrics, logger) sits on contracts and serves
+ * the layers above store and bus; rpc (the Connect/gRPC transport) sits on contracts; the test
+ * kit, the benchmarks and the e2e tests may use any lib, and no production code uses the test kit.
+ */
+const LIBS = ['contracts', 'store', 'bus', 'observability', 'fencing', 'outcome', 'follow-up', 'engine', 'rpc', 'services', 'sdk'];
+
+/** @type {Record<string, string[]>} */
+const MAY_IMPORT = {
+  contracts: [],
+  store: ['contracts'],
+  bus: ['contracts'],
+  observability: ['contracts'],
+  fencing: ['contracts', 'store'],
+  outcome: ['contracts', 'fencing', 'store', 'observability'],
+  'follow-up': ['contracts', 'store', 'bus', 'observability'],
+  engine: ['contracts', 'store', 'bus', 'fencing', 'outcome', 'follow-up', 'observability'],
+  rpc: ['contracts', 'observability'],
+  services: ['contracts', 'store', 'bus', 'fencing', 'outcome', 'follow-up', 'engine', 'observability', 'rpc'],
+  sdk: ['contracts'],
+  app: ['contracts', 'engine', 'observability', 'services', 'sdk'],
+  example: ['contracts', 'sdk'],
+  testing: LIBS,
+  bench: [...LIBS, 'testing'],
+  e2e: [...LIBS, 'testing'],
+};
+
+/** Layers nothing may import (they run as processes or programs). */
+const NOT_IMPORTABLE = ['app', 'example', 'bench', 'e2e'];
+
+/**
+ * Test files: specs, `__tests__/`, a lib's `src/testing/` (its test doubles, out of the build).
+ * They may import any lib (the test kit imports the libs it assembles), never a process.
+ */
+const TEST_FILE_GLOBS = ['**/*.spec.ts', '**/*.test.ts', '**/__tests__/**/*.ts', 'libs/*/src/testing/**/*.ts'];
+const TEST_FILE = /(\.spec\.ts|\.test\.ts)$|\/__tests__\/|^libs\/[^/]+\/src\/testing\//;
+
+module.exports = { LIBS, MAY_IMPORT, NOT_IMPORTABLE, TEST_FILE_GLOBS, TEST_FILE };
