@@ -3,6 +3,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { Client } from 'pg';
+import { BusNamespace } from '@ironflow/bus';
 
 /** Where the benchmarks find their services (defaults: the local PostgreSQL and NATS). */
 export const DATABASE_URL = process.env.IRONFLOW_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -128,18 +129,29 @@ export function sleep(ms: number): Promise<void> {
 }
 
 /**
- * Removes what a benchmark left in the shared JetStream streams under its own scope (STEPS keeps
+ * Removes what a benchmark left in the deployment's JetStream streams under its own scope (STEPS keeps
  * hints with no consumer, RESULTS and PUBSUB keep frames and run events). Best effort.
  */
-export async function purgeScope(natsUrl: string, project: string, env: string): Promise<void> {
+export async function purgeScope(natsUrl: string, project: string, env: string, namespace = new BusNamespace()): Promise<void> {
   const { connect } = await import('nats');
   const nc = await connect({ servers: natsUrl.split(','), name: 'ironflow-bench-cleanup' });
   try {
     const jsm = await nc.jetstreamManager();
     for (const [stream, filter] of [['STEPS', `ironflow.${project}.${env}.>`], ['RESULTS', `ironflow.${project}.${env}.>`], ['EVENTS', `ironflow.${project}.${env}.>`], ['PUBSUB', `public.${env}.>`]]) {
-      await jsm.streams.purge(stream, { filter }).catch(() => undefined);
+      await jsm.streams.purge(namespace.stream(stream), { filter: namespace.subject(filter) }).catch(() => undefined);
     }
   } finally {
     await nc.close();
   }
+}
+
+/** Runs a benchmark's `main`: exit 0 when it resolves, print the error and exit 1 when it throws. */
+export function runBenchmark(main: () => Promise<void>): void {
+  main().then(
+    () => process.exit(0),
+    (err) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
 }

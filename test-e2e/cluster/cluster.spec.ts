@@ -12,10 +12,15 @@ import { ServiceProcess, clusterEnv, freePort, startIngress } from '../support/s
  * on one PostgreSQL and one NATS, pools of 8, short leases and ticks. A batch of parent/child
  * runs; one dispatcher is killed with SIGKILL mid-batch and restarted. Every run ends with
  * exactly one outcome, every parent is woken once, and no lease row is left after the lease period.
+ *
+ * The cluster runs with API keys: the first key is made on the api-gateway with the admin key,
+ * and every other service learns it from the database (clients and workers use it; a worker
+ * without it is refused by the dispatchers).
  */
 const LEASE_MS = 3000;
 const quiet = { warn: () => undefined, error: () => undefined };
 const PARENTS = 20;
+const ADMIN_KEY = `admin-${randomBytes(24).toString('hex')}`;
 
 describe('cluster of separate service processes on PostgreSQL and NATS', () => {
   let db: { url: string; drop(): Promise<void> };
@@ -28,6 +33,7 @@ describe('cluster of separate service processes on PostgreSQL and NATS', () => {
   const ingresses: { url: string; close(): Promise<void> }[] = [];
   const env = `e2e${randomBytes(4).toString('hex')}`;
   const childCalls = new Map<string, number>();
+  let apiKey: string;
 
   /** Segments of the parent each transport executed. */
   const executedBy = { rest: 0, stream: 0 };
@@ -50,7 +56,7 @@ describe('cluster of separate service processes on PostgreSQL and NATS', () => {
 
   beforeAll(async () => {
     db = await scratchDatabase('postgres', 'ironflow_e2e');
-    const common = clusterEnv(db.url, LEASE_MS);
+    const common = clusterEnv(db.url, LEASE_MS, { IRONFLOW_ADMIN_KEY: ADMIN_KEY });
     const make = async (app: ServiceProcess['app'], node: string) => new ServiceProcess(app, await freePort(), { ...common, IRONFLOW_NODE_ID: node });
     gateway = await make('api-gateway', 'gw-1');
     dispatcher1 = await make('dispatcher', 'dispatcher-1');
@@ -58,19 +64,21 @@ describe('cluster of separate service processes on PostgreSQL and NATS', () => {
     services = [gateway, dispatcher1, dispatcher2, await make('scheduler', 'scheduler-1'), await make('capacity-scanner', 'scanner-1'), await make('audit-writer', 'audit-1')];
     await Promise.all(services.map((s) => s.start()));
 
+    ({ key: apiKey } = await createClient({ serverUrl: gateway.url, apiKey: ADMIN_KEY }).createApiKey({ project: 'e2e', env, name: 'cluster' }));
+
     pushServer = createServer(serve({ functions: [child] }));
     await new Promise<void>((r) => pushServer.listen(0, '127.0.0.1', r));
-    const client = createClient({ serverUrl: gateway.url, environment: env });
+    const client = createClient({ serverUrl: gateway.url, environment: env, apiKey });
     await client.registerFunction(child, { endpointUrl: `http://127.0.0.1:${(pushServer.address() as AddressInfo).port}/` });
     for (const d of [dispatcher1, dispatcher2]) {
       const ingress = await startIngress(gateway, d);
       ingresses.push(ingress);
-      const w = createWorker({ serverUrl: ingress.url, environment: env, functions: [parentFor('rest')], pollIntervalMs: 50, pollErrorDelayMs: 100, reconnectDelayMs: 100, heartbeatIntervalMs: 500, maxConcurrentJobs: 8, logger: quiet });
+      const w = createWorker({ serverUrl: ingress.url, environment: env, apiKey, functions: [parentFor('rest')], pollIntervalMs: 50, pollErrorDelayMs: 100, reconnectDelayMs: 100, heartbeatIntervalMs: 500, maxConcurrentJobs: 8, logger: quiet });
       await w.start();
       workers.push(w);
       // A stream worker on each dispatcher too (our SDK's transport over @grpc/grpc-js, h2c);
       // its functions are registered through the gateway, as the ingress would route R1.
-      const s = createWorker({ transport: 'stream', serverUrl: d.url, environment: env, functions: [parentFor('stream')], registerFunctions: false, reconnectDelayMs: 100, heartbeatIntervalMs: 500, maxConcurrentJobs: 4, logger: quiet });
+      const s = createWorker({ transport: 'stream', serverUrl: d.url, environment: env, apiKey, functions: [parentFor('stream')], registerFunctions: false, reconnectDelayMs: 100, heartbeatIntervalMs: 500, maxConcurrentJobs: 4, logger: quiet });
       await s.start();
       workers.push(s);
     }
@@ -85,7 +93,7 @@ describe('cluster of separate service processes on PostgreSQL and NATS', () => {
   }, 60_000);
 
   it('survives a dispatcher killed with SIGKILL mid-batch: one outcome per run, every parent woken once, no lease left', async () => {
-    const client = createClient({ serverUrl: gateway.url, environment: env });
+    const client = createClient({ serverUrl: gateway.url, environment: env, apiKey });
     const runIds: string[] = [];
     for (let n = 1; n <= PARENTS; n += 1) runIds.push(...(await client.emit('e2e.go', { n })).runIds);
     expect(runIds).toHaveLength(PARENTS);
@@ -126,6 +134,22 @@ describe('cluster of separate service processes on PostgreSQL and NATS', () => {
     expect(dispatchedBy1 + (await pushDispatches(dispatcher1))).toBeGreaterThan(0);
     expect(await pushDispatches(dispatcher2)).toBeGreaterThan(0);
   }, 120_000);
+
+  it('a worker without the key is refused by every dispatcher: REST with 401, the stream with unauthenticated; clients too', async () => {
+    const fn = createFunction({ id: 'e2e.keyless', mode: 'pull' }, async () => 1);
+    for (const ingress of ingresses) {
+      const rest = createWorker({ serverUrl: ingress.url, environment: env, apiKey: '', functions: [fn], logger: quiet });
+      await expect(rest.start()).rejects.toMatchObject({ status: 401 });
+    }
+    for (const d of [dispatcher1, dispatcher2]) {
+      const stream = createWorker({ transport: 'stream', serverUrl: d.url, environment: env, apiKey: '', functions: [fn], registerFunctions: false, logger: quiet });
+      await expect(stream.start()).rejects.toMatchObject({ status: 401, code: 'unauthenticated' });
+      const wrong = createWorker({ transport: 'stream', serverUrl: d.url, environment: env, apiKey: `${apiKey}x`, functions: [fn], registerFunctions: false, logger: quiet });
+      await expect(wrong.start()).rejects.toMatchObject({ status: 401 });
+    }
+    await expect(createClient({ serverUrl: gateway.url, environment: env }).listRuns()).rejects.toMatchObject({ status: 401, code: 'unauthenticated' });
+    for (const s of services) expect((await fetch(`${s.url}/health`)).status).toBe(200);
+  }, 60_000);
 });
 
 /** Push segments a dispatcher process claimed since it started, from its own /metrics. */

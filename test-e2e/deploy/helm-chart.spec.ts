@@ -62,10 +62,13 @@ describe('the Helm chart', () => {
       }
     });
 
-    it('takes the database URL from the Secret only and sets no credential as a plain value', () => {
+    it('takes the database URL and the keys from the one Secret only, sets no credential as a plain value, and names the NATS namespace after the release', () => {
       for (const deployment of byKind(manifests, 'Deployment').values()) {
         const env = envOf(deployment);
         expect(env.get('IRONFLOW_DATABASE_URL')).toEqual({ name: 'IRONFLOW_DATABASE_URL', valueFrom: { secretKeyRef: { name: `${RELEASE}-ironflow`, key: 'database-url' } } });
+        expect(env.get('IRONFLOW_SECRETS_KEY')).toEqual({ name: 'IRONFLOW_SECRETS_KEY', valueFrom: { secretKeyRef: { name: `${RELEASE}-ironflow`, key: 'secrets-key', optional: true } } });
+        expect(env.get('IRONFLOW_ADMIN_KEY')).toEqual({ name: 'IRONFLOW_ADMIN_KEY', valueFrom: { secretKeyRef: { name: `${RELEASE}-ironflow`, key: 'admin-key', optional: true } } });
+        expect(env.get('IRONFLOW_CLUSTER_ID')).toEqual({ name: 'IRONFLOW_CLUSTER_ID', value: RELEASE });
         for (const e of env.values()) {
           expect([e.name, String(e.value ?? '')]).not.toEqual([e.name, expect.stringMatching(/postgres(ql)?:\/\//)]);
           if (/URL|KEY|SECRET|PASSWORD/.test(e.name) && e.name !== 'NATS_URL') expect([e.name, e.valueFrom?.secretKeyRef]).toEqual([e.name, expect.anything()]);
@@ -138,9 +141,15 @@ describe('the Helm chart', () => {
 
     it('creates the Secret the pods read, a ServiceMonitor, TLS on both Ingress objects and the scheduling options', () => {
       const secret = byKind(manifests, 'Secret').get(`${RELEASE}-ironflow`)!;
-      expect(secret.stringData).toEqual({ 'database-url': 'postgres://ironflow:secret@postgres.db:5432/ironflow' });
+      expect(secret.stringData).toEqual({
+        'database-url': 'postgres://ironflow:secret@postgres.db:5432/ironflow',
+        'secrets-key': '0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef',
+        'admin-key': 'an-admin-key-of-at-least-32-characters',
+      });
       for (const deployment of byKind(manifests, 'Deployment').values()) {
-        expect(envOf(deployment).get('IRONFLOW_DATABASE_URL').valueFrom.secretKeyRef.name).toBe(secret.metadata.name);
+        for (const name of ['IRONFLOW_DATABASE_URL', 'IRONFLOW_SECRETS_KEY', 'IRONFLOW_ADMIN_KEY']) expect(envOf(deployment).get(name).valueFrom.secretKeyRef.name).toBe(secret.metadata.name);
+        expect(envOf(deployment).get('IRONFLOW_CLUSTER_ID').value).toBe('ironflow-prod');
+        expect(envOf(deployment).get('IRONFLOW_REQUIRE_API_KEY').value).toBe('true');
         const pod = deployment.spec.template.spec;
         expect(pod.imagePullSecrets).toEqual([{ name: 'registry-credentials' }]);
         expect(pod.nodeSelector).toEqual({ 'kubernetes.io/os': 'linux' });
@@ -176,6 +185,9 @@ describe('the Helm chart', () => {
     ['an unknown key', ['--set', 'replicas=3'], /Additional property replicas is not allowed/],
     ['a database URL as a plain setting', ['--set', 'settings.IRONFLOW_DATABASE_URL=postgres://u:p@h/db'], /settings: Property name of "IRONFLOW_DATABASE_URL"/],
     ['a Secret to create without the database URL', ['--set', 'secrets.create=true'], /secrets\.databaseUrl: String length/],
+    ['an admin key as a plain setting', ['--set', 'settings.IRONFLOW_ADMIN_KEY=an-admin-key-of-at-least-32-characters'], /settings: Property name of "IRONFLOW_ADMIN_KEY"/],
+    ['an admin key under 32 characters', ['--set', 'secrets.create=true', '--set', 'secrets.databaseUrl=postgres://h/db', '--set', 'secrets.adminKey=short'], /secrets\.adminKey: Does not match pattern/],
+    ['a cluster id with a dot', ['--set', 'clusterId=a.b'], /clusterId: Does not match pattern/],
     ['a NATS URL that is not nats://', ['--set', 'natsUrl=http://nats:4222'], /natsUrl: Does not match pattern/],
     ['a shutdown cap under 100 ms', ['--set', 'shutdown.timeoutMs=10'], /shutdown\.timeoutMs: Must be greater than or equal to 100/],
   ])('the values schema refuses %s', async (_what, args, message) => {

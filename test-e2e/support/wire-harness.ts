@@ -1,3 +1,4 @@
+import type { IronflowSettings } from '@ironflow/services';
 import { startTestServer } from '@ironflow/testing';
 /**
  * Shared plumbing for the golden wire tests (`test-e2e/wire/`). Everything here talks to the
@@ -20,14 +21,22 @@ export const WIRE_STORES: WireStore[] = ['sqlite', 'postgres'];
 
 export interface WireEngine {
   url: string;
+  port: number;
+  /** Every HTTP/1 route the server answers (Express's router), e.g. `GET /api/v1/runs/:id`. */
+  routes: { method: string; path: string }[];
   close(): Promise<void>;
 }
 
-/** Starts the engine with short intervals on its own store; `close()` stops it and drops the store. */
-export async function startWireEngine(store: WireStore): Promise<WireEngine> {
-  const { server, close } = await startTestServer(store, 'ironflow_wire');
+/** Starts the engine with short intervals on its own store (`settings` overrides); `close()` stops it and drops the store. */
+export async function startWireEngine(store: WireStore, settings: Partial<IronflowSettings> = {}): Promise<WireEngine> {
+  const { server, close } = await startTestServer(store, 'ironflow_wire', settings);
+  type Layer = { route?: { path: string; methods: Record<string, boolean> } };
+  const stack = (server.app.getHttpAdapter().getInstance() as { _router: { stack: Layer[] } })._router.stack;
+  const routes = stack.flatMap((l) => (l.route ? Object.keys(l.route.methods).map((m) => ({ method: m.toUpperCase(), path: l.route!.path })) : []));
   return {
     url: server.url,
+    port: server.port,
+    routes,
     close,
   };
 }
@@ -67,10 +76,10 @@ export async function connect(base: string, method: string, body: unknown, heade
 }
 
 /** One REST call with the headers every worker call carries (3.1). A string body is sent as is. */
-export async function rest(base: string, method: 'GET' | 'POST' | 'PUT', path: string, body?: unknown, env = 'default'): Promise<RawAnswer> {
+export async function rest(base: string, method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, body?: unknown, env = 'default', headers: Record<string, string> = {}): Promise<RawAnswer> {
   const res = await fetch(`${base}${path}`, {
     method,
-    headers: { 'content-type': 'application/json', 'x-ironflow-environment': env },
+    headers: { 'content-type': 'application/json', 'x-ironflow-environment': env, ...headers },
     ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
   });
   return answer(res);

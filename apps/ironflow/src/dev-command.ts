@@ -3,14 +3,35 @@ import { Command, InvalidArgumentError } from 'commander';
 import { functionOptionsHelp } from '@ironflow/engine';
 import { SERVICES, loadSettings, startServer } from '@ironflow/services';
 
+/** `ironflow dev --help`: the security settings (issue 9, items 4 and 7). */
+export const DEV_SECURITY_HELP = `
+Security (environment variables):
+  API keys          none until the first key is made: the server is OPEN (every caller may use every
+                    route; dev says so at start). Once a key exists, every client and worker route
+                    needs "Authorization: Bearer <key>" (401 UNAUTHENTICATED otherwise); the key
+                    decides the project and env of the call. Make keys with \`ironflow apikey create\`.
+  IRONFLOW_REQUIRE_API_KEY=true   require keys even before the first one exists
+  IRONFLOW_ADMIN_KEY=<32+ chars>  the bearer of \`ironflow apikey\` (key management); without it,
+                                  anyone may make the first key while the server is open
+  IRONFLOW_API_KEY_CACHE_MS       how long a key lookup is trusted (default 5000): a revoked key
+                                  stops working in other processes within this time
+  IRONFLOW_SECRETS_KEY=<32 bytes, hex or base64>   encrypts secrets (AES-256-GCM); without it
+                    \`ironflow secret set\` and functions declaring secrets are refused
+  IRONFLOW_PUSH_ALLOWED_HOSTS     comma list of CIDRs, addresses, host names, *.domain that push
+                    endpoints may be at; default anywhere except link-local (169.254.0.0/16,
+                    fe80::/10) and cloud metadata addresses, which are always refused`;
+
 /**
  * `ironflow dev`: every service in one process on SQLite (`.ironflow/dev.db` by default) with the
  * in-process bus, on port 9123. Ctrl-C drains and stops. Its help lists every function
- * registration option with its semantics (`FUNCTION_OPTIONS`).
+ * registration option with its semantics (`FUNCTION_OPTIONS`) and the security settings; at
+ * start it says whether API keys are required or the server is open, and whether secrets can be
+ * stored.
  */
 export function devCommand(): Command {
   return new Command('dev')
     .description('run every Ironflow service in this process on SQLite')
+    .addHelpText('after', DEV_SECURITY_HELP)
     .option('--port <port>', 'port for REST, Connect and gRPC', (v) => {
       const n = Number(v);
       if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('a port number');
@@ -30,6 +51,13 @@ export function devCommand(): Command {
       const started = Date.now();
       const server = await startServer(settings, SERVICES, ['warn', 'error']);
       console.log(`Ironflow dev server ready at ${server.url} in ${Date.now() - started} ms (store ${settings.databaseUrl})`);
+      const auth = await server.runtime.engine.apiKeys.mode();
+      console.log(
+        auth.required
+          ? `API keys: required (${auth.reason === 'setting' ? 'IRONFLOW_REQUIRE_API_KEY' : 'keys exist'}); send Authorization: Bearer <key>`
+          : 'API keys: none, so this server is OPEN: anyone who reaches it may call every route. `ironflow apikey create` makes the first key and closes it.',
+      );
+      console.log(server.runtime.engine.secrets.configured ? 'Secrets: on (IRONFLOW_SECRETS_KEY)' : 'Secrets: off (set IRONFLOW_SECRETS_KEY, 32 bytes hex or base64, to store them)');
       let stopping = false;
       const stop = () => {
         if (stopping) return;

@@ -1,6 +1,8 @@
 import { FUNCTION_OPTIONS } from '@ironflow/engine';
 import { FakeReply, FakeServer, RecordedRequest, startFakeServer } from '@ironflow/sdk/testing';
+import { createClient } from '@ironflow/sdk';
 import { runCli } from './program';
+import { secretCommand } from './security-commands';
 
 const PREFIX = '/ironflow.v1.IronflowService/';
 
@@ -27,7 +29,7 @@ describe('ironflow CLI', () => {
 
   beforeAll(async () => {
     server = await startFakeServer((req) => {
-      const method = req.path.startsWith(PREFIX) ? req.path.slice(PREFIX.length) : '';
+      const method = req.path.startsWith(PREFIX) ? req.path.slice(PREFIX.length) : `${req.method} ${req.path}`;
       return replies[method]?.(req) ?? { status: 404, body: { code: 'unimplemented', message: `no route ${req.path}` } };
     });
   });
@@ -152,6 +154,101 @@ describe('ironflow CLI', () => {
       const text = await cli(server.url, 'invoke', 'pay', '--timeout', 'soon');
       expect(text.code).toBe(1);
       expect(text.err[0]).toBe("error: option '--timeout <ms>' argument 'soon' is invalid. a positive whole number");
+    });
+  });
+
+  describe('secrets and API keys', () => {
+    const saved = { admin: process.env.IRONFLOW_ADMIN_KEY, api: process.env.IRONFLOW_API_KEY };
+    beforeEach(() => {
+      delete process.env.IRONFLOW_ADMIN_KEY;
+      delete process.env.IRONFLOW_API_KEY;
+    });
+    afterAll(() => {
+      if (saved.admin !== undefined) process.env.IRONFLOW_ADMIN_KEY = saved.admin;
+      if (saved.api !== undefined) process.env.IRONFLOW_API_KEY = saved.api;
+    });
+
+    it('secret set/list/delete send --api-key and --env; list prints names, never values', async () => {
+      replies['PUT /api/v1/secrets/STRIPE_KEY'] = () => ({ status: 200, body: { secret: { name: 'STRIPE_KEY', createdAt: 't0', updatedAt: 't1' } } });
+      replies['GET /api/v1/secrets'] = () => ({ status: 200, body: { secrets: [{ name: 'STRIPE_KEY', createdAt: 't0', updatedAt: 't1' }] } });
+      replies['DELETE /api/v1/secrets/STRIPE_KEY'] = () => ({ status: 200, body: { deleted: 'STRIPE_KEY' } });
+      const common = ['--api-key', 'ifk_k', '--env', 'prod'];
+      expect(await cli(server.url, ...common, 'secret', 'set', 'STRIPE_KEY', 'sk_live_1')).toEqual({ code: 0, out: ['secret STRIPE_KEY saved (updated t1)'], err: [] });
+      expect(await cli(server.url, ...common, 'secret', 'list')).toEqual({ code: 0, out: ['STRIPE_KEY  (updated t1)'], err: [] });
+      expect(await cli(server.url, ...common, 'secret', 'delete', 'STRIPE_KEY')).toEqual({ code: 0, out: ['secret STRIPE_KEY deleted'], err: [] });
+      expect(server.requests.map((r) => [r.method, r.path, r.headers.authorization, r.headers['x-ironflow-environment']])).toEqual([
+        ['PUT', '/api/v1/secrets/STRIPE_KEY', 'Bearer ifk_k', 'prod'],
+        ['GET', '/api/v1/secrets', 'Bearer ifk_k', 'prod'],
+        ['DELETE', '/api/v1/secrets/STRIPE_KEY', 'Bearer ifk_k', 'prod'],
+      ]);
+      expect(server.requests[0].body).toEqual({ value: 'sk_live_1' });
+    });
+
+    it('secret set without a value reads standard input, minus one trailing newline', async () => {
+      replies['PUT /api/v1/secrets/FROM_STDIN'] = () => ({ status: 200, body: { secret: { name: 'FROM_STDIN', createdAt: 't0', updatedAt: 't0' } } });
+      const out: string[] = [];
+      const command = secretCommand({
+        io: { out: (t) => out.push(t), err: (t) => out.push(`ERR ${t}`) },
+        action: (fn) => fn,
+        client: () => createClient({ serverUrl: server.url }),
+        readStdin: async () => 'line one\nline two\n',
+      });
+      await command.parseAsync(['node', 'secret', 'set', 'FROM_STDIN']);
+      expect(out).toEqual(['secret FROM_STDIN saved (updated t0)']);
+      expect(server.requests[0].body).toEqual({ value: 'line one\nline two' });
+    });
+
+    it('a refused call prints the engine code: 401 UNAUTHENTICATED, 503 SECRETS_NOT_CONFIGURED', async () => {
+      replies['GET /api/v1/secrets'] = () => ({ status: 401, body: { code: 'UNAUTHENTICATED', message: 'an API key is required: send Authorization: Bearer <key>' } });
+      replies['PUT /api/v1/secrets/X'] = () => ({ status: 503, body: { code: 'SECRETS_NOT_CONFIGURED', message: 'secrets need IRONFLOW_SECRETS_KEY' } });
+      expect(await cli(server.url, 'secret', 'list')).toEqual({ code: 1, out: [], err: ['error [UNAUTHENTICATED]: GET /api/v1/secrets: an API key is required: send Authorization: Bearer <key>'] });
+      expect(await cli(server.url, 'secret', 'set', 'X', 'v')).toEqual({ code: 1, out: [], err: ['error [SECRETS_NOT_CONFIGURED]: PUT /api/v1/secrets/X: secrets need IRONFLOW_SECRETS_KEY'] });
+    });
+
+    it('apikey create/list/revoke authenticate with the admin key (--admin-key, else $IRONFLOW_ADMIN_KEY); create prints the key once', async () => {
+      replies['POST /api/v1/api-keys'] = (req) => ({ status: 201, body: { key: 'ifk_0123_secret', apiKey: { id: '0123', prefix: 'ifk_0123', ...req.body, createdAt: 't0' } } });
+      replies['GET /api/v1/api-keys'] = () => ({ status: 200, body: { apiKeys: [{ id: '0123', prefix: 'ifk_0123', project: 'shop', env: 'prod', name: '', createdAt: 't0' }] } });
+      replies['DELETE /api/v1/api-keys/ifk_0123'] = () => ({ status: 200, body: { apiKey: { id: '0123', prefix: 'ifk_0123', project: 'shop', env: 'prod', name: '', createdAt: 't0', revokedAt: 't1' } } });
+      const created = await cli(server.url, '--env', 'prod', 'apikey', 'create', '--project', 'shop', '--name', 'checkout', '--admin-key', 'ADMIN-1');
+      expect(created.code).toBe(0);
+      expect(created.out[0]).toMatch(/^ifk_0123_secret\n\nThis is the only time the key is shown\. ifk_0123  project shop  env prod  "checkout"/);
+      expect(server.requests[0].body).toEqual({ project: 'shop', env: 'prod', name: 'checkout' });
+      process.env.IRONFLOW_ADMIN_KEY = 'ADMIN-2';
+      expect(await cli(server.url, 'apikey', 'list')).toEqual({ code: 0, out: ['ifk_0123  project shop  env prod  created t0'], err: [] });
+      expect(await cli(server.url, 'apikey', 'revoke', 'ifk_0123')).toEqual({ code: 0, out: ['revoked ifk_0123  project shop  env prod  created t0  REVOKED t1'], err: [] });
+      expect(server.requests.map((r) => r.headers.authorization)).toEqual(['Bearer ADMIN-1', 'Bearer ADMIN-2', 'Bearer ADMIN-2']);
+    });
+
+    it('dev --help documents the security settings and the secrets option', async () => {
+      const res = await cli(server.url, 'dev', '--help');
+      const help = res.out.join('\n');
+      for (const text of ['IRONFLOW_REQUIRE_API_KEY', 'IRONFLOW_ADMIN_KEY', 'IRONFLOW_SECRETS_KEY', 'IRONFLOW_PUSH_ALLOWED_HOSTS', 'IRONFLOW_API_KEY_CACHE_MS', 'OPEN', 'SECRET_NOT_FOUND', '  secrets ']) {
+        expect(help).toContain(text);
+      }
+    });
+  });
+
+  describe('pause, resume, inject and publish', () => {
+    it('run pause / resume / paused / inject send the SDK calls and print what happened', async () => {
+      replies.PauseRun = () => ({ status: 200, body: { status: 'pause_requested' } });
+      replies['POST /api/v1/runs/resume'] = () => ({ status: 201, body: { id: 'r1', status: 'waiting_for_capacity' } });
+      replies.GetPausedState = () => ({ status: 200, body: { steps: [{ id: 'r1:fetch:0', name: 'fetch', output: '{"price":12}', injected: true, completedAt: '2025-01-01T00:00:00Z' }], nextStepHint: 'nap', pauseReason: 'check' } });
+      replies.InjectStepOutput = () => ({ status: 200, body: { stepId: 'r1:fetch:0', previousOutput: '{"price":10}' } });
+
+      expect(await cli(server.url, 'run', 'pause', 'r1', '--reason', 'check')).toEqual({ code: 0, out: ['run r1: pause requested; it parks when its running segment ends'], err: [] });
+      expect(server.requests[0].body).toEqual({ run_id: 'r1', reason: 'check' });
+      expect((await cli(server.url, 'run', 'resume', 'r1')).out).toEqual(['run r1 is waiting_for_capacity']);
+      expect(server.requests[1]).toMatchObject({ path: '/api/v1/runs/resume', body: { run_id: 'r1', from_step: '' } });
+      expect((await cli(server.url, 'run', 'paused', 'r1')).out).toEqual(['run r1 is paused (check); parked at nap', '  r1:fetch:0  fetch [injected]  {"price":12}']);
+      expect((await cli(server.url, 'run', 'inject', 'r1', 'r1:fetch:0', '--output', '{"price":12}')).out).toEqual(['step r1:fetch:0 set; it was {"price":10}']);
+      expect(server.requests[3].body).toEqual({ run_id: 'r1', step_id: 'r1:fetch:0', new_output: '{"price":12}', reason: '' });
+      expect(await cli(server.url, 'run', 'inject', 'r1', 's', '--output', '{bad')).toMatchObject({ code: 1, err: [`error [INVALID_ARGUMENT]: --output: not JSON: ${jsonParseError('{bad')}`] });
+    });
+
+    it('publish posts PubSubService/Publish with any JSON data and prints the stored message', async () => {
+      replies['POST /ironflow.v1.PubSubService/Publish'] = () => ({ status: 200, body: { eventId: 'ev-1', sequence: '7', duplicate: false } });
+      expect(await cli(server.url, 'publish', 'orders.shipped', '--data', '"A-7"', '--idempotency-key', 'k1')).toEqual({ code: 0, out: ['published ev-1 to orders.shipped (sequence 7)'], err: [] });
+      expect(server.requests[0].body).toEqual({ topic: 'orders.shipped', data: 'A-7', idempotencyKey: 'k1' });
     });
   });
 });

@@ -1,6 +1,7 @@
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { createClient, IronflowClient, RunCancelledError, RunFailedError } from '@ironflow/sdk';
 import { devCommand } from './dev-command';
+import { apikeyCommand, secretCommand } from './security-commands';
 import {
   CliIO,
   CliUsageError,
@@ -21,9 +22,10 @@ export interface CliState {
 }
 
 /**
- * The `ironflow` CLI: `dev`, `emit`, `invoke`, `run get|list|cancel`. Every client command takes
- * `--server URL` (default `$IRONFLOW_SERVER_URL`, else http://localhost:9123), `--env NAME` and
- * `--json` (print the API's JSON instead of text).
+ * The `ironflow` CLI: `dev`, `emit`, `invoke`, `publish`, `run get|list|cancel|pause|resume|paused|inject`,
+ * `secret set|list|delete`, `apikey create|list|revoke`. Every client command takes `--server URL`
+ * (default `$IRONFLOW_SERVER_URL`, else http://localhost:9123), `--env NAME`, `--api-key KEY`
+ * (default `$IRONFLOW_API_KEY`) and `--json` (print the API's JSON instead of text).
  *
  * Output goes through `io`: results to `io.out`; errors to `io.err` as `error [CODE]: message`
  * (CODE = the engine's code such as `RUN_NOT_FOUND` when the server sent one, else the Connect
@@ -46,10 +48,11 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
   program
     .option('--server <url>', 'engine URL (default $IRONFLOW_SERVER_URL or http://localhost:9123)')
     .option('--env <name>', 'environment (X-Ironflow-Environment)')
+    .option('--api-key <key>', 'API key sent as Authorization: Bearer (default $IRONFLOW_API_KEY)')
     .addHelpText('after', '\nExit codes: 0 success, 1 error; emit --wait and invoke also 2 (run failed or cancelled) and 3 (timed out).');
-  const client = (): IronflowClient => {
-    const o = program.opts<{ server?: string; env?: string }>();
-    return createClient({ serverUrl: o.server, environment: o.env });
+  const client = (apiKey?: string): IronflowClient => {
+    const o = program.opts<{ server?: string; env?: string; apiKey?: string }>();
+    return createClient({ serverUrl: o.server, environment: o.env, apiKey: apiKey ?? o.apiKey });
   };
 
   /** Runs an action; an error is printed (text or JSON per its `--json`) and sets exit code 1. */
@@ -82,6 +85,11 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
   const dev = devCommand();
   dev.copyInheritedSettings(program);
   program.addCommand(dev);
+  for (const command of [secretCommand({ io, action, client }), apikeyCommand({ io, action, client })]) {
+    command.copyInheritedSettings(program);
+    for (const sub of command.commands) sub.copyInheritedSettings(program);
+    program.addCommand(command);
+  }
 
   program
     .command('emit')
@@ -122,7 +130,7 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
       }),
     );
 
-  const run = program.command('run').description('read and cancel runs');
+  const run = program.command('run').description('read, cancel, pause and resume runs');
   run
     .command('get')
     .description('show a run with its steps, child runs and history (retries)')
@@ -162,6 +170,73 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
         const r = await client().cancelRun(id, o.reason);
         if (o.json) io.out(JSON.stringify(r, null, 2));
         else io.out(`run ${r.id} is ${r.status}`);
+      }),
+    );
+  run
+    .command('pause')
+    .description('pause a run at its next segment boundary (a running segment finishes first)')
+    .argument('<id>', 'run id')
+    .option('--reason <text>', 'why (shown by `run paused`)')
+    .option('--json', 'print JSON')
+    .action(
+      action(async (id: string, o: { reason?: string; json?: boolean }) => {
+        const r = await client().pauseRun(id, o.reason);
+        if (o.json) io.out(JSON.stringify(r, null, 2));
+        else io.out(r.status === 'paused' ? `run ${id} is paused` : `run ${id}: pause requested; it parks when its running segment ends`);
+      }),
+    );
+  run
+    .command('resume')
+    .description('resume a paused run (or drop a pause not yet acted on)')
+    .argument('<id>', 'run id')
+    .option('--json', 'print JSON')
+    .action(
+      action(async (id: string, o: { json?: boolean }) => {
+        const r = await client().resumeRun(id);
+        if (o.json) io.out(JSON.stringify(r, null, 2));
+        else io.out(`run ${r.id} is ${r.status}`);
+      }),
+    );
+  run
+    .command('paused')
+    .description("show a paused run's ended steps, the wait it parked at and the reason")
+    .argument('<id>', 'run id')
+    .option('--json', 'print JSON')
+    .action(
+      action(async (id: string, o: { json?: boolean }) => {
+        const s = await client().getPausedState(id);
+        if (o.json) return io.out(JSON.stringify(s, null, 2));
+        io.out(`run ${id} is paused${s.pauseReason ? ` (${s.pauseReason})` : ''}${s.nextStepHint ? `; parked at ${s.nextStepHint}` : ''}`);
+        for (const step of s.steps) io.out(`  ${step.id}  ${step.name}${step.injected ? ' [injected]' : ''}  ${JSON.stringify(step.output)}`);
+      }),
+    );
+  run
+    .command('inject')
+    .description("set a step's output while the run is paused (the resumed run uses it instead of running the step)")
+    .argument('<id>', 'run id')
+    .argument('<step-id>', 'step id, "<run-id>:<name>:<n>" (see `run paused`)')
+    .requiredOption('--output <json>', 'the new output, any JSON value')
+    .option('--reason <text>', 'why (kept in the audit row)')
+    .option('--json', 'print JSON')
+    .action(
+      action(async (id: string, stepId: string, o: { output: string; reason?: string; json?: boolean }) => {
+        const r = await client().injectStepOutput(id, stepId, parseJsonValue('--output', o.output), o.reason);
+        if (o.json) io.out(JSON.stringify(r, null, 2));
+        else io.out(`step ${r.stepId} set; it was ${JSON.stringify(r.previousOutput)}`);
+      }),
+    );
+  program
+    .command('publish')
+    .description('publish a message to a developer topic (starts no run)')
+    .argument('<topic>', 'dot-separated topic, e.g. orders.shipped')
+    .option('--data <json>', 'the message, any JSON value (default {})')
+    .option('--idempotency-key <key>', 'a repeat within 2 minutes stores nothing')
+    .option('--json', 'print JSON')
+    .action(
+      action(async (topic: string, o: { data?: string; idempotencyKey?: string; json?: boolean }) => {
+        const r = await client().publish(topic, o.data === undefined ? {} : parseJsonValue('--data', o.data), { idempotencyKey: o.idempotencyKey });
+        if (o.json) io.out(JSON.stringify(r, null, 2));
+        else io.out(`published ${r.eventId} to ${topic} (sequence ${r.sequence}${r.duplicate ? ', a duplicate: nothing stored' : ''})`);
       }),
     );
   return program;
@@ -205,6 +280,15 @@ export function parseData(text: string | undefined): Record<string, unknown> {
     throw new CliUsageError(`--data: not a JSON object: ${shown}`);
   }
   return value as Record<string, unknown>;
+}
+
+/** Any JSON value from an option; throws {@link CliUsageError} `<option>: not JSON: <reason>`. */
+function parseJsonValue(option: string, text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new CliUsageError(`${option}: not JSON: ${(err as Error).message}`);
+  }
 }
 
 function parsePositiveInt(value: string): number {

@@ -13,21 +13,33 @@ export interface PublishOptions {
   msgId?: string;
 }
 
+/** What the bus answers a stored publish: the stream sequence, and whether `msgId` repeated an earlier message (whose sequence it then is). */
+export interface PublishAck {
+  sequence: number;
+  duplicate: boolean;
+}
+
 export interface Subscription {
   unsubscribe(): void;
 }
 
 export interface Bus {
   /** Publishes; rejects when the bus did not accept the message. */
-  publish(subject: string, data: unknown, options?: PublishOptions): Promise<void>;
+  publish(subject: string, data: unknown, options?: PublishOptions): Promise<PublishAck>;
   /** Subscribes to an exact subject or a pattern with `*` / `>` tokens. */
   subscribe(pattern: string, handler: (message: BusMessage) => void): Subscription;
   close(): Promise<void>;
 }
 
-/** Subject names, always carrying project and env. */
+/**
+ * Logical subject names, always carrying project and env. The NATS adapter puts each in the
+ * deployment's namespace on the wire (`ifx.{clusterId}.{subject}`, see `BusNamespace`); callers
+ * and subscribers see only these.
+ */
 export const subjects = {
   result: (project: string, env: string, runId: string) => `ironflow.${project}.${env}.results.run.${runId}`,
   stepsHint: (project: string, env: string, mode: string) => `ironflow.${project}.${env}.steps.${mode}`,
   runEvent: (env: string, runId: string, event: string) => `public.${env}.system.run.${runId}.${event}`,
+  /** A developer pub/sub topic (PUBSUB stream); `topic` is dot-separated tokens, or a pattern. */
+  topic: (project: string, env: string, topic: string) => `public.${project}.${env}.topic.${topic}`,
 };

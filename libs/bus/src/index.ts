@@ -2,3 +2,4 @@ export * from './bus';
 export * from './in-process-bus';
 export * from './nats-bus';
 export * from './streams';
+export * from './bus-namespace';

@@ -1,6 +1,7 @@
 import { JSONCodec, JetStreamClient, NatsConnection, connect } from 'nats';
-import { Bus, BusMessage, PublishOptions, Subscription } from './bus';
-import { STREAMS } from './streams';
+import { Bus, BusMessage, PublishAck, PublishOptions, Subscription } from './bus';
+import { BusNamespace } from './bus-namespace';
+import { streamsOf } from './streams';
 
 const codec = JSONCodec();
 
@@ -11,6 +12,11 @@ export interface NatsBusOptions {
   name?: string;
   /** How long a JetStream publish waits for its acknowledgement, ms (default 5000). */
   publishTimeoutMs?: number;
+  /**
+   * This deployment's namespace (`IRONFLOW_CLUSTER_ID`, default `ironflow`): every subject,
+   * stream and queue group of this bus carries it (see `BusNamespace`).
+   */
+  namespace?: BusNamespace;
 }
 
 /**
@@ -18,19 +24,30 @@ export interface NatsBusOptions {
  * acknowledgement (with `msgId` for de-duplication inside the stream's window), so a failure is
  * seen and can be counted; subscriptions are core NATS subscriptions, which see every message
  * published to the subject, stream or not.
+ *
+ * Callers speak logical subjects (`subjects.*`); this adapter puts each one in the deployment's
+ * namespace on the way out (publish, subscribe, request) and takes it off the subjects it
+ * delivers, and it creates and updates only its own deployment's streams, so two installations
+ * on one NATS server never see each other's messages or settings.
  */
 export class NatsBus implements Bus {
   private constructor(
     private readonly nc: NatsConnection,
     private readonly js: JetStreamClient,
     private readonly publishTimeoutMs: number,
+    /** The deployment namespace every subject and stream of this bus carries. */
+    readonly namespace: BusNamespace,
   ) {}
 
-  /** Connects and creates the streams (idempotent). Throws when NATS cannot be reached. */
+  /**
+   * Connects and creates or updates this deployment's streams (idempotent; no other stream is
+   * touched). Throws when NATS cannot be reached or a stream cannot be created.
+   */
   static async connect(options: NatsBusOptions): Promise<NatsBus> {
-    const nc = await connect({ servers: options.url.split(','), name: options.name ?? 'ironflow', maxReconnectAttempts: -1 });
+    const namespace = options.namespace ?? new BusNamespace();
+    const nc = await connect({ servers: options.url.split(','), name: options.name ?? `ironflow-${namespace.clusterId}`, maxReconnectAttempts: -1 });
     const jsm = await nc.jetstreamManager();
-    for (const stream of STREAMS) {
+    for (const stream of streamsOf(namespace)) {
       try {
         await jsm.streams.info(stream.name!);
         await jsm.streams.update(stream.name!, stream);
@@ -44,18 +61,19 @@ export class NatsBus implements Bus {
         }
       }
     }
-    return new NatsBus(nc, nc.jetstream(), options.publishTimeoutMs ?? 5000);
+    return new NatsBus(nc, nc.jetstream(), options.publishTimeoutMs ?? 5000, namespace);
   }
 
-  async publish(subject: string, data: unknown, options: PublishOptions = {}): Promise<void> {
-    await this.js.publish(subject, codec.encode(data ?? null), {
+  async publish(subject: string, data: unknown, options: PublishOptions = {}): Promise<PublishAck> {
+    const ack = await this.js.publish(this.namespace.subject(subject), codec.encode(data ?? null), {
       ...(options.msgId ? { msgID: options.msgId } : {}),
       timeout: this.publishTimeoutMs,
     });
+    return { sequence: ack.seq, duplicate: ack.duplicate };
   }
 
   subscribe(pattern: string, handler: (message: BusMessage) => void): Subscription {
-    const sub = this.nc.subscribe(pattern, {
+    const sub = this.nc.subscribe(this.namespace.subject(pattern), {
       callback: (err, msg) => {
         if (err) return;
         let data: unknown = null;
@@ -64,15 +82,15 @@ export class NatsBus implements Bus {
         } catch {
           data = null;
         }
-        handler({ subject: msg.subject, data });
+        handler({ subject: this.namespace.logical(msg.subject), data });
       },
     });
     return { unsubscribe: () => sub.unsubscribe() };
   }
 
-  /** Sends a core NATS request and awaits the reply (the audit writer's path), ms timeout. */
+  /** Sends a core NATS request on the logical `subject` and awaits the reply (the audit writer's path), ms timeout. */
   async request(subject: string, data: unknown, timeoutMs: number): Promise<unknown> {
-    const reply = await this.nc.request(subject, codec.encode(data ?? null), { timeout: timeoutMs });
+    const reply = await this.nc.request(this.namespace.subject(subject), codec.encode(data ?? null), { timeout: timeoutMs });
     return codec.decode(reply.data);
   }
 

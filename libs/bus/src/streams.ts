@@ -1,11 +1,13 @@
 import { DiscardPolicy, RetentionPolicy, StreamConfig, nanos } from 'nats';
+import { BusNamespace } from './bus-namespace';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 
 /**
- * The JetStream streams of DESIGN.md "NATS JetStream", created idempotently at start.
- * NATS 2.9 (Debian's) has no multi-filter consumers, so each stream keeps one subject filter.
+ * The JetStream streams of DESIGN.md "NATS JetStream", by logical name and logical subject filter;
+ * `streamsOf` puts them in a deployment's namespace. NATS 2.9 (Debian's) has no multi-filter
+ * consumers, so each stream keeps one subject filter.
  */
 export const STREAMS: Partial<StreamConfig>[] = [
   { name: 'EVENTS', subjects: ['ironflow.*.*.events.>'], retention: RetentionPolicy.Limits, max_age: nanos(7 * DAY) },
@@ -16,3 +18,8 @@ export const STREAMS: Partial<StreamConfig>[] = [
   { name: 'PUBSUB', subjects: ['public.>'], retention: RetentionPolicy.Limits, max_age: nanos(7 * DAY) },
   { name: 'CANCEL', subjects: ['ironflow.*.*.cancel.>'], retention: RetentionPolicy.Limits, max_age: nanos(HOUR) },
 ];
+
+/** The streams of one deployment: `{clusterId}_{NAME}` over `ifx.{clusterId}.{filter}`. */
+export function streamsOf(namespace: BusNamespace): Partial<StreamConfig>[] {
+  return STREAMS.map((s) => ({ ...s, name: namespace.stream(s.name!), subjects: s.subjects!.map((f) => namespace.subject(f)) }));
+}

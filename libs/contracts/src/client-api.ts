@@ -11,6 +11,12 @@ import { RunStatus, StepStatus, StepType } from './statuses';
 export interface CallScope {
   project: string;
   env: string;
+  /**
+   * The API key that authenticated the call, when keys are required; absent on an open server.
+   * A keyed call's project and env are the key's, so a worker's `labels.env` naming another env
+   * is refused rather than followed.
+   */
+  apiKeyId?: string;
 }
 
 /** A run as the API returns it (5.5). Times are ISO-8601 strings. */
@@ -32,6 +38,9 @@ export interface RunView {
   updatedAt: string;
   startedAt?: string;
   endedAt?: string;
+  /** An operator asked for a pause and no resume followed (present only then, on a live run). */
+  pauseRequested?: boolean;
+  pauseReason?: string;
 }
 
 export interface StepView {
@@ -46,6 +55,34 @@ export interface StepView {
   sequence: number;
   createdAt: string;
   endedAt?: string;
+  /** Present (true) when the output was set by `InjectStepOutput`. */
+  injected?: boolean;
+}
+
+/**
+ * `PauseRun`'s answer (WIRE-PROTOCOL.md 5.2): `paused` when the run parked at once (it was
+ * queued or waiting) or already was paused; `pause_requested` when a segment is running, whose
+ * report will park the run.
+ */
+export type PauseStatus = 'paused' | 'pause_requested';
+
+/** One ended step of a paused run, as `GetPausedState` shows it. */
+export interface PausedStepView {
+  id: string;
+  name: string;
+  type: StepType;
+  status: StepStatus;
+  /** Absent when the step returned nothing (or failed). */
+  output?: unknown;
+  injected: boolean;
+  completedAt?: string;
+}
+
+/** Where a paused run stands: its ended steps, the wait it parked at (`nextStepHint`, "" when none), the reason. */
+export interface PausedStateView {
+  steps: PausedStepView[];
+  nextStepHint: string;
+  pauseReason: string;
 }
 
 /** One audit row as `GetRunSteps`/`ironflow run get` shows it (the run's history). */
@@ -99,14 +136,14 @@ export interface ListRunsOutput {
  */
 export interface UnsupportedFunctionOptions {
   actorKey?: string;
-  secrets?: string[];
-  recording?: boolean;
   recordingRetention?: string;
   changeReason?: string;
 }
 
 export interface RegisterFunctionInput extends Partial<Omit<FunctionDefinition, 'id'>>, UnsupportedFunctionOptions {
   id: string;
+  /** The SDK's recording switch: `true` records `all`, `false` records `none` (see `RecordingProfile`). */
+  recording?: boolean;
 }
 
 export interface ClientApi {
@@ -126,4 +163,27 @@ export interface ClientApi {
   invokeFunctionSync(scope: CallScope, input: { functionId: string; input: unknown; timeoutMs?: number }): Promise<RunResultView>;
   /** Cancels a non-terminal run; answers with the run as it stands (the outcome that won). */
   cancelRun(scope: CallScope, id: string, reason: string): Promise<RunView>;
+  /**
+   * Pauses a run at its next segment boundary (see {@link PauseStatus}); a paused run holds no
+   * lease and no segment of it starts until `resumeRun`. Repeating it changes nothing. Throws
+   * `RUN_NOT_FOUND`, `RUN_NOT_RUNNING` (the run has ended), `VALIDATION_ERROR` (no id).
+   */
+  pauseRun(scope: CallScope, id: string, reason?: string): Promise<{ status: PauseStatus; run: RunView }>;
+  /**
+   * Resumes a paused run (back to its open wait, or to the queue) or drops a pause request not
+   * yet acted on; a live run that is not paused is answered as it stands. `fromStep` is refused
+   * (`VALIDATION_ERROR`): this engine does not replay from a step. Throws `RUN_NOT_FOUND`,
+   * `RUN_NOT_RUNNING` (the run has ended).
+   */
+  resumeRun(scope: CallScope, id: string, fromStep?: string): Promise<RunView>;
+  /** The paused run's ended steps and where it parked. Throws `RUN_NOT_FOUND`, `RUN_NOT_PAUSED`. */
+  getPausedState(scope: CallScope, id: string): Promise<PausedStateView>;
+  /**
+   * Sets a step's output while the run is paused (an ended step, or a step id of this run not
+   * reached yet, which the worker then memoizes instead of running); the step is marked
+   * injected. Answers the step id and its previous output (`undefined` when it had none).
+   * Throws `RUN_NOT_FOUND`, `RUN_NOT_PAUSED`, `VALIDATION_ERROR` (a waiting step, a step id of
+   * another run), `PAYLOAD_TOO_LARGE`.
+   */
+  injectStepOutput(scope: CallScope, input: { runId: string; stepId: string; output: unknown; reason?: string }): Promise<{ stepId: string; previousOutput?: unknown }>;
 }

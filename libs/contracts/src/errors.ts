@@ -5,6 +5,8 @@
 export const ERROR_HTTP_STATUS = {
   STALE_EXECUTION: 409,
   RUN_NOT_RUNNING: 409,
+  /** PauseRun state reads and step injection need a `paused` run. */
+  RUN_NOT_PAUSED: 409,
   RUN_NOT_FOUND: 404,
   FUNCTION_NOT_FOUND: 404,
   WORKER_NOT_FOUND: 404,
@@ -13,6 +15,10 @@ export const ERROR_HTTP_STATUS = {
   VALIDATION_ERROR: 400,
   PAYLOAD_TOO_LARGE: 413,
   UNAUTHENTICATED: 401,
+  PERMISSION_DENIED: 403,
+  SECRET_NOT_FOUND: 404,
+  API_KEY_NOT_FOUND: 404,
+  SECRETS_NOT_CONFIGURED: 503,
   /** TriggerSync of an event that starts a debounced function (WIRE-PROTOCOL.md 5.2): Connect `failed_precondition`. */
   FUNCTION_DEBOUNCED: 400,
   INTERNAL_ERROR: 500,
@@ -27,6 +33,12 @@ export const RUN_ERROR_CODES = {
   PUSH_DISPATCH_FAILED: 'PUSH_DISPATCH_FAILED',
   FUNCTION_NOT_FOUND: 'FUNCTION_NOT_FOUND',
   CANCELLED: 'CANCELLED',
+  /** A secret the function declares does not exist in its project and env at dispatch (retryable). */
+  SECRET_NOT_FOUND: 'SECRET_NOT_FOUND',
+  /** The dispatcher cannot decrypt the function's secrets: no `IRONFLOW_SECRETS_KEY`, or another key (retryable). */
+  SECRETS_UNAVAILABLE: 'SECRETS_UNAVAILABLE',
+  /** The push endpoint's address is refused by the allow-list at dispatch (not retryable). */
+  PUSH_ENDPOINT_REFUSED: 'PUSH_ENDPOINT_REFUSED',
 } as const;
 
 /**

@@ -69,9 +69,46 @@ export interface FunctionDefinition {
   cancelOn: CancelOnSpec[];
   debounce?: DebounceConfig;
   metadata?: Record<string, unknown>;
+  /**
+   * Names of the secrets (of the function's project and env) delivered with every segment: push
+   * request `secrets`, pull assignment `context.secrets`, stream `JobContext.secrets`.
+   */
+  secrets?: string[];
+  /** Recording profile; absent means `DEFAULT_RECORDING_PROFILE`. */
+  recordingProfile?: RecordingProfile;
 }
 
 export const DEFAULT_FUNCTION_TIMEOUT_MS = 600_000;
 
 /** Largest accepted request body (event data, reports), in bytes. */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024;
+
+/**
+ * What a function records in `audit_events` (its recording profile):
+ * - `none`: no workflow rows;
+ * - `run_lifecycle` (the default): the run's lifecycle and capacity rows, every `run.*` row
+ *   (`run.created`, `run.status_changed`, `run.cancelled`, `run.retry_scheduled`,
+ *   `run.lease_recovered`, and the operator's `run.pause_requested`, `run.paused`, `run.resumed`,
+ *   `run.step_injected`), which `run get` shows as the run's history;
+ * - `all`: those and a row per saved step (`step.completed`, `step.failed`); time travel needs it
+ *   (the engine writes no step rows yet, so today `all` records what `run_lifecycle` does).
+ * The SDK's registration `recording: true` selects `all`, `recording: false` selects `none`, and
+ * leaving it out keeps the default.
+ */
+export type RecordingProfile = 'none' | 'run_lifecycle' | 'all';
+
+export const DEFAULT_RECORDING_PROFILE: RecordingProfile = 'run_lifecycle';
+
+/** Whether a function with `profile` records a row of `eventType`. */
+export function profileRecords(profile: RecordingProfile, eventType: string): boolean {
+  if (profile === 'all') return true;
+  if (profile === 'run_lifecycle') return eventType.startsWith('run.');
+  return false;
+}
+
+/**
+ * Every event type an audit row through the recorder can have, and `recording_lookup` (a row lost
+ * at its recording lookup): the label set of `ironflow_audit_write_failures_total`, initialised
+ * at zero so a first failure shows as an increase.
+ */
+export const AUDIT_EVENT_TYPES = ['run.created', 'run.status_changed', 'run.cancelled', 'run.retry_scheduled', 'run.lease_recovered', 'run.pause_requested', 'run.paused', 'run.resumed', 'run.step_injected', 'step.completed', 'step.failed', 'recording_lookup'] as const;

@@ -6,3 +6,5 @@ export * from './wire/push';
 export * from './wire/pull';
 export * from './client-api';
 export * from './scope';
+export * from './security';
+export * from './pubsub';

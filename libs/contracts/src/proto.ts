@@ -5,3 +5,4 @@
 export * from './gen/ironflow/v1/types_pb';
 export * from './gen/ironflow/v1/service_pb';
 export * from './gen/ironflow/v1/worker_pb';
+export * from './gen/ironflow/v1/pubsub_pb';

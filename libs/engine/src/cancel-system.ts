@@ -3,6 +3,7 @@ import { commitOutcome } from '@ironflow/outcome';
 import { RunRecord, correlationsSql, runsSql, stepsSql } from '@ironflow/store';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
+import { holdsOpenWait } from './pause-announcer';
 
 /**
  * A user cancel (WIRE-PROTOCOL.md 5.2 `CancelRun`). A cancel and a completion that race are
@@ -33,8 +34,8 @@ export class CancelSystem {
         { kind: 'not-terminal' },
       );
       if (committed) {
-        if (run.status === 'waiting') await correlationsSql.closeCorrelationsOfRun(tx, runId);
-        const awaitedChildren = run.status === 'waiting' ? await stepsSql.listWaitingInvokeChildren(tx, runId) : [];
+        if (holdsOpenWait(run)) await correlationsSql.closeCorrelationsOfRun(tx, runId);
+        const awaitedChildren = holdsOpenWait(run) ? await stepsSql.listWaitingInvokeChildren(tx, runId) : [];
         return { run: committed, committed: true, awaitedChildren };
       }
       return { run: (await runsSql.getRun(tx, runId))!, committed: false, awaitedChildren: [] as string[] };

@@ -16,6 +16,7 @@ import {
 import { subjects } from '@ironflow/bus';
 import { FunctionRecord, RunRecord, auditSql, runsSql, stepsSql } from '@ironflow/store';
 import { CancelSystem } from './cancel-system';
+import { PauseSystem } from './pause-system';
 import { FunctionRegistry } from './function-registry';
 import { EngineResources } from './resources';
 import { TriggerSystem } from './trigger-system';
@@ -31,6 +32,7 @@ export class EngineClientApi implements ClientApi {
     private readonly functions: FunctionRegistry,
     private readonly triggers: TriggerSystem,
     private readonly cancels: CancelSystem,
+    private readonly pauses: PauseSystem,
   ) {}
 
   async registerFunction(scope: CallScope, input: RegisterFunctionInput) {
@@ -119,15 +121,40 @@ export class EngineClientApi implements ClientApi {
 
   async getRunSteps(scope: CallScope, id: string) {
     await this.mustRead(scope, id);
-    return this.r.store.read('getRunSteps', async (tx) => ({
-      steps: (await stepsSql.listSteps(tx, id)).map(toStepView),
-      history: (await auditSql.listAudit(tx, id)).map((a) => ({ eventType: a.eventType, ...(a.cause ? { cause: a.cause } : {}), ...(a.data !== null ? { data: a.data } : {}), ts: new Date(a.ts).toISOString() })),
-      children: (await runsSql.listChildRuns(tx, id)).map(toRunView),
-    }));
+    // The audit rows come through their own small pool: a locked `audit_events` holds none of the engine's connections.
+    const [rest, history] = await Promise.all([
+      this.r.store.read('getRunSteps', async (tx) => ({
+        steps: (await stepsSql.listSteps(tx, id)).map(toStepView),
+        children: (await runsSql.listChildRuns(tx, id)).map(toRunView),
+      })),
+      this.r.auditReads.read('listAudit', (tx) => auditSql.listAudit(tx, id)),
+    ]);
+    return {
+      steps: rest.steps,
+      history: history.map((a) => ({ eventType: a.eventType, ...(a.cause ? { cause: a.cause } : {}), ...(a.data !== null ? { data: a.data } : {}), ts: new Date(a.ts).toISOString() })),
+      children: rest.children,
+    };
   }
 
   async cancelRun(scope: CallScope, id: string, reason: string): Promise<RunView> {
     return toRunView(await this.cancels.cancel(scope, id, reason));
+  }
+
+  async pauseRun(scope: CallScope, id: string, reason?: string) {
+    const { status, run } = await this.pauses.pause(scope, id, reason);
+    return { status, run: toRunView(run) };
+  }
+
+  async resumeRun(scope: CallScope, id: string, fromStep?: string): Promise<RunView> {
+    return toRunView(await this.pauses.resume(scope, id, fromStep));
+  }
+
+  getPausedState(scope: CallScope, id: string) {
+    return this.pauses.pausedState(scope, id);
+  }
+
+  injectStepOutput(scope: CallScope, input: { runId: string; stepId: string; output: unknown; reason?: string }) {
+    return this.pauses.injectStepOutput(scope, input);
   }
 
   private async mustRead(scope: CallScope, id: string): Promise<RunRecord> {

@@ -35,6 +35,17 @@ export interface EngineConfig {
   scanMs: number;
   /** PostgreSQL row-lock wait of a wake (default 1000): a wake on a locked parent gives up and a later pass retries it. */
   wakeLockTimeoutMs: number;
+  /** Time an audit row has to get a slot and be written, its recording lookup included (default 5000). */
+  auditBudgetMs: number;
+  /** Audit writes and recording lookups running or waiting before a row is dropped at once (default 1024). */
+  auditBacklog: number;
+  /** How long a function's looked-up recording profile is used before it is read again (default 30000). */
+  recordingRefreshMs: number;
+  /**
+   * `IRONFLOW_PUSH_ALLOWED_HOSTS`: where push endpoints may be (CIDRs, addresses, host names,
+   * `*.domain`); empty (default) = anywhere but link-local and metadata addresses.
+   */
+  pushAllowedHosts: string[];
   /**
    * Cron (default 10000): a tick at most this late fires in the next pass (a slow pass leaves no
    * gap); a schedule further behind missed its ticks, which collapse into one run for the latest.
@@ -58,5 +69,9 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   recoveryCeiling: 10,
   scanMs: 1000,
   wakeLockTimeoutMs: 1000,
+  pushAllowedHosts: [],
+  auditBudgetMs: 5000,
+  auditBacklog: 1024,
+  recordingRefreshMs: 30_000,
   cronCatchUpMs: 10_000,
 };

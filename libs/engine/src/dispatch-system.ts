@@ -1,29 +1,62 @@
 import { randomUUID } from 'node:crypto';
+import { InvocationError } from '@ironflow/contracts';
 import { leasesSql, runsSql, ClaimFilter } from '@ironflow/store';
+import { ReportSystem } from './report-system';
 import { EngineResources } from './resources';
+import { SecretSystem } from './secret-system';
 import { Segment, loadSegment } from './segment-loader';
 
 /**
  * Claims queued segments (DESIGN.md "The queue is the runs table"): one unit of work claims up to
  * `limit` runs, bumps each execution and inserts its lease for `holder`, and loads what the
- * worker needs. Claims skip rows another claimer holds, so two dispatchers never run one
- * execution twice.
+ * worker needs, including the values of the secrets its function declares. Claims skip rows
+ * another claimer holds, so two dispatchers never run one execution twice.
+ *
+ * A segment that cannot be delivered (a declared secret is missing or cannot be decrypted) is
+ * never handed to a worker: its attempt fails at once with the resolution's code
+ * (`SECRET_NOT_FOUND` / `SECRETS_UNAVAILABLE`, retryable), so the run never strands.
  */
 export class DispatchSystem {
-  constructor(private readonly r: EngineResources) {}
+  constructor(
+    private readonly r: EngineResources,
+    private readonly secrets: SecretSystem,
+    private readonly reports: ReportSystem,
+  ) {}
 
   async claim(filter: ClaimFilter, holder: string): Promise<Segment[]> {
     if (filter.limit <= 0) return [];
+    const undeliverable: { segment: Segment; error: InvocationError }[] = [];
     const segments = await this.r.store.unitOfWork('claimSegments', async (tx) => {
+      undeliverable.length = 0;
       const runs = await runsSql.claimRuns(tx, filter, () => randomUUID());
       const loaded: Segment[] = [];
       for (const run of runs) {
         await leasesSql.insertLease(tx, run.id, run.executionSeq, holder, runsSql.laneOf(run.functionId, run.concurrencyKey), tx.now + this.r.config.leaseMs);
-        loaded.push(await loadSegment(tx, run));
+        const segment = await loadSegment(tx, run);
+        const declared = segment.definition?.secrets ?? [];
+        if (declared.length > 0) {
+          const resolved = await this.secrets.resolve(tx, run.project, run.env, declared);
+          if ('error' in resolved) {
+            undeliverable.push({ segment, error: resolved.error });
+            continue;
+          }
+          segment.secrets = resolved.values;
+        }
+        loaded.push(segment);
       }
       return loaded;
     });
     if (segments.length) this.r.metrics.segmentsDispatched.inc({ mode: filter.mode }, segments.length);
+    for (const { segment, error } of undeliverable) await this.failUndelivered(segment, error);
     return segments;
+  }
+
+  /** Ends the claimed execution's attempt with `error`; if that report cannot be applied, its lease expires and recovery runs. */
+  private async failUndelivered(segment: Segment, error: InvocationError): Promise<void> {
+    const { run } = segment;
+    this.r.logger.warn('segment not delivered: its attempt fails', { run_id: run.id, execution_seq: run.executionSeq, function_id: run.functionId, code: error.code });
+    await this.reports.apply(run.id, { executionSeq: run.executionSeq, leaseToken: run.leaseToken! }, { kind: 'failed', error }).catch((err: unknown) =>
+      this.r.logger.warn('undelivered segment failure not applied; its lease expires instead', { run_id: run.id, error: String(err) }),
+    );
   }
 }

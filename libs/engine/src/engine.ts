@@ -1,7 +1,7 @@
 import { Bus } from '@ironflow/bus';
 import { AuditRecorder, AuditSink, AuditWriter, FollowUpTracker, InProcessAuditSink, SlotSet, slotsFor } from '@ironflow/follow-up';
 import { EngineLogger, EngineMetrics, silentLogger } from '@ironflow/observability';
-import { Clock, Store } from '@ironflow/store';
+import { Clock, Store, functionsSql } from '@ironflow/store';
 import { CancelSystem } from './cancel-system';
 import { EngineClientApi } from './client-api';
 import { DEFAULT_ENGINE_CONFIG, EngineConfig } from './config';
@@ -12,6 +12,8 @@ import { DispatchSystem } from './dispatch-system';
 import { FunctionRegistry } from './function-registry';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { PausePoints, noPausePoints } from './pause-points';
+import { PauseSystem } from './pause-system';
+import { PubSubSystem } from './pubsub-system';
 import { PullWorkerSystem } from './pull-worker-system';
 import { PushDispatcher } from './push-dispatcher';
 import { ReportSystem } from './report-system';
@@ -22,6 +24,10 @@ import { TriggerExpressions } from './trigger-expressions';
 import { TriggerSystem } from './trigger-system';
 import { WakeSystem } from './wake-system';
 import { LeaseRecoverySystem } from './lease-recovery-system';
+import { ApiKeySystem, ApiKeySystemOptions } from './api-key-system';
+import { PushEndpointPolicy } from './push-endpoint-policy';
+import { SecretCipher } from './secret-cipher';
+import { SecretSystem } from './secret-system';
 import { countOutcomeCommitErrors } from './outcome-commit-errors';
 import { sampleBacklog } from './backlog-sample';
 
@@ -39,6 +45,17 @@ export interface EngineOptions {
   poolSize?: number;
   /** Replaces the follow-up tracker (fault injection: a crash after the commit). */
   followUps?: FollowUpTracker;
+  /** `IRONFLOW_SECRETS_KEY` (32 bytes): without it secrets cannot be set or delivered. */
+  secretsKey?: Buffer;
+  /** API keys: `IRONFLOW_REQUIRE_API_KEY`, `IRONFLOW_ADMIN_KEY`, lookup cache period. */
+  auth?: ApiKeySystemOptions;
+  /** Where push dispatch may connect; default: built from `config.pushAllowedHosts`. */
+  pushEndpoints?: PushEndpointPolicy;
+  /**
+   * Where `run get` reads a run's audit rows: a small pool of its own on PostgreSQL, so a locked
+   * `audit_events` table never holds the engine's connections; default `store`.
+   */
+  auditReadStore?: Store;
 }
 
 /** The loops a process runs: a dispatcher pushes, a scheduler ticks. `ironflow dev` runs both. */
@@ -66,12 +83,22 @@ export class Engine {
   /** Debounce: pending events and the scheduler's pass that starts their runs. */
   readonly debounces: DebounceSystem;
   readonly cancels: CancelSystem;
+  /** Pause, resume and step injection. */
+  readonly pauses: PauseSystem;
+  /** Developer pub/sub: Publish, ListTopics. */
+  readonly pubsub: PubSubSystem;
   readonly pull: PullWorkerSystem;
   readonly push: PushDispatcher;
   /** Streaming pull workers (`WorkerService.Connect`); its loop runs while a stream is open. */
   readonly streams: StreamWorkerSystem;
   readonly api: EngineClientApi;
   readonly recovery: LeaseRecoverySystem;
+  /** API keys: creation, revocation, and the scope of every authenticated call. */
+  readonly apiKeys: ApiKeySystem;
+  /** The secret store (encrypted at rest), resolved into the segments of functions that declare secrets. */
+  readonly secrets: SecretSystem;
+  /** The push endpoint allow-list, checked at registration and on every push connection. */
+  readonly pushEndpoints: PushEndpointPolicy;
   private scanTimer?: NodeJS.Timeout;
   private scanRunning?: Promise<unknown>;
   private tickTimer?: NodeJS.Timeout;
@@ -84,11 +111,12 @@ export class Engine {
     const metrics = options.metrics ?? new EngineMetrics();
     const slots = slotsFor(options.store.dialect, options.poolSize ?? 10);
     const auditSink = options.auditSink ?? new InProcessAuditSink(new AuditWriter(options.store, new SlotSet(slots)));
+    const config = { ...DEFAULT_ENGINE_CONFIG, ...options.config };
     this.resources = {
       store: countOutcomeCommitErrors(options.store, metrics),
       clock: options.clock,
       bus: options.bus,
-      config: { ...DEFAULT_ENGINE_CONFIG, ...options.config },
+      config,
       logger,
       metrics,
       followUps: options.followUps ?? new FollowUpTracker(logger, {
@@ -99,27 +127,43 @@ export class Engine {
         },
       }),
       pausePoints: options.pausePoints ?? noPausePoints,
-      audit: new AuditRecorder(auditSink, { onDrop: (eventType) => metrics.auditWriteFailures.inc({ event_type: eventType }) }),
+      audit: new AuditRecorder(auditSink, {
+        slots,
+        budgetMs: config.auditBudgetMs,
+        backlog: config.auditBacklog,
+        recordingRefreshMs: config.recordingRefreshMs,
+        recordingLookup: (project, env, functionId) => options.store.read('recordingLookup', (tx) => functionsSql.getRecordingProfile(tx, project, env, functionId)),
+        onDrop: (eventType, reason, error) => {
+          metrics.auditWriteFailures.inc({ event_type: eventType });
+          logger.warn('audit: row dropped', { event_type: eventType, reason, error });
+        },
+      }),
+      auditReads: options.auditReadStore ?? options.store,
       wakeSlots: new SlotSet(slots),
     };
     const r = this.resources;
     const hints = new DispatchHints(r.bus);
     const announcer = new OutcomeAnnouncer(r);
-    this.functions = new FunctionRegistry(r);
+    this.apiKeys = new ApiKeySystem(r.store, options.auth);
+    this.secrets = new SecretSystem(r.store, options.secretsKey ? new SecretCipher(options.secretsKey) : undefined);
+    this.pushEndpoints = options.pushEndpoints ?? new PushEndpointPolicy({ allowedHosts: r.config.pushAllowedHosts });
+    this.functions = new FunctionRegistry(r, this.secrets, this.pushEndpoints);
     this.cron = new CronSystem(r, hints);
     this.debounces = new DebounceSystem(r, hints);
     this.triggers = new TriggerSystem(r, hints, new TriggerExpressions(r.metrics), this.debounces);
-    this.dispatch = new DispatchSystem(r);
     this.reports = new ReportSystem(r, announcer, hints);
+    this.dispatch = new DispatchSystem(r, this.secrets, this.reports);
     this.wakes = new WakeSystem(r, announcer, hints);
     announcer.setParentWake((child) => this.wakes.wakeParent(child));
     this.scheduler = new SchedulerSystem(r, this.wakes, announcer, hints, this.cron, this.debounces);
     this.cancels = new CancelSystem(r, announcer);
     this.pull = new PullWorkerSystem(r, this.dispatch, this.reports);
-    this.push = new PushDispatcher(r, this.dispatch, this.reports, hints);
+    this.push = new PushDispatcher(r, this.dispatch, this.reports, hints, this.pushEndpoints);
     this.streams = new StreamWorkerSystem(r, this.dispatch, this.reports, this.pull, hints);
     metrics.countStreamConnections(() => this.streams.connectionCount);
-    this.api = new EngineClientApi(r, this.functions, this.triggers, this.cancels);
+    this.pauses = new PauseSystem(r, announcer, hints);
+    this.pubsub = new PubSubSystem(r);
+    this.api = new EngineClientApi(r, this.functions, this.triggers, this.cancels, this.pauses);
     this.recovery = new LeaseRecoverySystem(r, announcer, hints);
   }
 
@@ -157,7 +201,8 @@ export class Engine {
    * Stops the loops, drains push invocations in flight (up to `drainMs`, default 30000) while
    * stream workers get `shutdown` and drain (up to 25000 ms), then waits
    * for follow-ups (at least `followUpDrainMs`), so an outcome committed during shutdown is still
-   * announced. Does not close the store or the bus: their owner does.
+   * announced; then stops the audit recorder (rows still waiting are dropped and counted, requests
+   * running are answered within their budget). Does not close the store or the bus: their owner does.
    */
   async stop(drainMs = 30_000): Promise<void> {
     this.stopped = true;
@@ -170,6 +215,7 @@ export class Engine {
     await this.scanRunning;
     const left = drainMs - (Date.now() - started);
     await this.resources.followUps.drain(Math.max(left, this.resources.config.followUpDrainMs));
-    this.resources.audit.stop();
+    await this.resources.audit.stop();
+    await this.pushEndpoints.close();
   }
 }

@@ -37,7 +37,12 @@ export const FUNCTION_OPTIONS: readonly FunctionOption[] = [
   { name: 'timeoutMs', status: 'acted on', semantics: 'whole-invocation timeout, ms; default 600000', example: { timeoutMs: 60_000 } },
   { name: 'concurrency', status: 'acted on', semantics: '{limit, key?}: at most `limit` runs of a key (a JSON path into the event) at once', example: { concurrency: { limit: 2, key: 'event.data.customerId' } } },
   { name: 'preferredMode / mode', status: 'acted on', semantics: '"push" (the engine calls endpointUrl) or "pull" (workers poll); workers register pull', example: { mode: 'pull' } },
-  { name: 'endpointUrl', status: 'acted on', semantics: 'the http(s) URL a push function is called at', example: { mode: 'push', endpointUrl: 'http://127.0.0.1:1/fn' } },
+  {
+    name: 'endpointUrl',
+    status: 'acted on',
+    semantics: 'the http(s) URL a push function is called at; never a link-local or cloud metadata address, and only what IRONFLOW_PUSH_ALLOWED_HOSTS names when set (checked at registration and on every connection: PUSH_ENDPOINT_REFUSED)',
+    example: { mode: 'push', endpointUrl: 'http://127.0.0.1:1/fn' },
+  },
   { name: 'metadata', status: 'acted on', semantics: 'stored; `__ironflow_code_hash` bumps the version when the handler changes', example: { metadata: { team: 'orders' } } },
   {
     name: 'debounce',
@@ -46,9 +51,14 @@ export const FUNCTION_OPTIONS: readonly FunctionOption[] = [
     example: { debounce: { periodMs: 1000, key: 'customerId', maxWaitMs: 5000 } },
   },
   { name: 'cancelOn', status: 'refused', semantics: 'cancel a running run on a matching event: refused until implemented', example: { cancelOn: [{ event: 'order.cancelled', match: 'data.orderId' }] } },
-  { name: 'secrets', status: 'refused', semantics: 'secret names resolved into the run: refused until implemented', example: { secrets: ['API_KEY'] } },
+  {
+    name: 'secrets',
+    status: 'acted on',
+    semantics: 'names of secrets (`ironflow secret set`) of the function\'s project and env, delivered with every invocation: push `secrets`, pull `context.secrets`, stream JobContext.secrets (SDK `secrets.get`); needs IRONFLOW_SECRETS_KEY, else SECRETS_NOT_CONFIGURED; a declared secret missing at dispatch fails the attempt, retryable, with SECRET_NOT_FOUND',
+    example: { secrets: ['API_KEY'] },
+  },
   { name: 'actorKey', status: 'refused', semantics: 'sticky routing of an actor\'s runs to one worker: refused, since pull and stream workers claim any queued run of their functions', example: { actorKey: 'event.data.customerId' } },
-  { name: 'recording', status: 'refused', semantics: 'per-function audit recording: refused until implemented', example: { recording: true } },
+  { name: 'recording', status: 'acted on', semantics: 'the recording profile of audit rows: true records `all`, false `none`; left out, `run_lifecycle` (every run.* row)', example: { recording: true } },
   { name: 'recordingRetention', status: 'refused', semantics: 'audit retention of a function: refused until implemented', example: { recordingRetention: '30d' } },
   { name: 'changeReason', status: 'refused', semantics: 'function history entry: refused until implemented', example: { changeReason: 'raise the limit' } },
 ];

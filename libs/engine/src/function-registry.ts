@@ -5,11 +5,14 @@ import {
   DEFAULT_RETRY,
   EngineError,
   FunctionDefinition,
+  RecordingProfile,
   RegisterFunctionInput,
 } from '@ironflow/contracts';
 import { FunctionRecord, cronSql, functionsSql } from '@ironflow/store';
 import { cronSpecOf, cronTriggersOf, nextTick, parseCronTrigger } from './cron-schedule';
+import { PushEndpointPolicy } from './push-endpoint-policy';
 import { EngineResources } from './resources';
+import { MAX_FUNCTION_SECRETS, SecretSystem, checkSecretName } from './secret-system';
 import { TriggerExpressions } from './trigger-expressions';
 import { refuseUnsupportedOptions } from './unsupported-options';
 
@@ -42,18 +45,28 @@ const definitionSchema = z.object({
     .refine((d) => d.maxWaitMs === undefined || d.maxWaitMs >= d.periodMs, { message: 'maxWaitMs must be at least periodMs', path: ['maxWaitMs'] })
     .optional(),
   metadata: z.record(z.unknown()).optional(),
+  secrets: z.array(z.string()).max(MAX_FUNCTION_SECRETS).default([]),
+  recording: z.boolean().nullish(),
+  recordingProfile: z.enum(['none', 'run_lifecycle', 'all']).optional(),
 });
 
 /**
  * Registers and reads functions. `register` validates the definition (throws `VALIDATION_ERROR`
- * listing the bad paths; a push function needs `endpointUrl`; a trigger's cron schedule and CEL
- * expression must compile; debounce needs `periodMs` ≥ 1000 and `maxWaitMs` ≥ `periodMs`; an
- * option the engine does not act on yet is refused by name), keeps the function's cron schedule
- * in the same unit of work, fills defaults (retry 3 attempts,
+ * listing the bad paths; a push function needs `endpointUrl`, which the push allow-list must
+ * admit; a trigger's cron schedule and CEL expression must compile; debounce needs `periodMs` ≥
+ * 1000 and `maxWaitMs` ≥ `periodMs`; declared `secrets` need valid names and a secrets key, else
+ * `SECRETS_NOT_CONFIGURED`; an option the engine does not act on yet is refused by name), keeps
+ * the function's cron schedule in the same unit of work, stores the recording profile
+ * (`recording`/`recordingProfile`, see `RecordingProfile`; this node's recorder forgets its
+ * cached profile at once), fills defaults (retry 3 attempts,
  * 1 s, ×2, cap 300 s; timeout 600 s) and bumps the version when the definition changed.
  */
 export class FunctionRegistry {
-  constructor(private readonly r: EngineResources) {}
+  constructor(
+    private readonly r: EngineResources,
+    private readonly secrets: SecretSystem,
+    private readonly pushEndpoints: PushEndpointPolicy,
+  ) {}
 
   async register(scope: CallScope, input: RegisterFunctionInput): Promise<{ record: FunctionRecord; created: boolean }> {
     refuseUnsupportedOptions(input);
@@ -64,6 +77,11 @@ export class FunctionRegistry {
     const d = parsed.data;
     if (d.mode === 'push' && !d.endpointUrl) throw new EngineError('VALIDATION_ERROR', 'endpointUrl: a push function needs the URL the engine calls');
     checkTriggers(d.triggers);
+    if (d.endpointUrl) await this.pushEndpoints.checkRegistration(d.endpointUrl);
+    const secrets = [...new Set(d.secrets.map((name, i) => checkSecretName(name, `secrets.${i}`)))];
+    if (secrets.length > 0 && !this.secrets.configured) {
+      throw new EngineError('SECRETS_NOT_CONFIGURED', 'secrets: this server has no IRONFLOW_SECRETS_KEY, so it cannot deliver secrets');
+    }
     const definition: FunctionDefinition = {
       id: d.id,
       name: d.name ?? d.id,
@@ -77,19 +95,34 @@ export class FunctionRegistry {
       cancelOn: d.cancelOn,
       ...(d.debounce ? { debounce: stripUndefined(d.debounce) as FunctionDefinition['debounce'] } : {}),
       ...(d.metadata ? { metadata: d.metadata } : {}),
+      ...(secrets.length > 0 ? { secrets } : {}),
+      ...recordingOf(d),
     };
     const crons = cronTriggersOf(definition);
-    return this.r.store.unitOfWork('registerFunction', async (tx) => {
+    const result = await this.r.store.unitOfWork('registerFunction', async (tx) => {
       const registered = await functionsSql.upsertFunction(tx, scope.project, scope.env, definition);
       const nextAt = crons.length > 0 ? nextTick(crons, tx.now) : null;
       await cronSql.syncSchedule(tx, scope.project, scope.env, definition.id, nextAt !== null ? { spec: cronSpecOf(crons), nextAt } : null);
       return registered;
     });
+    this.r.audit.forgetRecording(scope.project, scope.env, definition.id);
+    return result;
   }
 
   async list(scope: CallScope): Promise<FunctionRecord[]> {
     return this.r.store.read('listFunctions', (tx) => functionsSql.listFunctions(tx, scope.project, scope.env));
   }
+}
+
+/**
+ * The stored recording profile: `recordingProfile` when given, else the SDK's `recording`
+ * (`true` → `all`, `false` → `none`); nothing stored when neither is, which means the default.
+ */
+function recordingOf(d: { recording?: boolean | null; recordingProfile?: RecordingProfile }): { recordingProfile?: RecordingProfile } {
+  if (d.recordingProfile) return { recordingProfile: d.recordingProfile };
+  if (d.recording === true) return { recordingProfile: 'all' };
+  if (d.recording === false) return { recordingProfile: 'none' };
+  return {};
 }
 
 /**

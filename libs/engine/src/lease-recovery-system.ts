@@ -4,6 +4,7 @@ import { RunRecord, leaseRecoverySql, leasesSql, runsSql } from '@ironflow/store
 import { DispatchHints } from './dispatch-hints';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
+import { announceParked } from './pause-announcer';
 
 /** What one expired lease came to. */
 export type RecoveryEffect = 'requeued' | 'exhausted' | 'released' | 'none';
@@ -61,7 +62,8 @@ export class LeaseRecoverySystem {
     if (result.effect === 'exhausted' && 'run' in result) void this.announcer.announce(result.run as RunRecord, 'recovery-exhausted');
     if (result.effect === 'requeued' && 'run' in result) {
       const run = result.run as RunRecord;
-      this.hints.queued(run.project, run.env, run.mode);
+      if (run.status === 'paused') this.r.followUps.track('paused-audit', () => announceParked(this.r, this.announcer, run, 'lease-recovery'));
+      else this.hints.queued(run.project, run.env, run.mode);
       // The scanner's lease audit rows run off its loop, so a stuck audit table cannot stall the sweep.
       this.r.followUps.track('lease-recovered-audit', async () => void (await this.r.audit.record({
         project: run.project,

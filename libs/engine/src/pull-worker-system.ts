@@ -48,7 +48,11 @@ export class PullWorkerSystem {
     const parsed = registerSchema.safeParse(body ?? {});
     if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
     const envLabel = parsed.data.labels.env ? parseEnvironment(parsed.data.labels.env) : undefined;
-    await this.r.store.unitOfWork('registerWorker', (tx) =>
+    // A keyed call's env is its key's: a label naming another env is refused, never followed.
+    if (scope.apiKeyId && envLabel && envLabel !== scope.env) {
+      throw new EngineError('PERMISSION_DENIED', `labels.env ${JSON.stringify(envLabel)}: this API key is for env ${JSON.stringify(scope.env)}`);
+    }
+    const taken = await this.r.store.unitOfWork('registerWorker', (tx) =>
       workersSql.upsertWorker(tx, {
         id: workerId,
         project: scope.project,
@@ -59,17 +63,19 @@ export class PullWorkerSystem {
         labels: parsed.data.labels,
       }),
     );
+    if (!taken) throw new EngineError('PERMISSION_DENIED', `worker id ${workerId} is registered in another project`);
   }
 
   /**
    * Refreshes the leases of the jobs the worker lists (REST heartbeats carry no fence: by job id),
-   * only those this worker holds. Throws `VALIDATION_ERROR` for a body that is not a heartbeat.
+   * only those this worker holds. Throws `VALIDATION_ERROR` for a body that is not a heartbeat,
+   * `WORKER_NOT_FOUND` for a worker not registered (in `scope`'s project, and its key's env, when given).
    */
-  async heartbeat(workerId: string, body: WorkerHeartbeatBody): Promise<void> {
+  async heartbeat(workerId: string, body: WorkerHeartbeatBody, scope?: CallScope): Promise<void> {
     const parsed = heartbeatSchema.safeParse(body ?? {});
     if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
     await this.r.store.unitOfWork('workerHeartbeat', async (tx) => {
-      if (!(await workersSql.touchWorker(tx, workerId))) throw new EngineError('WORKER_NOT_FOUND', `worker ${workerId} is not registered`);
+      if (!(await workersSql.touchWorker(tx, workerId, scope && ownerOf(scope)))) throw new EngineError('WORKER_NOT_FOUND', `worker ${workerId} is not registered`);
       for (const job of parsed.data.jobs) {
         try {
           const { runId, executionSeq } = parseJobId(job.job_id);
@@ -81,10 +87,14 @@ export class PullWorkerSystem {
     });
   }
 
-  /** Claims up to `available` jobs of the worker's functions (capped by `maxJobsPerPoll`). */
-  async poll(workerId: string, available: number): Promise<JobAssignment[]> {
+  /**
+   * Claims up to `available` jobs of the worker's functions (capped by `maxJobsPerPoll`). Throws
+   * `WORKER_NOT_FOUND` for a worker not registered (in `scope`'s project, and its key's env, when
+   * given: a key never polls another project's jobs).
+   */
+  async poll(workerId: string, available: number, scope?: CallScope): Promise<JobAssignment[]> {
     const worker = await this.r.store.read('getWorker', (tx) => workersSql.getWorker(tx, workerId));
-    if (!worker) throw new EngineError('WORKER_NOT_FOUND', `worker ${workerId} is not registered`);
+    if (!worker || (scope && !sameOwner(worker, scope))) throw new EngineError('WORKER_NOT_FOUND', `worker ${workerId} is not registered`);
     const limit = Math.max(0, Math.min(Number.isFinite(available) && available > 0 ? Math.floor(available) : 1, this.r.config.maxJobsPerPoll, worker.maxConcurrentJobs));
     const segments = await this.dispatch.claim(
       { mode: 'pull', limit, project: worker.project, env: worker.env, functionIds: worker.functionIds },
@@ -117,6 +127,19 @@ export class PullWorkerSystem {
     const fence = fenceOf(body, executionSeq);
     return this.reports.apply(runId, fence, toReport(body));
   }
+}
+
+/**
+ * Who may act on a worker: its project always; its env too for a keyed call (the key's env is the
+ * worker's). An open call's env header may differ from a worker that registered with `labels.env`.
+ */
+function ownerOf(scope: CallScope): { project: string; env?: string } {
+  return scope.apiKeyId ? { project: scope.project, env: scope.env } : { project: scope.project };
+}
+
+function sameOwner(worker: { project: string; env: string }, scope: CallScope): boolean {
+  const owner = ownerOf(scope);
+  return worker.project === owner.project && (owner.env === undefined || worker.env === owner.env);
 }
 
 /** The fence a request carries; its `execution_seq` must be the job id's. */

@@ -1,17 +1,21 @@
-import { EngineError, PushResponse } from '@ironflow/contracts';
+import { fetch } from 'undici';
+import { EngineError, PushResponse, RUN_ERROR_CODES } from '@ironflow/contracts';
 import { ExecutionFence } from '@ironflow/fencing';
 import { leasesSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { DispatchSystem } from './dispatch-system';
 import { ReportSystem, SegmentReport } from './report-system';
+import { PushEndpointPolicy, PushEndpointRefused } from './push-endpoint-policy';
 import { EngineResources } from './resources';
 import { Segment, toPushRequest } from './segment-loader';
 
 /**
  * The push dispatcher (WIRE-PROTOCOL.md section 2): claims push segments, POSTs each to its
  * function's endpoint, bounded by the function's timeout, and applies the answer as a fenced
- * report. A transport failure (refused, non-200, a body that is not a PushResponse) counts as a
- * retryable failure of the attempt with code `PUSH_DISPATCH_FAILED`.
+ * report. A transport failure (refused, non-200, a redirect, a body that is not a PushResponse)
+ * counts as a retryable failure of the attempt with code `PUSH_DISPATCH_FAILED`. A connection the
+ * push allow-list refuses (the endpoint now resolves to a link-local, metadata or not-allowed
+ * address) fails the attempt without retry, code `PUSH_ENDPOINT_REFUSED`, before a byte is sent.
  */
 export class PushDispatcher {
   private inFlight = new Set<Promise<void>>();
@@ -28,6 +32,7 @@ export class PushDispatcher {
     private readonly dispatch: DispatchSystem,
     private readonly reports: ReportSystem,
     private readonly hints: DispatchHints,
+    private readonly endpoints: PushEndpointPolicy,
   ) {}
 
   start(): void {
@@ -130,11 +135,16 @@ export class PushDispatcher {
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify(toPushRequest(segment)),
         signal: AbortSignal.timeout(timeoutMs),
+        // Every connection is checked against the allow-list; a redirect is an answer, not followed.
+        dispatcher: this.endpoints.dispatcher,
+        redirect: 'manual',
       });
       const text = await response.text();
       if (response.status !== 200) return failure(`push endpoint answered ${response.status}: ${text.slice(0, 300)}`, true);
       return fromPushResponse(JSON.parse(text) as PushResponse);
     } catch (err) {
+      const cause = (err as { cause?: unknown }).cause;
+      if (cause instanceof PushEndpointRefused) return failure(`push endpoint refused: ${cause.message}`, false, RUN_ERROR_CODES.PUSH_ENDPOINT_REFUSED);
       return failure(`push endpoint call failed: ${String(err)}`, true);
     } finally {
       stop();
@@ -142,8 +152,8 @@ export class PushDispatcher {
   }
 }
 
-function failure(message: string, retryable: boolean): SegmentReport {
-  return { kind: 'failed', error: { message, code: 'PUSH_DISPATCH_FAILED', retryable } };
+function failure(message: string, retryable: boolean, code: string = RUN_ERROR_CODES.PUSH_DISPATCH_FAILED): SegmentReport {
+  return { kind: 'failed', error: { message, code, retryable } };
 }
 
 /** Maps the endpoint's answer (2.3) to a report; anything else is a dispatch failure. */

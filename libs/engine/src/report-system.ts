@@ -11,6 +11,7 @@ import { valueAtPath } from './json-path';
 import { newRunOf } from './new-run';
 import { checkPayload } from './payload-limits';
 import { recordRunCreated } from './run-created-audit';
+import { announceParked } from './pause-announcer';
 
 /** A worker's report of one execution, from any transport. */
 export type SegmentReport = { steps?: StepResult[]; stepOffset?: number } & (
@@ -101,6 +102,8 @@ export class ReportSystem {
     const { run } = result;
     if (result.effect === 'outcome') void this.announcer.announce(run, 'report');
     if (result.effect === 'retry' || result.effect === 'queued') this.hints.queued(run.project, run.env, run.mode);
+    // A pause was requested while the segment ran: its end parked the run instead of moving it on.
+    if (run.status === 'paused') await announceParked(this.r, this.announcer, run, 'report');
     if (result.child) {
       this.hints.queued(result.child.project, result.child.env, result.child.mode);
       this.r.followUps.track('run-created-audit', () => recordRunCreated(this.r, result.child!).then(() => undefined));
@@ -137,15 +140,14 @@ export class ReportSystem {
       if (fn) {
         const delayMs = retryDelayMs(fn.definition.retry, run.attempt);
         const availableAt = tx.now + delayMs;
-        if (!(await runsSql.requeueForRetry(tx, run, availableAt, runError))) {
-          throw new EngineError('STALE_EXECUTION', `run ${run.id} changed while the report was applied`);
-        }
+        const status = await runsSql.requeueForRetry(tx, run, availableAt, runError);
+        if (!status) throw new EngineError('STALE_EXECUTION', `run ${run.id} changed while the report was applied`);
         await leasesSql.deleteLease(tx, run.id, run.executionSeq);
         await this.segmentEndedNormally(tx, run);
         this.r.metrics.retriesScheduled.inc();
         return {
           effect: 'retry',
-          run: { ...run, status: 'waiting_for_capacity', attempt: run.attempt + 1, availableAt },
+          run: { ...run, status, ...(status === 'paused' ? { resumeStatus: 'waiting_for_capacity' as const } : {}), attempt: run.attempt + 1, availableAt },
           retry: { failed_attempt: run.attempt, next_attempt: run.attempt + 1, delay_ms: delayMs, failed_at: tx.now, available_at: availableAt, error: runError },
         };
       }
@@ -197,10 +199,11 @@ export class ReportSystem {
           return { ...(await this.wait(tx, run)), child };
         }
         await stepsSql.insertWaitStep(tx, { runId: run.id, stepId: y.step_id, name, type: 'invoke', status: 'completed', childRunId: child.id, output: { run_id: child.id }, sequence });
-        if (!(await runsSql.queueContinuation(tx, run.id, run))) throw new EngineError('STALE_EXECUTION', `run ${run.id} changed while the report was applied`);
+        const status = await runsSql.queueContinuation(tx, run.id, run);
+        if (!status) throw new EngineError('STALE_EXECUTION', `run ${run.id} changed while the report was applied`);
         await leasesSql.deleteLease(tx, run.id, run.executionSeq);
         await this.segmentEndedNormally(tx, run);
-        return { effect: 'queued', run, child };
+        return { effect: 'queued', run: { ...run, status, ...(status === 'paused' ? { resumeStatus: 'waiting_for_capacity' as const } : {}) }, child };
       }
       default:
         throw new EngineError('VALIDATION_ERROR', `yield.type ${(y as { type: string }).type} is not one of sleep, wait_for_event, invoke_function, invoke_function_async`);
@@ -208,10 +211,11 @@ export class ReportSystem {
   }
 
   private async wait(tx: Tx, run: RunRecord): Promise<ReportResult> {
-    if (!(await runsSql.markWaiting(tx, run))) throw new EngineError('STALE_EXECUTION', `run ${run.id} changed while the report was applied`);
+    const status = await runsSql.markWaiting(tx, run);
+    if (!status) throw new EngineError('STALE_EXECUTION', `run ${run.id} changed while the report was applied`);
     await leasesSql.deleteLease(tx, run.id, run.executionSeq);
     await this.segmentEndedNormally(tx, run);
-    return { effect: 'waiting', run: { ...run, status: 'waiting' } };
+    return { effect: 'waiting', run: { ...run, status, ...(status === 'paused' ? { resumeStatus: 'waiting' as const } : {}) } };
   }
 
   /**

@@ -17,6 +17,8 @@ export interface EngineResources {
   pausePoints: PausePoints;
   /** Every workflow audit row passes here. */
   audit: AuditRecorder;
+  /** Where API reads of `audit_events` go (`run get`): a small pool of its own on PostgreSQL. */
+  auditReads: Store;
   /** Slots for follow-up store work (parent wakes): a quarter of the pool, 4 on SQLite. */
   wakeSlots: SlotSet;
 }

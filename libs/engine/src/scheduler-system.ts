@@ -7,6 +7,7 @@ import { DispatchHints } from './dispatch-hints';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
 import { WakeSystem } from './wake-system';
+import { holdsOpenWait } from './pause-announcer';
 
 /**
  * The scheduler's tick (DESIGN.md `scheduler`): the sleep sweep, the invoke and wait timeout
@@ -74,7 +75,7 @@ export class SchedulerSystem {
     const effect = await this.r.store.unitOfWork('stepTimeout', async (tx) => {
       const run = await runsSql.getRun(tx, step.runId, { lock: true });
       const child = step.type === 'invoke' && step.childRunId ? await runsSql.getRun(tx, step.childRunId, { lock: true }) : null;
-      if (child && isTerminalRunStatus(child.status) && run?.status === 'waiting') return { endedChild: child };
+      if (child && isTerminalRunStatus(child.status) && run && holdsOpenWait(run)) return { endedChild: child };
       // The step is ended whatever became of its run, so a run that ended while waiting (a
       // cancel) leaves no step due forever in front of live ones.
       if (!(await stepsSql.endWaitingStep(tx, step.runId, step.stepId, 'timed_out'))) return null;
@@ -82,14 +83,14 @@ export class SchedulerSystem {
       const cancelledChild = child && !isTerminalRunStatus(child.status)
         ? await commitOutcome(tx, child.id, { status: 'cancelled', error: { message: `the parent's invoke of this run timed out (step ${step.stepId})`, code: 'INVOKE_TIMED_OUT', retryable: false } }, { kind: 'not-terminal' })
         : null;
-      if (!run || run.status !== 'waiting') return { cancelledChild };
+      if (!run || !holdsOpenWait(run)) return { cancelledChild };
       if (step.type === 'invoke' && run.mode === 'push') {
         return { cancelledChild, queued: (await runsSql.queueContinuation(tx, run.id)) ? run : null };
       }
       const error = step.type === 'invoke'
         ? { message: `invoked run ${step.childRunId} did not finish before the invoke timeout`, code: 'INVOKE_FAILED', retryable: false, child_run_id: step.childRunId ?? undefined }
         : { message: `step ${step.stepId} waited for an event past its timeout`, code: 'EVENT_WAIT_TIMED_OUT', retryable: false };
-      const failed = await commitOutcome(tx, run.id, { status: 'failed', error }, { kind: 'version', status: 'waiting', version: run.version });
+      const failed = await commitOutcome(tx, run.id, { status: 'failed', error }, { kind: 'version', status: run.status, version: run.version });
       return { cancelledChild, failed };
     });
     if (!effect) return;

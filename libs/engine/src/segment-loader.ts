@@ -9,6 +9,8 @@ export interface Segment {
   event: WireEvent;
   steps: StepRecord[];
   nextSequence: number;
+  /** Values of the secrets the function declares, by name (set by the claim; absent when it declares none). */
+  secrets?: Record<string, string>;
 }
 
 /** The event an invoked child receives: the invoke's input as `data`. */
@@ -36,7 +38,7 @@ export function toPushRequest(segment: Segment): PushRequest {
     else if (s.type === 'invoke' && s.status === 'failed') steps.push({ id: s.stepId, name: s.name, status: 'failed', error: typeof s.error === 'string' ? s.error : JSON.stringify(s.error) });
     else if (s.type === 'invoke' && s.status === 'timed_out') steps.push({ id: s.stepId, name: s.name, status: 'timed_out' });
   }
-  return { run_id: segment.run.id, function_id: segment.run.functionId, attempt: segment.run.attempt, event: segment.event, steps };
+  return { run_id: segment.run.id, function_id: segment.run.functionId, attempt: segment.run.attempt, event: segment.event, steps, ...(segment.secrets ? { secrets: segment.secrets } : {}) };
 }
 
 /** The pull assignment of a segment (WIRE-PROTOCOL.md 3.4): completed steps only, fenced. */
@@ -54,5 +56,6 @@ export function toJobAssignment(segment: Segment): JobAssignment {
     step_sequence_base: segment.nextSequence,
     execution_seq: segment.run.executionSeq,
     lease_token: segment.run.leaseToken ?? '',
+    ...(segment.secrets ? { context: { secrets: segment.secrets } } : {}),
   };
 }

@@ -9,12 +9,10 @@ import { EngineError, RegisterFunctionInput, TriggerInput } from '@ironflow/cont
 export function refuseUnsupportedOptions(input: RegisterFunctionInput): void {
   const refused: string[] = [];
   if ((input.cancelOn ?? []).length > 0) refused.push('cancelOn (cancel on event)');
-  if ((input.secrets ?? []).length > 0) refused.push('secrets');
   // Sticky routing would pin an actor's runs to one worker; pull and stream workers claim any
   // queued run of their functions, and the Ironflow SDK's workers ignore `actor_id`, so nothing
   // here could keep that promise.
   if (input.actorKey) refused.push('actorKey (sticky routing: workers claim any queued run)');
-  if (input.recording === true) refused.push('recording');
   if (input.recordingRetention) refused.push('recordingRetention');
   if (input.changeReason) refused.push('changeReason (function history)');
   if (refused.length > 0) {

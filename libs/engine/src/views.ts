@@ -1,4 +1,4 @@
-import { RunResultView, RunView, StepView } from '@ironflow/contracts';
+import { RunResultView, RunView, StepView, isTerminalRunStatus } from '@ironflow/contracts';
 import { RunRecord, StepRecord } from '@ironflow/store';
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -23,6 +23,7 @@ export function toRunView(run: RunRecord): RunView {
     updatedAt: iso(run.updatedAt),
     ...(run.startedAt !== null ? { startedAt: iso(run.startedAt) } : {}),
     ...(run.endedAt !== null ? { endedAt: iso(run.endedAt) } : {}),
+    ...(run.pauseRequested && !isTerminalRunStatus(run.status) ? { pauseRequested: true, ...(run.pauseReason ? { pauseReason: run.pauseReason } : {}) } : {}),
   };
 }
 
@@ -50,5 +51,6 @@ export function toStepView(step: StepRecord): StepView {
     sequence: step.sequence,
     createdAt: iso(step.createdAt),
     ...(step.endedAt !== null ? { endedAt: iso(step.endedAt) } : {}),
+    ...(step.injected ? { injected: true } : {}),
   };
 }

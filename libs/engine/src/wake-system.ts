@@ -4,6 +4,7 @@ import { RunRecord, runsSql, stepsSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
+import { holdsOpenWait } from './pause-announcer';
 
 /**
  * The parent wake (specification, "A parent run is woken once"). It copies a child's committed
@@ -49,10 +50,11 @@ export class WakeSystem {
       );
       let failedParent: RunRecord | null = null;
       let queued: RunRecord | null = null;
-      if (resolved && failed && parent.mode === 'pull') {
+      if (resolved && failed && parent.mode === 'pull' && holdsOpenWait(parent)) {
+        // A paused parent still fails: its wait failed (the pause only holds its next segment).
         failedParent = await commitOutcome(tx, parent.id, { status: 'failed', error: invokeFailure(child) }, {
           kind: 'version',
-          status: 'waiting',
+          status: parent.status,
           version: parent.version,
         });
       } else if (resolved && (await runsSql.queueContinuation(tx, parent.id))) {

@@ -1,24 +1,28 @@
-import { AuditRecorder, AuditSink, ScopedAuditRow } from './audit-recorder';
+import { RecordingProfile } from '@ironflow/contracts';
+import { AuditNotWritten, AuditRecorder, AuditRecorderOptions, AuditSink, AuditWriteOptions, ScopedAuditRow } from './audit-recorder';
 
-const row = (eventType = 'run.status_changed'): ScopedAuditRow => ({ project: 'p', env: 'e', runId: 'r', functionId: 'f', eventType });
+const row = (eventType = 'run.status_changed', functionId = 'f'): ScopedAuditRow => ({ project: 'p', env: 'e', runId: 'r', functionId, eventType });
 
 /** A sink whose writes stay pending until the test settles them: a stuck audit table. */
 class StuckSink implements AuditSink {
-  readonly pending: { resolve: () => void; reject: (e: unknown) => void; signal: AbortSignal }[] = [];
-  write(_rows: ScopedAuditRow[], signal: AbortSignal): Promise<void> {
-    return new Promise((resolve, reject) => this.pending.push({ resolve, reject, signal }));
+  readonly pending: { rows: ScopedAuditRow[]; options: AuditWriteOptions; resolve: () => void; reject: (e: unknown) => void }[] = [];
+  write(rows: ScopedAuditRow[], options: AuditWriteOptions): Promise<void> {
+    return new Promise((resolve, reject) => this.pending.push({ rows, options, resolve, reject }));
   }
 }
+
+const flush = () => new Promise((r) => setImmediate(r));
 
 describe('AuditRecorder', () => {
   let drops: { eventType: string; reason: string }[];
   const onDrop = (eventType: string, reason: string) => drops.push({ eventType, reason });
+  const recorder = (sink: AuditSink, options: Partial<AuditRecorderOptions> = {}) => new AuditRecorder(sink, { slots: 1, onDrop, ...options });
   beforeEach(() => { drops = []; });
 
   it('resolves true when the sink acknowledges the row', async () => {
     const sink = new StuckSink();
-    const recorder = new AuditRecorder(sink, { onDrop });
-    const written = recorder.record(row());
+    const written = recorder(sink).record(row());
+    await flush();
     sink.pending[0].resolve();
     expect(await written).toBe(true);
     expect(drops).toEqual([]);
@@ -26,29 +30,63 @@ describe('AuditRecorder', () => {
 
   it('drops at once, and counts, a write past the backlog of writes running or waiting', async () => {
     const sink = new StuckSink();
-    const recorder = new AuditRecorder(sink, { onDrop, backlog: 3, budgetMs: 60_000 });
-    const first = [recorder.record(row()), recorder.record(row()), recorder.record(row())];
-    expect(recorder.inFlight).toBe(3);
-    expect(await recorder.record(row('run.created'))).toBe(false);
+    const r = recorder(sink, { backlog: 3, budgetMs: 60_000, slots: 3 });
+    const first = [r.record(row()), r.record(row()), r.record(row())];
+    expect(r.inFlight).toBe(3);
+    expect(await r.record(row('run.created'))).toBe(false);
     expect(drops).toEqual([{ eventType: 'run.created', reason: 'backlog' }]);
+    await flush();
     sink.pending.forEach((p) => p.resolve());
     expect(await Promise.all(first)).toEqual([true, true, true]);
-    expect(recorder.inFlight).toBe(0);
+    expect(r.inFlight).toBe(0);
   });
 
-  it('drops a write that cannot finish within its budget, and aborts it so it is not written late', async () => {
+  it('holds at most `slots` requests at once; the rows waiting when a slot frees go together in one request', async () => {
+    const sink = new StuckSink();
+    const r = recorder(sink, { slots: 2, budgetMs: 60_000 });
+    const all = [1, 2, 3, 4, 5].map(() => r.record(row()));
+    await flush();
+    expect(sink.pending.map((p) => p.rows.length)).toEqual([1, 1]);
+    sink.pending[0].resolve();
+    await flush();
+    await flush();
+    expect(sink.pending.map((p) => p.rows.length)).toEqual([1, 1, 3]);
+    sink.pending.slice(1).forEach((p) => p.resolve());
+    expect(await Promise.all(all)).toEqual([true, true, true, true, true]);
+  });
+
+  it('drops a row still waiting for a slot at its deadline, and sends a row with what is left of its budget', async () => {
     jest.useFakeTimers();
     try {
       const sink = new StuckSink();
-      const recorder = new AuditRecorder(sink, { onDrop, budgetMs: 5000 });
-      const written = recorder.record(row());
-      await jest.advanceTimersByTimeAsync(4999);
-      expect(drops).toEqual([]);
+      const r = recorder(sink, { budgetMs: 5000 });
+      const first = r.record(row('run.created'));
+      await jest.advanceTimersByTimeAsync(1000);
+      const second = r.record(row());
       await jest.advanceTimersByTimeAsync(1);
-      expect(await written).toBe(false);
+      expect(sink.pending).toHaveLength(1);
+      expect(sink.pending[0].options.budgetMs).toBe(5000);
+      await jest.advanceTimersByTimeAsync(4999);
+      expect(await second).toBe(false);
       expect(drops).toEqual([{ eventType: 'run.status_changed', reason: 'budget' }]);
-      expect(sink.pending[0].signal.aborted).toBe(true);
-      expect(recorder.inFlight).toBe(0);
+      sink.pending[0].reject(new AuditNotWritten('budget', 'lock timeout'));
+      expect(await first).toBe(false);
+      expect(drops).toEqual([{ eventType: 'run.status_changed', reason: 'budget' }, { eventType: 'run.created', reason: 'budget' }]);
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
+  it('counts a row the writer stored late as written, not lost: the writer\'s answer decides, never the sender\'s timer', async () => {
+    jest.useFakeTimers();
+    try {
+      const sink = new StuckSink();
+      const r = recorder(sink, { budgetMs: 5000 });
+      const written = r.record(row());
+      await jest.advanceTimersByTimeAsync(6000);
+      sink.pending[0].resolve();
+      expect(await written).toBe(true);
+      expect(drops).toEqual([]);
     } finally {
       jest.useRealTimers();
     }
@@ -56,21 +94,96 @@ describe('AuditRecorder', () => {
 
   it('counts a failed insert as a drop', async () => {
     const sink = new StuckSink();
-    const recorder = new AuditRecorder(sink, { onDrop });
-    const written = recorder.record(row());
+    const written = recorder(sink).record(row());
+    await flush();
     sink.pending[0].reject(new Error('table locked'));
     expect(await written).toBe(false);
     expect(drops).toEqual([{ eventType: 'run.status_changed', reason: 'error' }]);
   });
 
-  it('stop ends every pending write and drops every later one, each counted', async () => {
+  it('stop drops every waiting and later write, each counted, signals the running ones and waits for their answer', async () => {
     const sink = new StuckSink();
-    const recorder = new AuditRecorder(sink, { onDrop, budgetMs: 60_000 });
-    const pending = [recorder.record(row()), recorder.record(row())];
-    recorder.stop();
-    expect(await Promise.all(pending)).toEqual([false, false]);
-    expect(await recorder.record(row('run.created'))).toBe(false);
-    expect(drops.map((d) => d.reason)).toEqual(['stopped', 'stopped', 'stopped']);
-    expect(sink.pending).toHaveLength(2);
+    const r = recorder(sink, { budgetMs: 60_000 });
+    const running = r.record(row('run.created'));
+    const waiting = [r.record(row()), r.record(row())];
+    await flush();
+    let stopped = false;
+    const stopping = r.stop().then(() => { stopped = true; });
+    expect(await Promise.all(waiting)).toEqual([false, false]);
+    expect(await r.record(row('run.cancelled'))).toBe(false);
+    expect(sink.pending[0].options.signal.aborted).toBe(true);
+    await flush();
+    expect(stopped).toBe(false);
+    sink.pending[0].reject(new AuditNotWritten('stopped', 'ended before its insert'));
+    await stopping;
+    expect(await running).toBe(false);
+    expect(drops.map((d) => `${d.eventType}:${d.reason}`).sort()).toEqual(['run.cancelled:stopped', 'run.created:stopped', 'run.status_changed:stopped', 'run.status_changed:stopped']);
+    expect(sink.pending).toHaveLength(1);
+  });
+
+  describe('recording profiles', () => {
+    const lookupOf = (profiles: Record<string, RecordingProfile | null>) => {
+      const calls: string[] = [];
+      return { calls, lookup: async (_p: string, _e: string, fn: string) => { calls.push(fn); const v = profiles[fn]; if (v === undefined) throw new Error('store down'); return v; } };
+    };
+    const okSink = { written: [] as string[], write: async function (rows: ScopedAuditRow[]) { this.written.push(...rows.map((x) => `${x.functionId}:${x.eventType}`)); } };
+    beforeEach(() => { okSink.written = []; });
+
+    it('writes what the function records: run rows for run_lifecycle, step rows too for all, nothing for none; a missing function loses nothing', async () => {
+      const { lookup } = lookupOf({ life: 'run_lifecycle', all: 'all', none: 'none', gone: null });
+      const r = recorder(okSink, { recordingLookup: lookup, slots: 4 });
+      const results = await Promise.all([
+        r.record(row('run.created', 'life')), r.record(row('step.completed', 'life')),
+        r.record(row('run.created', 'all')), r.record(row('step.completed', 'all')),
+        r.record(row('run.created', 'none')), r.record(row('run.created', 'gone')),
+      ]);
+      expect(results).toEqual([true, false, true, true, false, false]);
+      expect(okSink.written.sort()).toEqual(['all:run.created', 'all:step.completed', 'life:run.created']);
+      expect(drops).toEqual([]);
+    });
+
+    it('looks a function up once, in a slot, caches it and refreshes it after the refresh period off the row\'s path', async () => {
+      jest.useFakeTimers();
+      try {
+        const profiles: Record<string, RecordingProfile> = { f: 'all' };
+        const { calls, lookup } = lookupOf(profiles);
+        const r = recorder(okSink, { recordingLookup: lookup, recordingRefreshMs: 30_000 });
+        expect(await Promise.all([r.record(row()), r.record(row())])).toEqual([true, true]);
+        expect(calls).toEqual(['f']);
+        profiles.f = 'none';
+        await jest.advanceTimersByTimeAsync(29_000);
+        expect(await r.record(row())).toBe(true);
+        expect(calls).toEqual(['f']);
+        await jest.advanceTimersByTimeAsync(1000);
+        expect(await r.record(row())).toBe(true); // the refresh runs behind this row
+        await jest.advanceTimersByTimeAsync(1);
+        expect(calls).toEqual(['f', 'f']);
+        expect(await r.record(row())).toBe(false);
+        expect(drops).toEqual([]);
+      } finally {
+        jest.useRealTimers();
+      }
+    });
+
+    it('counts a row whose first lookup failed as recording_lookup; a failed refresh keeps the last profile and counts nothing', async () => {
+      jest.useFakeTimers();
+      try {
+        const profiles: Record<string, RecordingProfile | undefined> = { f: undefined };
+        const { lookup } = lookupOf(profiles as Record<string, RecordingProfile>);
+        const r = recorder(okSink, { recordingLookup: lookup, recordingRefreshMs: 1000 });
+        expect(await r.record(row())).toBe(false);
+        expect(drops).toEqual([{ eventType: 'recording_lookup', reason: 'error' }]);
+        profiles.f = 'all';
+        expect(await r.record(row())).toBe(true);
+        profiles.f = undefined;
+        await jest.advanceTimersByTimeAsync(1000);
+        expect(await r.record(row())).toBe(true);
+        await jest.advanceTimersByTimeAsync(1);
+        expect(await r.record(row())).toBe(true);
+        expect(drops).toHaveLength(1);
+      } finally {
+        jest.useRealTimers();
+      }
+    });
   });
 });

@@ -24,9 +24,20 @@ describe.each(STORES)('AuditWriter [%s]', (dialect) => {
     ended.abort();
     const results = await Promise.allSettled([
       writer.write([{ project: 'p', env: 'e', runId: 'kept', functionId: 'f', eventType: 'run.created' }]),
-      writer.write([{ project: 'p', env: 'e', runId: 'dropped', functionId: 'f', eventType: 'run.created' }], ended.signal),
+      writer.write([{ project: 'p', env: 'e', runId: 'dropped', functionId: 'f', eventType: 'run.created' }], { signal: ended.signal }),
     ]);
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected']);
+    expect((await rows()).map((r) => r.run_id)).toEqual(['kept']);
+  });
+
+  it('does not write rows whose budget ran out before their insert began, and says so', async () => {
+    const writer = new AuditWriter(db.store, new SlotSet(1));
+    const results = await Promise.allSettled([
+      writer.write([{ project: 'p', env: 'e', runId: 'late', functionId: 'f', eventType: 'run.created' }], { budgetMs: 0 }),
+      writer.write([{ project: 'p', env: 'e', runId: 'kept', functionId: 'f', eventType: 'run.created' }], { budgetMs: 5000 }),
+    ]);
+    expect(results[0]).toMatchObject({ status: 'rejected', reason: { name: 'AuditNotWritten', reason: 'budget' } });
+    expect(results[1].status).toBe('fulfilled');
     expect((await rows()).map((r) => r.run_id)).toEqual(['kept']);
   });
 

@@ -1,25 +1,48 @@
 import { randomUUID } from 'node:crypto';
 import { NatsBus } from '@ironflow/bus';
-import { AuditSink, ScopedAuditRow } from './audit-recorder';
+import { AuditNotWritten, AuditSink, AuditWriteOptions, ScopedAuditRow } from './audit-recorder';
 
-/** Subject the audit-writer service answers: one per project and env. */
+/** Logical subject the audit-writer service answers, one per project and env (on the wire `ifx.{clusterId}.…`, see `BusNamespace`). */
 export const auditWriteSubject = (project: string, env: string) => `ironflow.${project}.${env}.audit.write`;
-/** What the audit-writer subscribes to (a Nest `@MessagePattern`). */
+/** What the audit-writer subscribes to (a Nest `@MessagePattern`; `NamespacedNatsServer` namespaces it). */
 export const AUDIT_WRITE_PATTERN = 'ironflow.*.*.audit.write';
+
+/** What an audit write request carries: the rows and what is left of their budget, ms. */
+export interface AuditWriteRequest {
+  rows: ScopedAuditRow[];
+  budgetMs: number;
+}
 
 /**
  * Sends rows to the audit-writer service as a core NATS request (DESIGN.md "Audit"); the reply is
- * the insert's acknowledgement. Rejects on a timeout, no responder, or an error reply.
+ * the insert's acknowledgement, and an error reply says the rows were not written. The request
+ * carries the rows' budget, within which the writer inserts them or not at all, and the sink waits
+ * for the answer that long plus `graceMs` (network and commit), so a row is counted as lost only
+ * when the writer said so, or when no answer came at all (no responder, or a writer gone mid-way:
+ * the one case where a stored row can also be counted).
  */
 export class NatsAuditSink implements AuditSink {
-  constructor(private readonly bus: NatsBus, private readonly timeoutMs = 5000) {}
+  constructor(private readonly bus: NatsBus, private readonly graceMs = 1000) {}
 
-  async write(rows: ScopedAuditRow[], signal: AbortSignal): Promise<void> {
-    if (signal.aborted) throw new Error('audit write ended before it was sent');
+  async write(rows: ScopedAuditRow[], options: AuditWriteOptions): Promise<void> {
+    if (options.signal.aborted) throw new AuditNotWritten('stopped', 'audit write ended before it was sent (audit recorder stopped)');
     const { project, env } = rows[0];
     // Nest's NATS transport answers only requests in its envelope: `{id, pattern, data}`.
-    const envelope = { id: randomUUID(), pattern: AUDIT_WRITE_PATTERN, data: rows };
-    const reply = (await this.bus.request(auditWriteSubject(project, env), envelope, this.timeoutMs)) as { err?: unknown; response?: unknown } | null;
-    if (!reply || (reply.err !== undefined && reply.err !== null)) throw new Error(`audit-writer refused the rows: ${JSON.stringify(reply?.err ?? reply)}`);
+    const data: AuditWriteRequest = { rows, budgetMs: options.budgetMs };
+    const envelope = { id: randomUUID(), pattern: AUDIT_WRITE_PATTERN, data };
+    let reply: { err?: unknown; response?: unknown } | null;
+    try {
+      reply = (await this.bus.request(auditWriteSubject(project, env), envelope, options.budgetMs + this.graceMs)) as typeof reply;
+    } catch (err) {
+      const message = String(err);
+      // No audit-writer listens: nothing was written.
+      if (/no responders|503/i.test(message)) throw new AuditNotWritten('error', `no audit-writer answers: ${message}`);
+      throw new Error(`audit-writer did not answer: ${message}`);
+    }
+    if (!reply || (reply.err !== undefined && reply.err !== null)) {
+      const err = reply?.err as { reason?: string; message?: string } | string | undefined;
+      const reason = typeof err === 'object' && err && (err.reason === 'budget' || err.reason === 'stopped') ? err.reason : 'error';
+      throw new AuditNotWritten(reason, `audit-writer did not write the rows: ${JSON.stringify(err ?? reply)}`);
+    }
   }
 }

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { EXECUTION_MODES, ExecutionMode, TERMINAL_RUN_STATUSES } from '@ironflow/contracts';
+import { AUDIT_EVENT_TYPES, EXECUTION_MODES, ExecutionMode, TERMINAL_RUN_STATUSES } from '@ironflow/contracts';
 import { memoizedSample } from './memoized-sample';
 
 /** What the capacity scanner samples at scrape time (see {@link EngineMetrics.exportBacklog}). */
@@ -36,7 +36,7 @@ export class EngineMetrics {
   readonly followUpAttempts = new Counter({ name: 'ironflow_follow_up_attempts_total', help: 'Post-commit follow-ups started', labelNames: ['kind'], registers: [this.registry] });
   readonly followUpFailures = new Counter({ name: 'ironflow_follow_up_failures_total', help: 'Post-commit follow-ups that failed', labelNames: ['kind'], registers: [this.registry] });
   readonly followUpLatency = new Histogram({ name: 'ironflow_follow_up_seconds', help: 'Post-commit follow-up duration', labelNames: ['kind'], buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5], registers: [this.registry] });
-  readonly auditWriteFailures = new Counter({ name: 'ironflow_audit_write_failures_total', help: 'Audit rows dropped (budget, backlog or stop)', labelNames: ['event_type'], registers: [this.registry] });
+  readonly auditWriteFailures = new Counter({ name: 'ironflow_audit_write_failures_total', help: 'Audit rows lost (backlog, budget, stop, a failed insert or a failed recording lookup); every row is stored or counted once', labelNames: ['event_type'], registers: [this.registry] });
   readonly leaseRecoveries = new Counter({ name: 'ironflow_lease_recoveries_total', help: 'Expired leases recovered by the capacity scanner', labelNames: ['effect'], registers: [this.registry] });
   readonly triggerExpressionErrors = new Counter({ name: 'ironflow_trigger_expression_errors_total', help: 'Trigger expressions that failed on an event (no run was started for that trigger)', labelNames: ['function_id'], registers: [this.registry] });
   readonly staleMutationsRejected = new Counter({ name: 'ironflow_capacity_stale_mutations_rejected_total', help: 'Reports dropped because their execution is no longer live', registers: [this.registry] });
@@ -57,6 +57,7 @@ export class EngineMetrics {
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics) collectDefaultMetrics({ register: this.registry });
     // Label values known in advance start at 0, so a dashboard shows 0 rather than "No data".
+    for (const eventType of AUDIT_EVENT_TYPES) this.auditWriteFailures.inc({ event_type: eventType }, 0);
     for (const status of TERMINAL_RUN_STATUSES) {
       this.runOutcomes.inc({ status }, 0);
       this.runEventPublishFailures.inc({ event: status }, 0);

@@ -7,6 +7,7 @@ import type { JsonObject, JsonValue, MessageInitShape } from '@bufbuild/protobuf
 import { timestampFromDate, type Timestamp } from '@bufbuild/protobuf/wkt';
 import {
   DEFAULT_RETRY,
+  EngineError,
   type ExecutionMode as ContractExecutionMode,
   type FunctionDefinition,
   type RegisterFunctionInput,
@@ -180,7 +181,8 @@ function unknownErrorToProto(error: unknown): MessageInitShape<typeof ErrorSchem
  * `triggers` and `cancel_on` are always passed (an empty list replaces the previous one).
  * `debounce.max_wait_ms` 0 means no cap. actor_key, secrets, recording, recording_retention,
  * change_reason and debounce are carried when given, so the engine refuses the ones it does not
- * act on by name.
+ * act on by name. `recording: true` records the `all` profile; proto3 cannot tell `false`
+ * from "not given", so it keeps the default.
  */
 export function registerFunctionInputFromProto(req: RegisterFunctionRequest): RegisterFunctionInput {
   const input: RegisterFunctionInput = {
@@ -264,6 +266,7 @@ export function functionToProto(
     version: fn.version,
     ...(metadata ? { metadata } : {}),
     cancelOn: fn.cancelOn.map((c) => ({ event: c.event, match: c.match ?? '' })),
+    recording: fn.recordingProfile === 'all',
   };
 }
 
@@ -287,6 +290,8 @@ export function runToProto(run: RunView): MessageInitShape<typeof RunSchema> {
     functionVersion: run.functionVersion,
     parentRunId: run.parentRunId,
     parentStepId: run.parentStepId,
+    pauseRequested: run.pauseRequested === true,
+    pauseReason: run.pauseReason ?? '',
   };
 }
 
@@ -316,7 +321,23 @@ export function stepToProto(step: StepView): MessageInitShape<typeof StepSchema>
     sequence: step.sequence,
     createdAt: toTimestamp(step.createdAt),
     endedAt: toTimestamp(step.endedAt),
+    injected: step.injected === true,
   };
+}
+
+/** A JSON value as the JSON text of a string field (GetPausedState, InjectStepOutput); `""` for none. */
+export function toJsonText(value: unknown): string {
+  return value === undefined ? '' : JSON.stringify(value);
+}
+
+/** The JSON text of a string field as a value; throws `VALIDATION_ERROR` naming `field` when empty or not JSON. */
+export function fromJsonText(field: string, text: string): unknown {
+  if (text.trim() === '') throw new EngineError('VALIDATION_ERROR', `${field}: JSON text is required (e.g. "{\\"a\\":1}" or "null")`);
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new EngineError('VALIDATION_ERROR', `${field}: not JSON text: ${(err as Error).message}`);
+  }
 }
 
 /** One history row as `ironflow.v1.RunHistoryEntry` (ours). */

@@ -13,8 +13,11 @@ import {
   runResultToProto,
   runStatusFromProto,
   runToProto,
+  fromJsonText,
   stepToProto,
+  toJsonText,
   toJsonValue,
+  toTimestamp,
   triggerInputFromProto,
 } from './client-mapping';
 import { IronflowService } from '@ironflow/contracts/proto';
@@ -157,6 +160,36 @@ export const CLIENT_METHODS = {
   listFunctions: bind('listFunctions', {
     call: (d, scope) => d.api.listFunctions(scope),
     toMessage: (fns) => ({ functions: fns.map(functionToProto) }),
+  }),
+  pauseRun: bind('pauseRun', {
+    call: (d, scope, req) => d.api.pauseRun(scope, req.runId, req.reason || undefined),
+    toMessage: (r) => ({ status: r.status }),
+  }),
+  getPausedState: bind('getPausedState', {
+    call: (d, scope, req) => d.api.getPausedState(scope, req.runId),
+    toMessage: (r) => ({
+      steps: r.steps.map((s) => ({
+        id: s.id,
+        name: s.name,
+        output: toJsonText(s.output),
+        injected: s.injected,
+        completedAt: toTimestamp(s.completedAt),
+        stepType: s.type,
+        status: s.status,
+      })),
+      nextStepHint: r.nextStepHint,
+      pauseReason: r.pauseReason,
+    }),
+  }),
+  injectStepOutput: bind('injectStepOutput', {
+    call: (d, scope, req) =>
+      d.api.injectStepOutput(scope, { runId: req.runId, stepId: req.stepId, output: fromJsonText('new_output', req.newOutput), reason: req.reason || undefined }),
+    toMessage: (r) => ({ stepId: r.stepId, previousOutput: toJsonText(r.previousOutput) }),
+  }),
+  resumeRun: bind('resumeRun', {
+    call: (d, scope, req) => d.api.resumeRun(scope, req.runId, req.fromStep || undefined),
+    toMessage: runToProto,
+    patchJson: patchRunJson,
   }),
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 } satisfies { [M in ClientMethodName]: ClientMethodBinding<M, any> };

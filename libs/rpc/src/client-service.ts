@@ -1,5 +1,6 @@
-import { ConnectError, type ServiceImpl } from '@connectrpc/connect';
+import { ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import { type CallScope, type ClientApi, isEngineError } from '@ironflow/contracts';
+import { callScope } from './call-auth';
 import { CLIENT_METHODS, type ClientMethodBinding, type ClientMethodName, defaultHealth } from './client-methods';
 import { toConnectError } from './errors';
 import { IronflowService } from '@ironflow/contracts/proto';
@@ -16,7 +17,8 @@ export interface ClientServiceOptions {
  * over a `ClientApi`. Register it with `router.service(IronflowService, impl)`; ConnectRPC then
  * serves it over Connect (JSON and binary), gRPC and gRPC-Web.
  *
- * - Scope: `scopeOf(requestHeaders)` for every call (see `scopeFromHeaders`).
+ * - Scope: the one `authInterceptor` stored for the call (`callScope(ctx)`); mount it with
+ *   `createRpcHandlers`, which installs the interceptor.
  * - Mapping: messages ↔ ClientApi shapes in `client-mapping.ts` (RunStatus enum ↔ lowercase
  *   contracts strings, Struct ↔ JSON objects, Timestamp ↔ ISO strings; proto3 zero values mean
  *   "not given"). Non-object user values are wrapped as `{ "value": v }` in Struct fields.
@@ -25,19 +27,15 @@ export interface ClientServiceOptions {
  *   engine code in the `ironflow-error-code` header/trailer and an `EngineErrorInfo` detail.
  *   Other errors → `internal` "internal error" (reported to `options.onError`).
  */
-export function createIronflowServiceImpl(
-  api: ClientApi,
-  scopeOf: (headers: Headers) => CallScope,
-  options: ClientServiceOptions = {},
-): ServiceImpl<typeof IronflowService> {
+export function createIronflowServiceImpl(api: ClientApi, options: ClientServiceOptions = {}): ServiceImpl<typeof IronflowService> {
   const deps = { api, health: options.health ?? defaultHealth };
   const impl: Record<string, unknown> = {};
   for (const name of Object.keys(CLIENT_METHODS) as ClientMethodName[]) {
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     const binding = CLIENT_METHODS[name] as ClientMethodBinding<ClientMethodName, any>;
-    impl[name] = async (req: never, ctx: { requestHeader: Headers }) => {
+    impl[name] = async (req: never, ctx: HandlerContext) => {
       try {
-        const result = await binding.call(deps, scopeOf(ctx.requestHeader), req);
+        const result = await binding.call(deps, callScope(ctx), req);
         return binding.toMessage(result);
       } catch (err) {
         if (!isEngineError(err) && !(err instanceof ConnectError)) {

@@ -13,7 +13,8 @@ export const IRONFLOW_ERROR_CODE_HEADER = 'ironflow-error-code';
 /**
  * The Connect code for each engine code. 404 → not_found; 400 and 413 → invalid_argument;
  * 409 → aborted for a lost fence (STALE_EXECUTION, retry after re-reading) and
- * failed_precondition for a state conflict (RUN_NOT_RUNNING, FUNCTION_DEBOUNCED); 401 → unauthenticated.
+ * failed_precondition for a state conflict (RUN_NOT_RUNNING, FUNCTION_DEBOUNCED); 401 →
+ * unauthenticated; 403 → permission_denied; 503 (SECRETS_NOT_CONFIGURED) → unavailable.
  */
 export function connectCodeOf(code: EngineErrorCode): Code {
   switch (code) {
@@ -21,6 +22,8 @@ export function connectCodeOf(code: EngineErrorCode): Code {
     case 'FUNCTION_NOT_FOUND':
     case 'WORKER_NOT_FOUND':
     case 'JOB_NOT_FOUND':
+    case 'SECRET_NOT_FOUND':
+    case 'API_KEY_NOT_FOUND':
       return Code.NotFound;
     case 'INVALID_JSON':
     case 'VALIDATION_ERROR':
@@ -29,10 +32,15 @@ export function connectCodeOf(code: EngineErrorCode): Code {
     case 'STALE_EXECUTION':
       return Code.Aborted;
     case 'RUN_NOT_RUNNING':
+    case 'RUN_NOT_PAUSED':
     case 'FUNCTION_DEBOUNCED':
       return Code.FailedPrecondition;
     case 'UNAUTHENTICATED':
       return Code.Unauthenticated;
+    case 'PERMISSION_DENIED':
+      return Code.PermissionDenied;
+    case 'SECRETS_NOT_CONFIGURED':
+      return Code.Unavailable;
     case 'INTERNAL_ERROR':
       return Code.Internal;
   }

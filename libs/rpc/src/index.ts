@@ -7,10 +7,11 @@ import type * as http2 from 'node:http2';
 import type { ConnectRouter } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { type CallScope, type ClientApi, DEFAULT_MAX_PAYLOAD_BYTES } from '@ironflow/contracts';
+import { type Authenticate, authInterceptor, openAuthentication } from './call-auth';
 import { createIronflowServiceImpl } from './client-service';
 import { IronflowService } from '@ironflow/contracts/proto';
-import { scopeFromHeaders, toFetchHeaders } from './scope';
-import { handleUnaryJson, type UnaryJsonOptions, type UnaryJsonResult } from './unary-json';
+import { toFetchHeaders } from './scope';
+import { handleUnaryJson, unaryJsonError, type UnaryJsonOptions, type UnaryJsonResult } from './unary-json';
 
 export { createIronflowServiceImpl, type ClientServiceOptions } from './client-service';
 export {
@@ -21,8 +22,11 @@ export {
   type UnaryJsonOptions,
   type UnaryJsonResult,
 } from './unary-json';
+export { createPubSubServiceImpl, handlePubSubUnaryJson, RUN_ID_HEADER, type PubSubDeps } from './pubsub-methods';
+export { serveUnaryJson, type JsonBinding } from './unary-json';
 export { listenOnePort, type OnePortOptions, type OnePortServer } from './one-port';
 export { scopeFromHeaders, toFetchHeaders, ENVIRONMENT_HEADER } from './scope';
+export { authInterceptor, callScope, openAuthentication, type Authenticate } from './call-auth';
 export {
   connectCodeOf,
   connectCodeString,
@@ -53,8 +57,9 @@ export interface RpcHandlers {
   http2Handler: (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void;
   /**
    * For the HTTP/1.1 controller at `POST /ironflow.v1.IronflowService/:method`: the JSON
-   * compatibility layer ({@link handleUnaryJson}) with the scope taken from `headers`. Answer
-   * with `res.status(status).type('application/json').send(JSON.stringify(body))`.
+   * compatibility layer ({@link handleUnaryJson}) with the scope `authenticate` gives `headers`
+   * (a refusal answers the Connect error). Answer with
+   * `res.status(status).type('application/json').send(JSON.stringify(body))`.
    */
   handleUnaryJson(method: string, rawBody: Buffer, headers: Headers | IncomingHttpHeaders): Promise<UnaryJsonResult>;
 }
@@ -62,28 +67,33 @@ export interface RpcHandlers {
 /**
  * Builds both entry points of the client RPC transport over one `ClientApi`.
  *
- * `scopeOf` maps request headers to the call's scope; default {@link scopeFromHeaders}
- * (project `default`, env from `X-Ironflow-Environment` else `default`). Options: `health`
- * (Health answer, default "ok"), `onError` (errors that are not engine errors), `maxBodyBytes`
- * (default 4 MiB), `routes` (extra HTTP/2 services).
+ * `authenticate` checks every call once at the edge and gives its scope (an interceptor on the
+ * HTTP/2 router, so `options.routes` services are covered too); default
+ * {@link openAuthentication} (project `default`, env from `X-Ironflow-Environment` else
+ * `default`). Options: `health` (Health answer, default "ok"), `onError` (errors that are not
+ * engine errors), `maxBodyBytes` (default 4 MiB), `routes` (extra HTTP/2 services).
  */
-export function createRpcHandlers(
-  api: ClientApi,
-  scopeOf: (headers: Headers) => CallScope = scopeFromHeaders,
-  options: RpcHandlersOptions = {},
-): RpcHandlers {
-  const impl = createIronflowServiceImpl(api, scopeOf, options);
+export function createRpcHandlers(api: ClientApi, authenticate: Authenticate = openAuthentication, options: RpcHandlersOptions = {}): RpcHandlers {
+  const impl = createIronflowServiceImpl(api, options);
   const http2Handler = connectNodeAdapter({
     routes: (router) => {
       router.service(IronflowService, impl);
       options.routes?.(router);
     },
+    interceptors: [authInterceptor(authenticate)],
     readMaxBytes: options.maxBodyBytes ?? DEFAULT_MAX_PAYLOAD_BYTES,
     jsonOptions: { ignoreUnknownFields: true },
   });
   return {
     http2Handler,
-    handleUnaryJson: (method, rawBody, headers) =>
-      handleUnaryJson(api, scopeOf(toFetchHeaders(headers)), method, rawBody, options),
+    handleUnaryJson: async (method, rawBody, headers) => {
+      let scope: CallScope;
+      try {
+        scope = await authenticate(toFetchHeaders(headers));
+      } catch (err) {
+        return unaryJsonError(err);
+      }
+      return handleUnaryJson(api, scope, method, rawBody, options);
+    },
   };
 }

@@ -124,14 +124,20 @@ describe('listenOnePort', () => {
   it('close() lets an HTTP/1 request in flight finish, then ends its connection', async () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
+    let arrived!: () => void;
+    const inFlight = new Promise<void>((r) => (arrived = r));
     server = await listenOnePort({
       port: 0,
       host: '127.0.0.1',
-      http1: (_req, res) => void gate.then(() => res.end('late')),
+      http1: (_req, res) => {
+        arrived();
+        void gate.then(() => res.end('late'));
+      },
       http2Handler,
     });
     const pending = fetch(`http://127.0.0.1:${server.port}/`).then((r) => r.text());
-    await new Promise((r) => setTimeout(r, 50));
+    // Close only once the request is in the handler (a fixed sleep raced with a loaded machine).
+    await inFlight;
     const closed = server.close();
     server = undefined;
     release();

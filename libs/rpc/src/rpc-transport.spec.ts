@@ -348,8 +348,8 @@ describe('client RPC transport on one port', () => {
       const res = await post('GetRunSteps', { id: parentId });
       expect(res.status).toBe(200);
       expect(res.body.steps).toEqual([
-        { id: 's1', name: 'charge', type: 'run', status: 'completed', output: 'ok', sequence: 1, createdAt: '2025-01-01T00:00:00Z' },
-        { id: 's2', name: 'child', type: 'invoke', status: 'waiting', childRunId: 'run_child', sequence: 2, createdAt: '2025-01-01T00:00:01Z' },
+        { id: 's1', name: 'charge', type: 'run', status: 'completed', output: 'ok', sequence: 1, createdAt: '2025-01-01T00:00:00Z', injected: false },
+        { id: 's2', name: 'child', type: 'invoke', status: 'waiting', childRunId: 'run_child', sequence: 2, createdAt: '2025-01-01T00:00:01Z', injected: false },
       ]);
       expect(res.body.history).toEqual([{ eventType: 'run.created', data: ['a', 1], ts: '2025-01-02T03:04:05.678Z' }]);
       expect(res.body.children).toHaveLength(1);
@@ -384,7 +384,7 @@ describe('client RPC transport on one port', () => {
     });
 
     it('an unknown method is 404 unimplemented', async () => {
-      const res = await post('PauseRun', { run_id: 'x' });
+      const res = await post('PatchStep', { step_id: 'x' });
       expect(res.status).toBe(404);
       expect(res.body.code).toBe('unimplemented');
       expect(res.body.ironflowCode).toBeUndefined();

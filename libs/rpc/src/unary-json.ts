@@ -6,6 +6,7 @@
 import {
   create,
   type DescEnum,
+  type DescService,
   type DescField,
   type DescMessage,
   fromJson,
@@ -93,23 +94,48 @@ export async function handleUnaryJson(
   rawBody: Buffer,
   options: UnaryJsonOptions = {},
 ): Promise<UnaryJsonResult> {
-  const desc = IronflowService.methods.find((m) => m.name === method);
-  if (!desc) {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  const bindings = CLIENT_METHODS as unknown as Record<string, JsonBinding<any>>;
+  return serveUnaryJson(IronflowService, bindings, { api, health: options.health ?? defaultHealth }, scope, method, rawBody, options);
+}
+
+/** A binding as {@link serveUnaryJson} runs it: `raw` is the request body's JSON object as sent. */
+export interface JsonBinding<D> {
+  call(deps: D, scope: CallScope, req: never, raw: JsonObject): Promise<unknown>;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  toMessage(result: never): any;
+  patchJson?(result: never, json: JsonObject): void;
+  /** Fields the binding reads from `raw` as any JSON value (e.g. Publish `data`); left out of protojson parsing. */
+  rawFields?: readonly string[];
+}
+
+/**
+ * {@link handleUnaryJson} for any service: `bindings` by the method's local name, each given
+ * `deps`. Same parsing, rendering and error answers.
+ */
+export async function serveUnaryJson<D>(
+  service: DescService,
+  bindings: Record<string, JsonBinding<D>>,
+  deps: D,
+  scope: CallScope,
+  method: string,
+  rawBody: Buffer,
+  options: UnaryJsonOptions = {},
+): Promise<UnaryJsonResult> {
+  const desc = service.methods.find((m) => m.name === method);
+  const binding = desc ? bindings[desc.localName] : undefined;
+  if (!desc || !binding) {
     return errorResult(404, {
       code: 'unimplemented',
-      message: `method ${IronflowService.typeName}/${method} is not implemented`,
+      message: `method ${service.typeName}/${method} is not implemented`,
     });
   }
-  const name = desc.localName as ClientMethodName;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  const binding = CLIENT_METHODS[name] as ClientMethodBinding<ClientMethodName, any>;
   try {
-    const request = parseRequest(desc.input, rawBody, options.maxBodyBytes ?? DEFAULT_MAX_PAYLOAD_BYTES);
-    const deps = { api, health: options.health ?? defaultHealth };
-    const result = await binding.call(deps, scope, request as never);
-    const message = create(desc.output, binding.toMessage(result));
+    const { request, raw } = parseRequest(desc.input, rawBody, options.maxBodyBytes ?? DEFAULT_MAX_PAYLOAD_BYTES, binding.rawFields ?? []);
+    const result = await binding.call(deps, scope, request as never, raw);
+    const message = create(desc.output, binding.toMessage(result as never));
     const json = toJson(desc.output, message, { alwaysEmitImplicit: true }) as JsonObject;
-    binding.patchJson?.(result, json);
+    binding.patchJson?.(result as never, json);
     return { status: 200, body: json };
   } catch (err) {
     if (!isEngineError(err) && !(err instanceof ConnectError)) options.onError?.(err, method);
@@ -156,7 +182,7 @@ function errorResult(status: number, body: UnaryJsonErrorBody): UnaryJsonResult 
 // ---------------------------------------------------------------------------------------------
 // Request parsing
 
-function parseRequest(desc: DescMessage, rawBody: Buffer, maxBodyBytes: number) {
+function parseRequest(desc: DescMessage, rawBody: Buffer, maxBodyBytes: number, rawFields: readonly string[]): { request: unknown; raw: JsonObject } {
   if (rawBody.length > maxBodyBytes) {
     throw new EngineError('PAYLOAD_TOO_LARGE', `request body exceeds ${maxBodyBytes} bytes`);
   }
@@ -170,9 +196,11 @@ function parseRequest(desc: DescMessage, rawBody: Buffer, maxBodyBytes: number) 
   if (typeof json !== 'object' || json === null || Array.isArray(json)) {
     throw new EngineError('VALIDATION_ERROR', `request body must be a JSON object for ${desc.typeName}`);
   }
-  const normalized = normalizeMessageJson(desc, json as JsonObject, '');
+  const parsed = { ...(json as JsonObject) };
+  for (const field of rawFields) delete parsed[field];
+  const normalized = normalizeMessageJson(desc, parsed, '');
   try {
-    return fromJson(desc, normalized, { ignoreUnknownFields: true });
+    return { request: fromJson(desc, normalized, { ignoreUnknownFields: true }), raw: json as JsonObject };
   } catch (err) {
     throw new EngineError('VALIDATION_ERROR', (err as Error).message);
   }

@@ -11,7 +11,7 @@ describe('createClient', () => {
 
   beforeAll(async () => {
     server = await startFakeServer((req) => {
-      const method = req.path.startsWith(PREFIX) ? req.path.slice(PREFIX.length) : '';
+      const method = req.path.startsWith(PREFIX) ? req.path.slice(PREFIX.length) : `${req.method} ${req.path}`;
       return replies[method]?.(req) ?? { status: 404, body: { code: 'not_found', message: `no route ${req.path}` } };
     });
   });
@@ -136,7 +136,7 @@ describe('createClient', () => {
   it('registerFunction sends the set fields, the raw mode as preferredMode and the endpoint', async () => {
     replies.RegisterFunction = () => ({ status: 200, body: { created: true, function: { id: 'greet', version: 1 } } });
     const fn = createFunction(
-      { id: 'greet', mode: 'push', timeoutMs: 60_000, concurrency: { limit: 2, key: 'data.userId' }, cancelOn: [{ event: 'user.deleted', match: 'data.userId' }] },
+      { id: 'greet', mode: 'push', timeoutMs: 60_000, concurrency: { limit: 2, key: 'data.userId' }, cancelOn: [{ event: 'user.deleted', match: 'data.userId' }], secrets: ['API_TOKEN'] },
       async () => 'hi',
     );
     const res = await client().registerFunction(fn, { endpointUrl: 'https://app.example/api/ironflow' });
@@ -147,12 +147,43 @@ describe('createClient', () => {
       timeoutMs: 60_000,
       concurrency: { limit: 2, key: 'data.userId' },
       cancelOn: [{ event: 'user.deleted', match: 'data.userId' }],
+      secrets: ['API_TOKEN'],
       preferredMode: 'push',
       endpointUrl: 'https://app.example/api/ironflow',
     });
 
-    await client().registerFunction({ id: 'plain', name: 'Plain', triggers: [{ event: 'a' }], mode: 'pull' });
+    await client().registerFunction({ id: 'plain', name: 'Plain', triggers: [{ event: 'a' }], mode: 'pull', secrets: [] });
     expect(server.requests[1].body).toEqual({ id: 'plain', name: 'Plain', triggers: [{ event: 'a' }], preferredMode: 'pull' });
+  });
+
+  it('secrets and API keys go over REST with the key and environment; values and keys are never asked back', async () => {
+    replies['PUT /api/v1/secrets/API%20TOKEN'] = () => ({ status: 200, body: { secret: { name: 'API TOKEN', createdAt: 't0', updatedAt: 't1' } } });
+    replies['GET /api/v1/secrets'] = () => ({ status: 200, body: { secrets: [{ name: 'A', createdAt: 't0', updatedAt: 't0' }] } });
+    replies['DELETE /api/v1/secrets/A'] = () => ({ status: 404, body: { code: 'SECRET_NOT_FOUND', message: 'secret A does not exist' } });
+    replies['POST /api/v1/api-keys'] = () => ({ status: 201, body: { key: 'ifk_x_y', apiKey: { id: 'x', prefix: 'ifk_x' } } });
+    replies['GET /api/v1/api-keys'] = () => ({ status: 200, body: { apiKeys: [{ id: 'x', prefix: 'ifk_x' }] } });
+    replies['DELETE /api/v1/api-keys/x'] = () => ({ status: 200, body: { apiKey: { id: 'x', revokedAt: 't2' } } });
+    const c = client();
+    expect(await c.setSecret('API TOKEN', 's3cret')).toEqual({ name: 'API TOKEN', createdAt: 't0', updatedAt: 't1' });
+    expect(await c.listSecrets()).toEqual([{ name: 'A', createdAt: 't0', updatedAt: 't0' }]);
+    await expect(c.deleteSecret('A')).rejects.toMatchObject({ code: 'SECRET_NOT_FOUND', status: 404 });
+    expect(await c.createApiKey({ project: 'p' })).toEqual({ key: 'ifk_x_y', apiKey: { id: 'x', prefix: 'ifk_x' } });
+    expect(await c.listApiKeys()).toEqual([{ id: 'x', prefix: 'ifk_x' }]);
+    expect(await c.revokeApiKey('x')).toEqual({ id: 'x', revokedAt: 't2' });
+    expect(server.requests.map((r) => `${r.method} ${r.path}`)).toEqual([
+      'PUT /api/v1/secrets/API%20TOKEN',
+      'GET /api/v1/secrets',
+      'DELETE /api/v1/secrets/A',
+      'POST /api/v1/api-keys',
+      'GET /api/v1/api-keys',
+      'DELETE /api/v1/api-keys/x',
+    ]);
+    expect(server.requests[0].body).toEqual({ value: 's3cret' });
+    expect(server.requests[3].body).toEqual({ project: 'p' });
+    for (const r of server.requests) {
+      expect(r.headers['authorization']).toBe('Bearer k-1');
+      expect(r.headers['x-ironflow-environment']).toBe('prod');
+    }
   });
 
   it('registerFunction sends debounce as the Ironflow SDK does: snake_case, max_wait_ms only when set', async () => {

@@ -1,7 +1,9 @@
-import type { ListRunsOutput, RunHistoryEntry, RunStatus, RunView, StepView } from '@ironflow/contracts';
+import type { ApiKeyView, ListRunsOutput, RunHistoryEntry, RunStatus, RunView, SecretView, StepView } from '@ironflow/contracts';
 import { IronflowClientError, RunCancelledError, RunErrorInfo, RunFailedError } from './errors';
 import type { FunctionConfig, IronflowFunction } from './function';
-import { baseHeaders, connectUnary } from './http';
+import { RawResponse, baseHeaders, connectUnary, httpError, networkError, parseJson, sendRaw } from './http';
+import { PublishResult, createPublisher } from './publish';
+import { SubscribeOptions, Subscription, openSubscription } from './subscribe';
 import { REGISTER_FUNCTION_PROCEDURE, clientRegistrationBody } from './register-function';
 import { resolveApiKey, resolveServerUrl } from './settings';
 
@@ -64,6 +66,11 @@ export interface RunSteps {
   children: RunView[];
 }
 
+/** A secret as the engine lists it: never its value. */
+export type SecretInfo = SecretView;
+/** An API key as the engine lists it: never the key. */
+export type ApiKeyInfo = ApiKeyView;
+
 /**
  * The engine's client API over Connect unary JSON. Every method throws {@link IronflowClientError}
  * on failure (`engineCode` set when the engine named its own code, e.g. `RUN_NOT_FOUND`).
@@ -102,6 +109,63 @@ export interface IronflowClient {
   cancelRun(id: string, reason?: string): Promise<RunView>;
   /** Engine health (`Health`): `{status}`, e.g. `"ok"`. */
   health(): Promise<{ status: string }>;
+  /**
+   * Creates or replaces a secret of the client's project and env (`PUT /api/v1/secrets/<name>`).
+   * `SECRETS_NOT_CONFIGURED` (503) when the engine has no `IRONFLOW_SECRETS_KEY`.
+   */
+  setSecret(name: string, value: string): Promise<SecretInfo>;
+  /** The secrets of the client's project and env, names and times only (`GET /api/v1/secrets`). */
+  listSecrets(): Promise<SecretInfo[]>;
+  /** Deletes a secret (`DELETE /api/v1/secrets/<name>`); `SECRET_NOT_FOUND` when there is none. */
+  deleteSecret(name: string): Promise<void>;
+  /**
+   * Creates an API key (`POST /api/v1/api-keys`, an admin route: the client's `apiKey` must be
+   * the engine's `IRONFLOW_ADMIN_KEY`, unless the engine is still open). The key is in the answer
+   * only this once.
+   */
+  createApiKey(input?: { project?: string; env?: string; name?: string }): Promise<{ key: string; apiKey: ApiKeyInfo }>;
+  /** Every API key, revoked ones included, never the key itself (admin route). */
+  listApiKeys(): Promise<ApiKeyInfo[]>;
+  /** Revokes an API key by id or `ifk_<id>` prefix (admin route); `API_KEY_NOT_FOUND` when there is none. */
+  revokeApiKey(id: string): Promise<ApiKeyInfo>;
+  /**
+   * Pauses a run at its next segment boundary (`PauseRun`): `"paused"` when it parked at once,
+   * `"pause_requested"` while a segment runs (its end parks the run). `reason` is shown by `getPausedState`.
+   */
+  pauseRun(runId: string, reason?: string): Promise<{ status: string }>;
+  /** Resumes a paused run (`POST /api/v1/runs/resume`); resolves to the run. `fromStep` is refused by this engine. */
+  resumeRun(runId: string, fromStep?: string): Promise<RunView>;
+  /** A paused run's ended steps (outputs parsed from JSON text), the wait it parked at, the reason (`GetPausedState`). */
+  getPausedState(runId: string): Promise<PausedState>;
+  /** Sets a step's output while the run is paused (`InjectStepOutput`); resolves to the previous output (`null` when none). */
+  injectStepOutput(runId: string, stepId: string, newOutput: unknown, reason?: string): Promise<{ stepId: string; previousOutput: unknown }>;
+  /** Publishes to a developer topic (`PubSubService/Publish`); starts no run. */
+  publish(topic: string, data: unknown, options?: { idempotencyKey?: string }): Promise<PublishResult>;
+  /** The topics published to in this environment (`ListTopics`). */
+  listTopics(): Promise<TopicInfo[]>;
+  /** Subscribes to `topic:<pattern>` or `system.run.<pattern>` over `<serverUrl>/ws` (see {@link openSubscription}). */
+  subscribe<T = unknown>(pattern: string, options: SubscribeOptions<T>): Promise<Subscription>;
+}
+
+/** What `getPausedState` answers. */
+export interface PausedState {
+  steps: { id: string; name: string; output: unknown; injected: boolean; completedAt: string }[];
+  nextStepHint: string;
+  pauseReason: string;
+}
+
+/** One topic from `listTopics` (times ISO-8601). */
+export interface TopicInfo {
+  name: string;
+  messageCount: number;
+  consumerCount: number;
+  firstMessageAt?: string;
+  lastMessageAt?: string;
+}
+
+/** JSON text (GetPausedState, InjectStepOutput) → value; `""` → `null`. */
+function fromJsonText(text: unknown): unknown {
+  return typeof text === 'string' && text !== '' ? JSON.parse(text) : null;
 }
 
 const SERVICE = 'ironflow.v1.IronflowService';
@@ -128,6 +192,19 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
   const headers = baseHeaders(resolveApiKey(options.apiKey), environment);
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const call = (method: string, body: unknown, deadlineMs = timeoutMs) => connectUnary(serverUrl, `${SERVICE}/${method}`, body, { headers, timeoutMs: deadlineMs });
+  /** One REST call; the parsed JSON answer, or an IronflowClientError like the Connect calls. */
+  const restCall = async (method: 'GET' | 'PUT' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<Record<string, unknown>> => {
+    const what = `${method} ${path}`;
+    let response: RawResponse;
+    try {
+      response = await sendRaw(`${serverUrl}${path}`, { method, headers, body, timeoutMs });
+    } catch (err) {
+      throw networkError(what, err);
+    }
+    if (response.status < 200 || response.status >= 300) throw httpError(what, response);
+    const parsed = parseJson(response.text);
+    return parsed && typeof parsed === 'object' ? (parsed as Record<string, unknown>) : {};
+  };
 
   return {
     serverUrl,
@@ -196,6 +273,84 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
     async health() {
       const res = await call('Health', {});
       return { status: String(res.status ?? '') };
+    },
+
+    async setSecret(name, value) {
+      return (await restCall('PUT', `/api/v1/secrets/${encodeURIComponent(name)}`, { value })).secret as SecretInfo;
+    },
+
+    async listSecrets() {
+      const res = await restCall('GET', '/api/v1/secrets');
+      return Array.isArray(res.secrets) ? (res.secrets as SecretInfo[]) : [];
+    },
+
+    async deleteSecret(name) {
+      await restCall('DELETE', `/api/v1/secrets/${encodeURIComponent(name)}`);
+    },
+
+    async createApiKey(input = {}) {
+      const res = await restCall('POST', '/api/v1/api-keys', input);
+      return { key: String(res.key ?? ''), apiKey: res.apiKey as ApiKeyInfo };
+    },
+
+    async listApiKeys() {
+      const res = await restCall('GET', '/api/v1/api-keys');
+      return Array.isArray(res.apiKeys) ? (res.apiKeys as ApiKeyInfo[]) : [];
+    },
+
+    async revokeApiKey(id) {
+      return (await restCall('DELETE', `/api/v1/api-keys/${encodeURIComponent(id)}`)).apiKey as ApiKeyInfo;
+    },
+
+    async pauseRun(runId, reason) {
+      const res = await call('PauseRun', { run_id: runId, ...(reason ? { reason } : {}) });
+      return { status: String(res.status ?? '') };
+    },
+
+    async resumeRun(runId, fromStep = '') {
+      let response;
+      try {
+        response = await sendRaw(`${serverUrl}/api/v1/runs/resume`, { method: 'POST', headers, body: { run_id: runId, from_step: fromStep }, timeoutMs });
+      } catch (err) {
+        throw networkError('resumeRun', err);
+      }
+      if (response.status < 200 || response.status >= 300) throw httpError('resumeRun', response);
+      return parseJson(response.text) as RunView;
+    },
+
+    async getPausedState(runId) {
+      const res = await call('GetPausedState', { run_id: runId });
+      const steps = Array.isArray(res.steps) ? (res.steps as Record<string, unknown>[]) : [];
+      return {
+        steps: steps.map((s) => ({ id: String(s.id ?? ''), name: String(s.name ?? ''), output: fromJsonText(s.output), injected: s.injected === true, completedAt: String(s.completedAt ?? '') })),
+        nextStepHint: String(res.nextStepHint ?? ''),
+        pauseReason: String(res.pauseReason ?? ''),
+      };
+    },
+
+    async injectStepOutput(runId, stepId, newOutput, reason = '') {
+      const res = await call('InjectStepOutput', { run_id: runId, step_id: stepId, new_output: JSON.stringify(newOutput ?? null), reason });
+      return { stepId: String(res.stepId ?? ''), previousOutput: fromJsonText(res.previousOutput) };
+    },
+
+    publish(topic, data, opts = {}) {
+      return createPublisher({ serverUrl, apiKey: options.apiKey, environment }, undefined, timeoutMs)(topic, data, opts);
+    },
+
+    async listTopics() {
+      const res = await connectUnary(serverUrl, 'ironflow.v1.PubSubService/ListTopics', {}, { headers, timeoutMs });
+      const topics = Array.isArray(res.topics) ? (res.topics as Record<string, unknown>[]) : [];
+      return topics.map((t) => ({
+        name: String(t.name ?? ''),
+        messageCount: Number(t.messageCount ?? 0),
+        consumerCount: Number(t.consumerCount ?? 0),
+        ...(t.firstMessageAt ? { firstMessageAt: String(t.firstMessageAt) } : {}),
+        ...(t.lastMessageAt ? { lastMessageAt: String(t.lastMessageAt) } : {}),
+      }));
+    },
+
+    subscribe(pattern, subscribeOptions) {
+      return openSubscription(serverUrl, { apiKey: resolveApiKey(options.apiKey), environment }, pattern, subscribeOptions);
     },
   };
 }

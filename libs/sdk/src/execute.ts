@@ -2,6 +2,7 @@ import type { InvocationError, PushResponse, StepResult, WireEvent } from '@iron
 import { IronflowError, StepError, errorMessage, isFetchTypeError } from './errors';
 import type { IronflowEvent, IronflowFunction } from './function';
 import { MemoizedStep, ResumeInfo, StepSession, toJsonValue } from './step-tools';
+import { PublishTarget, createPublisher } from './publish';
 
 /** Which transport an invocation came over; it decides one retryable rule (WIRE-PROTOCOL.md 1.8). */
 export type Transport = 'push' | 'pull';
@@ -29,6 +30,8 @@ export interface InvocationInput {
   onStep?: (step: StepResult) => void;
   signal?: AbortSignal;
   now?: () => number;
+  /** Where `step.publish` sends (default: `IRONFLOW_SERVER_URL`, `IRONFLOW_API_KEY`, `IRONFLOW_ENV`). */
+  publishTo?: PublishTarget;
 }
 
 /** Converts the wire event to what a handler sees (`timestamp` as a Date, `version` default 1). */
@@ -87,6 +90,7 @@ export async function executeInvocation(input: InvocationInput): Promise<Invocat
     stepTimeoutMs: input.fn.config.stepTimeoutMs,
     onStep: input.onStep,
     now: input.now,
+    publish: createPublisher(input.publishTo ?? {}, input.runId),
   });
   const secrets = input.secrets ?? {};
   let returned: unknown;

@@ -60,6 +60,9 @@ export type Handler<TData = unknown, TResult = unknown> = (ctx: HandlerContext<T
  * - `mode`: `'push'` (an HTTP endpoint from `serve()`) or `'pull'` (a worker); sent by
  *   `client.registerFunction` as `preferredMode`. Workers always register `EXECUTION_MODE_PULL`.
  * - `description`, `metadata`: stored with the function.
+ * - `secrets`: names of secrets (set with `ironflow secret set`) the engine delivers with every
+ *   invocation, read with `secrets.get(name)`; a declared secret that does not exist fails the
+ *   attempt with `SECRET_NOT_FOUND`.
  */
 export interface FunctionConfig {
   id: string;
@@ -74,6 +77,7 @@ export interface FunctionConfig {
   debounce?: DebounceConfig;
   mode?: ExecutionMode;
   metadata?: Record<string, unknown>;
+  secrets?: string[];
 }
 
 /** A function built by {@link createFunction}: its config plus its handler. */

@@ -8,7 +8,7 @@ export interface RawResponse {
 
 /** One HTTP call made with the global `fetch`. */
 export interface RawRequest {
-  method: 'GET' | 'POST' | 'PUT';
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   headers: Record<string, string>;
   body?: unknown;
   /** Aborts the call (e.g. worker stop). */

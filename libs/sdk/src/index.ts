@@ -39,6 +39,10 @@ export { createStreamWorker } from './stream-worker';
 export type { StreamWorker, StreamWorkerOptions } from './stream-worker';
 
 export { createClient } from './client';
-export type { ClientOptions, EmitOptions, EmitSyncOptions, EmitSyncResult, InvokeResult, FunctionRegistration, IronflowClient, ListRunsFilter, RunSteps } from './client';
+export type { ApiKeyInfo, SecretInfo } from './client';
+export type { ClientOptions, EmitOptions, EmitSyncOptions, EmitSyncResult, InvokeResult, FunctionRegistration, IronflowClient, ListRunsFilter, PausedState, RunSteps, TopicInfo } from './client';
+export { createPublisher } from './publish';
+export type { PublishResult, PublishTarget, Publisher } from './publish';
+export type { SubscribeOptions, Subscription, SubscriptionEvent } from './subscribe';
 
 export { DEFAULT_ENVIRONMENT, DEFAULT_SERVER_URL, SDK_VERSION } from './settings';

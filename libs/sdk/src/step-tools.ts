@@ -2,6 +2,7 @@ import type { StepResult, YieldInfo } from '@ironflow/contracts';
 import { Duration, formatDuration, toMs } from './duration';
 import { IronflowError, InvokeError, StepError, StepTimeoutError, errorMessage, isFetchTypeError } from './errors';
 import { StepIdAllocator } from './step-id';
+import type { PublishResult, Publisher } from './publish';
 import { YieldSignal, isYieldSignal } from './yield-signal';
 
 /** Default `invoke_timeout_ms` of `step.invoke` (WIRE-PROTOCOL.md 6). */
@@ -87,6 +88,12 @@ export interface StepTools {
   invoke<T = unknown>(functionId: string, input?: unknown, options?: InvokeOptions): Promise<T>;
   /** Starts `functionId` as a child run without waiting; resolves to `{ runId }` of the child. */
   invokeAsync(functionId: string, input?: unknown): Promise<{ runId: string }>;
+  /**
+   * Publishes `data` to a developer pub/sub topic, once per run: a `step.run` named
+   * `publish:<topic>` that calls `PubSubService/Publish` (WIRE-PROTOCOL.md 5.4) and memoizes
+   * `{eventId, sequence, duplicate}`. Throws {@link StepError} when the engine refuses it.
+   */
+  publish(topic: string, data: unknown): Promise<PublishResult>;
 }
 
 /** What one invocation's step tools need to know. */
@@ -100,6 +107,8 @@ export interface StepSessionInput {
   onStep?: (step: StepResult) => void;
   /** Clock, for tests. */
   now?: () => number;
+  /** What `step.publish` calls. */
+  publish?: Publisher;
 }
 
 function invalid(message: string): IronflowError {
@@ -291,6 +300,13 @@ export class StepSession implements StepTools {
     const wireInput = toJsonValue(input);
     if (wireInput !== undefined) info.input = wireInput;
     return this.yield(info);
+  }
+
+  async publish(topic: string, data: unknown): Promise<PublishResult> {
+    requireName('step.publish', topic);
+    const publisher = this.input.publish;
+    if (!publisher) throw invalid('step.publish: no publisher is configured for this invocation');
+    return this.run(`publish:${topic}`, () => publisher(topic, data));
   }
 
   async invokeAsync(functionId: string, input?: unknown): Promise<{ runId: string }> {

@@ -495,6 +495,7 @@ class GrpcStreamWorker implements StreamWorker {
       // The stream's retryable rule for a plain Error thrown outside steps is push's (false), WIRE-PROTOCOL.md 1.8.
       transport: 'push',
       signal: job.abort.signal,
+      publishTo: { serverUrl: this.baseUrl, apiKey: this.apiKey, environment: this.environment },
     });
     const durationMs = Date.now() - started;
     const steps = outcome.steps.map(toExecutedStep);

@@ -7,6 +7,7 @@ import { IronflowFunction, indexFunctions } from './function';
 import { RawResponse, baseHeaders, connectUnary, httpError, parseJson, sendRaw } from './http';
 import { REGISTER_FUNCTION_PROCEDURE, workerRegistrationBody } from './register-function';
 import { SDK_VERSION, resolveApiKey, resolveEnvironment, resolveServerUrl } from './settings';
+import type { PublishTarget } from './publish';
 import { checkJobAssignment } from './wire-validation';
 
 /** Where the worker reports what it does. Every method is optional except `warn` and `error`. */
@@ -133,6 +134,7 @@ class PullWorker implements Worker {
   private readonly functions: Map<string, IronflowFunction<any, any>>;
   private readonly baseUrl: string;
   private readonly headers: Record<string, string>;
+  private readonly publishTo: PublishTarget;
   private readonly maxJobs: number;
   /** Current heartbeat interval; follows the register answer unless `heartbeatFixed`. */
   private heartbeatMs: number;
@@ -163,6 +165,7 @@ class PullWorker implements Worker {
     this.functions = indexFunctions(options.functions);
     this.baseUrl = resolveServerUrl(options.serverUrl);
     this.headers = baseHeaders(resolveApiKey(options.apiKey), resolveEnvironment(options.environment));
+    this.publishTo = { serverUrl: this.baseUrl, apiKey: options.apiKey, environment: resolveEnvironment(options.environment) };
     this.maxJobs = options.maxConcurrentJobs ?? 10;
     if (!(Number.isInteger(this.maxJobs) && this.maxJobs >= 1)) throw new IronflowError('maxConcurrentJobs must be an integer >= 1', { code: 'VALIDATION_ERROR' });
     this.heartbeatFixed = options.heartbeatIntervalMs !== undefined;
@@ -436,6 +439,7 @@ class PullWorker implements Worker {
       transport: 'pull',
       onStep: (step) => checkpoints.record(step),
       signal,
+      publishTo: this.publishTo,
     });
     await checkpoints.settle();
 

@@ -1,14 +1,18 @@
 import 'reflect-metadata';
 import { INestApplication, LogLevel, Module, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { MicroserviceOptions, Transport } from '@nestjs/microservices';
-import { createRpcHandlers, listenOnePort, scopeFromHeaders } from '@ironflow/rpc';
+import { BusNamespace } from '@ironflow/bus';
+import { createPubSubServiceImpl, createRpcHandlers, listenOnePort } from '@ironflow/rpc';
+import { PubSubService } from '@ironflow/contracts/proto';
+import { attachSubscriptionGateway } from './api-gateway/subscription-gateway';
 import { ApiGatewayModule } from './api-gateway/api-gateway.module';
 import { AuditWriterModule } from './audit-writer/audit-writer.module';
+import { NamespacedNatsServer } from './audit-writer/namespaced-nats.server';
 import { CapacityScannerModule } from './capacity-scanner/capacity-scanner.module';
 import { DispatcherModule } from './dispatcher/dispatcher.module';
 import { workerServiceHttp2Handler, workerServiceRoutes } from './dispatcher/stream/worker-service';
 import { EngineErrorFilter } from './http/engine-error.filter';
+import { authenticateHeaders, authenticateSubscription } from './http/api-key.guard';
 import { rawBodyMiddleware } from './http/raw-body.middleware';
 import { observeHttp1Requests, observeHttp2Requests } from './http/request-metrics';
 import { CoreModule } from './runtime/core.module';
@@ -53,17 +57,23 @@ export async function startServer(settings: IronflowSettings, services: readonly
   await app.init();
   const runtime = app.get<EngineRuntime>(ENGINE_RUNTIME);
   if (services.includes('audit-writer') && settings.natsUrl) {
-    app.connectMicroservice<MicroserviceOptions>({ transport: Transport.NATS, options: { servers: [settings.natsUrl], queue: 'ironflow-audit-writer' } });
+    // Subjects and queue group in the deployment's namespace: `ifx.{clusterId}.ironflow.*.*.audit.write`, `{clusterId}-audit-writer`.
+    app.connectMicroservice({ strategy: new NamespacedNatsServer(new BusNamespace(settings.clusterId), { servers: settings.natsUrl.split(','), queue: 'audit-writer' }) });
     await app.startAllMicroservices();
   }
-  // The dispatcher serves the worker stream (`WorkerService.Connect`) on the HTTP/2 side.
-  const streamOptions = { scopeOf: scopeFromHeaders, logger: runtime.engine.resources.logger, maxBodyBytes: settings.maxPayloadBytes };
+  // The dispatcher serves the worker stream (`WorkerService.Connect`) on the HTTP/2 side. Every
+  // HTTP/2 call passes the API key check once, in the router's interceptor (HTTP/1: ApiKeyGuard).
+  const authenticate = (headers: Headers) => authenticateHeaders(runtime.engine.apiKeys, headers);
+  const streamOptions = { authenticate, logger: runtime.engine.resources.logger, maxBodyBytes: settings.maxPayloadBytes };
   const routes = services.includes('dispatcher') ? workerServiceRoutes(runtime.engine.streams, streamOptions) : undefined;
+  const pubsub = createPubSubServiceImpl({ pubsub: runtime.engine.pubsub, api: runtime.engine.api });
   const http2Handler = services.includes('api-gateway')
-    ? createRpcHandlers(runtime.engine.api, scopeFromHeaders, { maxBodyBytes: settings.maxPayloadBytes, routes }).http2Handler
+    ? createRpcHandlers(runtime.engine.api, authenticate, { maxBodyBytes: settings.maxPayloadBytes, routes: (router) => { routes?.(router); router.service(PubSubService, pubsub); } }).http2Handler
     : routes
       ? workerServiceHttp2Handler(runtime.engine.streams, streamOptions)
       : (_req: unknown, res: { statusCode: number; end(): void }) => { res.statusCode = 404; res.end(); };
+  // The api-gateway serves subscriptions (`<base>/ws`) on the HTTP/1.1 side.
+  const subscriptions = services.includes('api-gateway') ? attachSubscriptionGateway(app.getHttpServer(), { bus: runtime.engine.resources.bus, scopeOf: (req) => authenticateSubscription(runtime.engine.apiKeys, req) }) : undefined;
   observeHttp1Requests(app.getHttpServer(), runtime.metrics);
   const listener = await listenOnePort({ port: settings.port, host: settings.host, http1: app.getHttpServer(), http2Handler: observeHttp2Requests(http2Handler, runtime.metrics) });
   const host = settings.host === '0.0.0.0' ? 'localhost' : settings.host;
@@ -76,6 +86,7 @@ export async function startServer(settings: IronflowSettings, services: readonly
     close: () => (closing ??= (async () => {
       runtime.draining = true;
       await runtime.engine.stop();
+      await subscriptions?.close();
       await listener.close();
       await app.close();
     })()),

@@ -30,6 +30,11 @@ export interface RunRecord {
   updatedAt: number;
   startedAt: number | null;
   endedAt: number | null;
+  /** An operator asked for a pause; set from the request until the resume. */
+  pauseRequested: boolean;
+  pauseReason: string | null;
+  /** Where a resume sends a `paused` run: `waiting` (its wait is open) or `waiting_for_capacity`; null unless paused. */
+  resumeStatus: 'waiting' | 'waiting_for_capacity' | null;
 }
 
 export interface StepRecord {
@@ -47,6 +52,8 @@ export interface StepRecord {
   sequence: number;
   createdAt: number;
   endedAt: number | null;
+  /** The output was set by `InjectStepOutput`, not by the worker. */
+  injected: boolean;
 }
 
 export interface FunctionRecord {
@@ -131,6 +138,9 @@ export function mapRun(r: Row): RunRecord {
     updatedAt: num(r.updated_at),
     startedAt: numOrNull(r.started_at),
     endedAt: numOrNull(r.ended_at),
+    pauseRequested: num(r.pause_requested) === 1,
+    pauseReason: strOrNull(r.pause_reason),
+    resumeStatus: strOrNull(r.resume_status) as RunRecord['resumeStatus'],
   };
 }
 
@@ -149,6 +159,7 @@ export function mapStep(r: Row): StepRecord {
     sequence: num(r.sequence),
     createdAt: num(r.created_at),
     endedAt: numOrNull(r.ended_at),
+    injected: num(r.injected) === 1,
   };
 }
 

@@ -7,8 +7,17 @@ import { InitialSchema1732900000000 } from './migrations/initial-schema';
 import { ConcurrencyLanes1733000000000 } from './migrations/concurrency-lanes';
 import { WaitingRunsIndex1733100000000 } from './migrations/waiting-runs-index';
 import { CronAndDebounce1734200000000 } from './migrations/cron-and-debounce';
+import { ApiKeysAndSecrets1734300000000 } from './migrations/api-keys-and-secrets';
+import { PauseAndTopics1734400000000 } from './migrations/pause-and-topics';
 
-const MIGRATIONS = [InitialSchema1732900000000, ConcurrencyLanes1733000000000, WaitingRunsIndex1733100000000, CronAndDebounce1734200000000];
+const MIGRATIONS = [
+  InitialSchema1732900000000,
+  ConcurrencyLanes1733000000000,
+  WaitingRunsIndex1733100000000,
+  CronAndDebounce1734200000000,
+  ApiKeysAndSecrets1734300000000,
+  PauseAndTopics1734400000000,
+];
 
 export interface StoreOptions {
   /** `postgres://…` for PostgreSQL; `sqlite:<path>` or a path ending in `.db` for SQLite; `sqlite::memory:` for tests. */

@@ -1,4 +1,4 @@
-import { Bus, BusMessage, PublishOptions, Subscription } from '@ironflow/bus';
+import { Bus, BusMessage, PublishAck, PublishOptions, Subscription } from '@ironflow/bus';
 
 /**
  * A fault hook around a real bus, behind the same port: publishes whose subject matches a rule
@@ -20,14 +20,14 @@ export class FaultyBus implements Bus {
     this.rules = [];
   }
 
-  async publish(subject: string, data: unknown, options?: PublishOptions): Promise<void> {
+  async publish(subject: string, data: unknown, options?: PublishOptions): Promise<PublishAck> {
     const rule = this.rules.find((r) => r.left > 0 && r.match(subject));
     this.attempts.push({ subject, failed: !!rule });
     if (rule) {
       rule.left -= 1;
       throw new Error(`fault hook: publish to ${subject} failed`);
     }
-    await this.inner.publish(subject, data, options);
+    return this.inner.publish(subject, data, options);
   }
 
   subscribe(pattern: string, handler: (message: BusMessage) => void): Subscription {

@@ -7,3 +7,4 @@ export * from './crashing-follow-ups';
 export * from './jetstream';
 export * from './scratch-database';
 export * from './test-server';
+export * from './blocking-audit-sink';

@@ -1,14 +1,20 @@
 import { connect } from 'nats';
+import { BusNamespace } from '@ironflow/bus';
 
-/** How many messages `stream` keeps for exactly `subject` (read from the real JetStream). */
-export async function countStreamMessages(stream: string, subject: string): Promise<number> {
+/**
+ * How many messages the deployment's stream `stream` (logical name, e.g. `RESULTS`) keeps for
+ * exactly the logical `subject`, read from the real JetStream; `namespace` defaults to the
+ * default deployment's, which `openTestEngine` uses.
+ */
+export async function countStreamMessages(stream: string, subject: string, namespace = new BusNamespace()): Promise<number> {
   const url = process.env.IRONFLOW_TEST_NATS_URL;
   if (!url) throw new Error('IRONFLOW_TEST_NATS_URL is not set');
   const nc = await connect({ servers: url });
   try {
     const jsm = await nc.jetstreamManager();
-    const info = await jsm.streams.info(stream, { subjects_filter: subject });
-    return info.state.subjects?.[subject] ?? 0;
+    const wire = namespace.subject(subject);
+    const info = await jsm.streams.info(namespace.stream(stream), { subjects_filter: wire });
+    return info.state.subjects?.[wire] ?? 0;
   } finally {
     await nc.close();
   }

@@ -1,9 +1,10 @@
 import { Bus, InProcessBus, NatsBus } from '@ironflow/bus';
-import { FollowUpTracker } from '@ironflow/follow-up';
+import { AuditWriter, FollowUpTracker, InProcessAuditSink, SlotSet, slotsFor } from '@ironflow/follow-up';
+import { BlockingAuditSink } from './blocking-audit-sink';
 import { randomBytes } from 'node:crypto';
 import { FaultyBus } from './faulty-bus';
 import { CallScope } from '@ironflow/contracts';
-import { Engine, EngineConfig } from '@ironflow/engine';
+import { Engine, EngineConfig, EngineOptions } from '@ironflow/engine';
 import { Dialect } from '@ironflow/store';
 import { PauseGate } from './pause-gate';
 import { TestStore, openTestStore } from './test-stores';
@@ -15,6 +16,10 @@ export interface TestEngineOptions {
   bus?: 'nats' | 'in-process';
   /** Replaces the follow-up tracker (e.g. `CrashingFollowUpTracker`). */
   followUps?: FollowUpTracker;
+  /** The secrets key and API key options the engine (and a restarted one) gets. */
+  security?: Pick<EngineOptions, 'secretsKey' | 'auth'>;
+  /** Where the engine logs; default silent. */
+  logger?: EngineOptions['logger'];
 }
 
 export interface TestEngine {
@@ -23,10 +28,12 @@ export interface TestEngine {
   gate: PauseGate;
   /** The engine's bus: a `FaultyBus` around the real one. */
   bus: FaultyBus;
+  /** The engine's audit sink: the "block audit insert" hook around the in-process writer. */
+  audit: BlockingAuditSink;
   /** A scope of its own (unique project and env), so subjects on a shared NATS do not mix. */
   scope: CallScope;
-  /** A second engine over the same store, as a fresh node after a crash (its own bus and tracker). */
-  restart(options?: TestEngineOptions): Promise<Engine>;
+  /** A second engine over the same store, as a fresh node after a crash (its own bus and tracker; `config` overrides the first engine's). */
+  restart(options?: TestEngineOptions & { config?: Partial<EngineConfig> }): Promise<Engine>;
   /** Stops the engine (no loops run unless `start` was called) and disposes the store. */
   close(): Promise<void>;
 }
@@ -39,18 +46,28 @@ export async function openTestEngine(dialect: Dialect, config: Partial<EngineCon
   const bus = new FaultyBus(await openBus());
   const suffix = randomBytes(4).toString('hex');
   const scope: CallScope = { project: `p${suffix}`, env: `e${suffix}` };
-  const engine = new Engine({ store: db.store, clock: db.clock, bus, pausePoints: gate, followUps: options.followUps, config: { leaseMs: 30_000, ...config } });
+  const audit = new BlockingAuditSink(new InProcessAuditSink(new AuditWriter(db.store, new SlotSet(slotsFor(dialect, 8)))));
+  const engine = new Engine({ store: db.store, clock: db.clock, bus, pausePoints: gate, followUps: options.followUps, logger: options.logger, ...options.security, auditSink: audit, poolSize: 8, config: { leaseMs: 30_000, ...config } });
   const extra: { engine: Engine; bus: Bus }[] = [];
   return {
     engine,
     db,
     gate,
     bus,
+    audit,
     scope,
     restart: async (restartOptions = {}) => {
       const reopened = await db.reopen();
       const nextBus = await openBus(restartOptions.bus ?? options.bus);
-      const next = new Engine({ store: reopened.store, clock: reopened.clock, bus: nextBus, pausePoints: gate, followUps: restartOptions.followUps, config: { leaseMs: 30_000, ...config } });
+      const next = new Engine({
+        store: reopened.store,
+        clock: reopened.clock,
+        bus: nextBus,
+        pausePoints: gate,
+        followUps: restartOptions.followUps,
+        ...(restartOptions.security ?? options.security),
+        config: { leaseMs: 30_000, ...config, ...restartOptions.config },
+      });
       extra.push({ engine: next, bus: nextBus });
       return next;
     },

@@ -1,4 +1,4 @@
-import { RunningServer, SERVICES, loadSettings, startServer } from '@ironflow/services';
+import { IronflowSettings, RunningServer, SERVICES, loadSettings, startServer } from '@ironflow/services';
 import { Dialect } from '@ironflow/store';
 import { scratchDatabase } from './scratch-database';
 
@@ -11,12 +11,13 @@ export interface TestServer {
 
 /**
  * A real server with all five services on a scratch database of `dialect`, on a free port of
- * 127.0.0.1, with short intervals (dispatch poll and tick 50 ms) and a pool of 4.
+ * 127.0.0.1, with short intervals (dispatch poll and tick 50 ms) and a pool of 4; `settings`
+ * overrides any of that (e.g. `secretsKey`, `adminKey`).
  */
-export async function startTestServer(dialect: Dialect, prefix: string): Promise<TestServer> {
+export async function startTestServer(dialect: Dialect, prefix: string, settings: Partial<IronflowSettings> = {}): Promise<TestServer> {
   const db = await scratchDatabase(dialect, prefix);
   const server = await startServer(
-    loadSettings({}, { databaseUrl: db.url, port: 0, host: '127.0.0.1', dispatchPollMs: 50, tickMs: 50, poolSize: 4 }),
+    loadSettings({}, { databaseUrl: db.url, port: 0, host: '127.0.0.1', dispatchPollMs: 50, tickMs: 50, poolSize: 4, ...settings }),
     SERVICES,
     ['error'],
   );

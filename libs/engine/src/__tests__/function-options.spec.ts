@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { EngineError } from '@ironflow/contracts';
@@ -12,7 +13,8 @@ describe.each(STORES)('function registration options [%s]', (dialect) => {
   let t: TestEngine;
 
   beforeAll(async () => {
-    t = await openTestEngine(dialect);
+    // A secrets key, so `secrets` can be acted on.
+    t = await openTestEngine(dialect, {}, { security: { secretsKey: randomBytes(32) } });
   });
   afterAll(() => t.close());
 

@@ -17,9 +17,12 @@ describe.each(STORES)('retry backoff [%s]', (dialect) => {
 
   beforeEach(async () => {
     t = await openTestEngine(dialect);
-    const realNow = t.db.clock.now.bind(t.db.clock);
-    const frozenAt = Date.now();
-    jest.spyOn(t.db.clock, 'now').mockImplementation(() => realNow() - (Date.now() - frozenAt));
+    // One reading, then only `advance` moves it (two reads of Date.now() could straddle a millisecond).
+    let frozen = t.db.clock.now();
+    jest.spyOn(t.db.clock, 'now').mockImplementation(() => frozen);
+    jest.spyOn(t.db.clock, 'advance').mockImplementation((ms: number) => {
+      frozen += ms;
+    });
     await registerPull(t, { id: 'flaky', triggers: [{ event: 'job.requested' }], retry: { maxAttempts: 3, initialDelayMs: 1000, backoffFactor: 2, maxDelayMs: 300_000 } });
     await registerWorker(t, ['flaky']);
   });

@@ -168,6 +168,44 @@ export class FakeClientApi implements ClientApi {
     };
   }
 
+  /** Pauses at once: the run becomes `paused` (with the reason). */
+  async pauseRun(scope: CallScope, id: string, reason?: string) {
+    this.record('pauseRun', scope, { id, reason });
+    const run = await this.getRun(scope, id);
+    const paused: RunView = { ...run, status: 'paused', pauseRequested: true, ...(reason ? { pauseReason: reason } : {}) };
+    this.runs.set(id, paused);
+    return { status: 'paused' as const, run: paused };
+  }
+
+  async resumeRun(scope: CallScope, id: string, fromStep?: string) {
+    this.record('resumeRun', scope, { id, fromStep });
+    const run = await this.getRun(scope, id);
+    const resumed: RunView = { ...run, status: 'waiting_for_capacity' };
+    delete resumed.pauseRequested;
+    delete resumed.pauseReason;
+    this.runs.set(id, resumed);
+    return resumed;
+  }
+
+  /** The run's completed steps (from `steps`), the first waiting one as the hint. */
+  async getPausedState(scope: CallScope, id: string) {
+    this.record('getPausedState', scope, { id });
+    const run = await this.getRun(scope, id);
+    const steps = this.steps.get(id) ?? [];
+    return {
+      steps: steps.filter((s) => s.status !== 'waiting').map((s) => ({ id: s.id, name: s.name, type: s.type, status: s.status, output: s.output, injected: s.injected === true, ...(s.endedAt ? { completedAt: s.endedAt } : {}) })),
+      nextStepHint: steps.find((s) => s.status === 'waiting')?.name ?? '',
+      pauseReason: run.pauseReason ?? '',
+    };
+  }
+
+  async injectStepOutput(scope: CallScope, input: { runId: string; stepId: string; output: unknown; reason?: string }) {
+    this.record('injectStepOutput', scope, input);
+    const steps = this.steps.get(input.runId) ?? [];
+    const previous = steps.find((s) => s.id === input.stepId);
+    return { stepId: input.stepId, ...(previous?.output !== undefined ? { previousOutput: previous.output } : {}) };
+  }
+
   async cancelRun(scope: CallScope, id: string, reason: string) {
     this.record('cancelRun', scope, { id, reason });
     const run = await this.getRun(scope, id);

@@ -1,7 +1,10 @@
 import { Module } from '@nestjs/common';
+import { ApiKeysController } from './api-keys.controller';
 import { ClientRpcController } from './client-rpc.controller';
 import { RestController } from './rest.controller';
+import { SecretsController } from './secrets.controller';
+import { PubSubRpcController } from './pubsub-rpc.controller';
 
-/** The api-gateway service: the client API (Connect unary JSON + REST). */
-@Module({ controllers: [ClientRpcController, RestController] })
+/** The api-gateway service: the client API (Connect unary JSON + REST), publish/subscribe, secrets and API key management. */
+@Module({ controllers: [ClientRpcController, PubSubRpcController, RestController, SecretsController, ApiKeysController] })
 export class ApiGatewayModule {}

@@ -59,6 +59,17 @@ export class RestController {
     return this.runtime.engine.api.getRun(scopeOf(req), id);
   }
 
+  /** Body: `{run_id, from_step?}` (WIRE-PROTOCOL.md 5.6) → the run. Resumes a paused run; `from_step` is refused. */
+  @Post('runs/resume')
+  async resumeRun(@Req() req: Request, @Body() body: Buffer) {
+    const input = parseJsonBody<{ run_id?: unknown; runId?: unknown; from_step?: unknown; fromStep?: unknown }>(body);
+    const runId = input.run_id ?? input.runId;
+    const fromStep = input.from_step ?? input.fromStep;
+    if (typeof runId !== 'string') throw new EngineError('VALIDATION_ERROR', 'run_id: a run id is required');
+    if (fromStep !== undefined && typeof fromStep !== 'string') throw new EngineError('VALIDATION_ERROR', 'from_step: a string');
+    return this.runtime.engine.api.resumeRun(scopeOf(req), runId, fromStep || undefined);
+  }
+
   /** → `{steps, history, children}` */
   @Get('runs/:id/steps')
   async getRunSteps(@Req() req: Request, @Param('id') id: string) {

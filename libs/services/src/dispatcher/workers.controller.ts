@@ -11,7 +11,8 @@ import { scopeOf } from '../http/scope';
  * Pull workers over REST (WIRE-PROTOCOL.md 3.2, R2–R6). Poll answers `200 {jobs:[…]}` or `204`;
  * an unknown worker gets `404 WORKER_NOT_FOUND` (it re-registers); a report that does not hold
  * the live execution's fence gets `409 STALE_EXECUTION`, one for a run no longer running
- * `409 RUN_NOT_RUNNING`.
+ * `409 RUN_NOT_RUNNING`. Every route needs the API key when keys are required (`ApiKeyGuard`);
+ * a worker is found only in its key's project and env, and a report is authorized by its fence.
  */
 @Controller('api/v1/workers')
 export class WorkersController {
@@ -34,14 +35,14 @@ export class WorkersController {
 
   @Post(':workerId/heartbeat')
   @HttpCode(200)
-  async heartbeat(@Param('workerId') workerId: string, @Body() body: Buffer) {
-    await this.runtime.engine.pull.heartbeat(workerId, parseJsonBody<WorkerHeartbeatBody>(body));
+  async heartbeat(@Req() req: Request, @Param('workerId') workerId: string, @Body() body: Buffer) {
+    await this.runtime.engine.pull.heartbeat(workerId, parseJsonBody<WorkerHeartbeatBody>(body), scopeOf(req));
     return { ok: true };
   }
 
   @Get(':workerId/jobs')
-  async poll(@Param('workerId') workerId: string, @Query('available') available: string | undefined, @Res() res: Response) {
-    const jobs = await this.runtime.engine.pull.poll(workerId, available === undefined ? 1 : Number(available));
+  async poll(@Req() req: Request, @Param('workerId') workerId: string, @Query('available') available: string | undefined, @Res() res: Response) {
+    const jobs = await this.runtime.engine.pull.poll(workerId, available === undefined ? 1 : Number(available), scopeOf(req));
     if (jobs.length === 0) res.status(204).end();
     else res.status(200).json({ jobs });
   }

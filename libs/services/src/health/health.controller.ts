@@ -2,8 +2,10 @@ import { Controller, Get, Header, Inject, Res } from '@nestjs/common';
 import type { Response } from 'express';
 import { EngineRuntime } from '../runtime/engine-runtime';
 import { ENGINE_RUNTIME } from '../runtime/tokens';
+import { PublicRoute } from '../http/api-key.guard';
 
 /** `/health` (the process answers), `/ready` (the store answers and the process is not draining: else 503), `/metrics` (Prometheus text). */
+@PublicRoute()
 @Controller()
 export class HealthController {
   constructor(@Inject(ENGINE_RUNTIME) private readonly runtime: EngineRuntime) {}

@@ -1,6 +1,8 @@
 import { DynamicModule, Global, Inject, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
+import { APP_GUARD } from '@nestjs/core';
 import { EngineLogger } from '@ironflow/observability';
 import { HealthController } from '../health/health.controller';
+import { ApiKeyGuard } from '../http/api-key.guard';
 import { EngineRuntime } from './engine-runtime';
 import { IronflowSettings } from './settings';
 import { ENGINE_RUNTIME } from './tokens';
@@ -18,12 +20,15 @@ export const engineLogger: EngineLogger = {
 export class CoreModule implements OnApplicationShutdown {
   constructor(@Inject(ENGINE_RUNTIME) private readonly runtime: EngineRuntime) {}
 
-  /** The shared core: one `EngineRuntime`, `/health`, `/ready`, `/metrics`. */
+  /** The shared core: one `EngineRuntime`, `/health`, `/ready`, `/metrics`, and the API key guard of every HTTP/1 route. */
   static forRoot(settings: IronflowSettings): DynamicModule {
     return {
       module: CoreModule,
       controllers: [HealthController],
-      providers: [{ provide: ENGINE_RUNTIME, useFactory: () => EngineRuntime.open(settings, engineLogger) }],
+      providers: [
+        { provide: ENGINE_RUNTIME, useFactory: () => EngineRuntime.open(settings, engineLogger) },
+        { provide: APP_GUARD, useClass: ApiKeyGuard },
+      ],
       exports: [ENGINE_RUNTIME],
     };
   }

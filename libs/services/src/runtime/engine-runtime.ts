@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { Bus, InProcessBus, NatsBus } from '@ironflow/bus';
+import { Bus, BusNamespace, InProcessBus, NatsBus } from '@ironflow/bus';
 import { AuditSink, AuditWriter, InProcessAuditSink, NatsAuditSink, SlotSet, slotsFor } from '@ironflow/follow-up';
 import { Engine } from '@ironflow/engine';
 import { EngineLogger, EngineMetrics } from '@ironflow/observability';
@@ -20,6 +20,8 @@ export class EngineRuntime {
     readonly metrics: EngineMetrics,
     /** The audit-writer's side: used by the audit-writer service, and in-process without NATS. */
     readonly auditWriter: AuditWriter,
+    /** The small pool `run get` reads `audit_events` through (the store itself on SQLite). */
+    private readonly auditReads: Store,
   ) {}
 
   /**
@@ -35,11 +37,16 @@ export class EngineRuntime {
       const hint = /locked|busy/i.test(reason) ? ' (is another ironflow dev using this file? stop it, or use --db)' : '';
       throw new Error(`IRONFLOW_DATABASE_URL: cannot open the store at ${redact(settings.databaseUrl)}: ${reason}${hint}`);
     });
+    // `run get` reads audit rows through a pool of its own (PostgreSQL), never the engine's.
+    const auditReads = store.dialect === 'postgres' ? (await openStore({ url: settings.databaseUrl, poolSize: AUDIT_READ_POOL_SIZE }).catch(async (err: unknown) => { await store.close(); throw err; })).store : store;
     let bus: Bus;
     try {
-      bus = settings.natsUrl ? await NatsBus.connect({ url: settings.natsUrl, name: `ironflow-${settings.nodeId}` }) : new InProcessBus();
+      bus = settings.natsUrl
+        ? await NatsBus.connect({ url: settings.natsUrl, name: `ironflow-${settings.clusterId}-${settings.nodeId}`, namespace: new BusNamespace(settings.clusterId) })
+        : new InProcessBus();
     } catch (err) {
       await store.close();
+      if (auditReads !== store) await auditReads.close();
       throw new Error(`NATS_URL: cannot connect to NATS at ${settings.natsUrl}: ${err instanceof Error ? err.message : String(err)}`);
     }
     const metrics = new EngineMetrics({ defaultMetrics: true });
@@ -47,12 +54,15 @@ export class EngineRuntime {
     const auditSink: AuditSink = bus instanceof NatsBus ? new NatsAuditSink(bus) : new InProcessAuditSink(auditWriter);
     const engine = new Engine({
       auditSink,
+      auditReadStore: auditReads,
       poolSize: settings.poolSize,
       store,
       clock,
       bus,
       logger,
       metrics,
+      secretsKey: settings.secretsKey,
+      auth: { requireApiKey: settings.requireApiKey, adminKey: settings.adminKey, cacheMs: settings.apiKeyCacheMs },
       config: {
         nodeId: settings.nodeId,
         leaseMs: settings.leaseMs,
@@ -60,10 +70,11 @@ export class EngineRuntime {
         dispatchPollMs: settings.dispatchPollMs,
         scanMs: settings.scanMs,
         maxPayloadBytes: settings.maxPayloadBytes,
+        pushAllowedHosts: settings.pushAllowedHosts,
         cronCatchUpMs: settings.cronCatchUpMs,
       },
     });
-    return new EngineRuntime(settings, engine, store, bus, metrics, auditWriter);
+    return new EngineRuntime(settings, engine, store, bus, metrics, auditWriter, auditReads);
   }
 
   private closed = false;
@@ -77,9 +88,13 @@ export class EngineRuntime {
     this.draining = true;
     await this.engine.stop();
     await this.bus.close();
+    if (this.auditReads !== this.store) await this.auditReads.close();
     await this.store.close();
   }
 }
+
+/** Connections of the pool that `run get`'s audit reads use on PostgreSQL. */
+const AUDIT_READ_POOL_SIZE = 2;
 
 /** A database URL without its password, for messages. */
 function redact(url: string): string {

@@ -1,5 +1,7 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
+import { parseAllowedHosts, parseSecretsKey } from '@ironflow/engine';
+import { CLUSTER_ID_PATTERN, DEFAULT_CLUSTER_ID } from '@ironflow/bus';
 
 /**
  * Process settings from the environment, validated at start (a bad value stops the process
@@ -18,6 +20,12 @@ import { z } from 'zod';
  * | IRONFLOW_MAX_PAYLOAD_BYTES | 4194304 |
  * | IRONFLOW_CRON_CATCH_UP_MS | 10000 (a cron tick later than this is missed; missed ticks collapse into one run) |
  * | NATS_URL (or IRONFLOW_NATS_URL) | none: the in-process bus (one process); `nats://…` for a cluster |
+ * | IRONFLOW_SECRETS_KEY | none: secrets cannot be set or delivered; 32 bytes as 64 hex digits or base64 |
+ * | IRONFLOW_REQUIRE_API_KEY | false: keys are required once the first key exists; true: from the start |
+ * | IRONFLOW_ADMIN_KEY | none: the bearer that manages API keys (at least 32 characters) |
+ * | IRONFLOW_API_KEY_CACHE_MS | 5000 (how long a key lookup is trusted; a revocation reaches other processes within it) |
+ * | IRONFLOW_PUSH_ALLOWED_HOSTS | none: push anywhere but link-local/metadata; else a comma list of CIDRs, addresses, host names, `*.domain` |
+ * | IRONFLOW_CLUSTER_ID | `ironflow`: the deployment's namespace on a shared NATS (`BusNamespace`); letters, digits, `_`, `-` |
  */
 const schema = z.object({
   IRONFLOW_DATABASE_URL: z
@@ -35,6 +43,28 @@ const schema = z.object({
   IRONFLOW_MAX_PAYLOAD_BYTES: z.coerce.number().int().min(1024).default(4 * 1024 * 1024),
   IRONFLOW_CRON_CATCH_UP_MS: z.coerce.number().int().min(0).default(10_000),
   IRONFLOW_NATS_URL: z.string().regex(/^nats:\/\//, 'NATS_URL (or IRONFLOW_NATS_URL) must start with nats://').optional(),
+  IRONFLOW_SECRETS_KEY: z.string().transform((v, ctx) => {
+    try {
+      return parseSecretsKey(v);
+    } catch (err) {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, message: (err as Error).message });
+      return z.NEVER;
+    }
+  }).optional(),
+  IRONFLOW_REQUIRE_API_KEY: z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1').default('false'),
+  IRONFLOW_ADMIN_KEY: z.string().min(32, 'IRONFLOW_ADMIN_KEY: at least 32 characters (e.g. `openssl rand -base64 32`)').optional(),
+  IRONFLOW_API_KEY_CACHE_MS: z.coerce.number().int().min(0).default(5000),
+  IRONFLOW_PUSH_ALLOWED_HOSTS: z.string().transform((v, ctx) => {
+    const entries = v.split(',').map((e) => e.trim()).filter((e) => e !== '');
+    try {
+      parseAllowedHosts(entries);
+    } catch (err) {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, message: (err as Error).message });
+      return z.NEVER;
+    }
+    return entries;
+  }).default(''),
+  IRONFLOW_CLUSTER_ID: z.string().regex(CLUSTER_ID_PATTERN, "1-63 letters, digits, '_' or '-' (it stands in NATS subjects and stream names)").default(DEFAULT_CLUSTER_ID),
 });
 
 export interface IronflowSettings {
@@ -52,8 +82,19 @@ export interface IronflowSettings {
   cronCatchUpMs: number;
   /** NATS JetStream URL; without it the process uses the in-process bus. */
   natsUrl?: string;
+  /** The deployment's namespace on NATS: subjects `ifx.{clusterId}.…`, streams `{clusterId}_…` (default `ironflow`). */
+  clusterId: string;
   /** SQLite: hold the file exclusively (`ironflow dev`). */
   exclusiveStore?: boolean;
+  /** `IRONFLOW_SECRETS_KEY`, decoded (32 bytes). */
+  secretsKey?: Buffer;
+  /** `IRONFLOW_REQUIRE_API_KEY`. */
+  requireApiKey: boolean;
+  /** `IRONFLOW_ADMIN_KEY`. */
+  adminKey?: string;
+  apiKeyCacheMs: number;
+  /** `IRONFLOW_PUSH_ALLOWED_HOSTS` entries; empty = anywhere but link-local and metadata addresses. */
+  pushAllowedHosts: string[];
 }
 
 /** Reads and validates settings; throws an Error listing every bad variable. */
@@ -78,6 +119,12 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env, overrides: Pa
     maxPayloadBytes: e.IRONFLOW_MAX_PAYLOAD_BYTES,
     cronCatchUpMs: e.IRONFLOW_CRON_CATCH_UP_MS,
     ...(e.IRONFLOW_NATS_URL ? { natsUrl: e.IRONFLOW_NATS_URL } : {}),
+    ...(e.IRONFLOW_SECRETS_KEY ? { secretsKey: e.IRONFLOW_SECRETS_KEY } : {}),
+    requireApiKey: e.IRONFLOW_REQUIRE_API_KEY,
+    ...(e.IRONFLOW_ADMIN_KEY ? { adminKey: e.IRONFLOW_ADMIN_KEY } : {}),
+    apiKeyCacheMs: e.IRONFLOW_API_KEY_CACHE_MS,
+    pushAllowedHosts: e.IRONFLOW_PUSH_ALLOWED_HOSTS,
+    clusterId: e.IRONFLOW_CLUSTER_ID,
     ...overrides,
   };
 }

@@ -31,8 +31,13 @@ export async function insertAuditRows(tx: Tx, rows: AuditRow[]): Promise<void> {
   await tx.execute(`INSERT INTO audit_events (run_id, function_id, event_type, cause, data, ts) VALUES ${values.join(', ')}`, params);
 }
 
+/**
+ * A run's audit rows in the order they happened: by their time, then by insert order. A row that
+ * landed late (a stuck table) carries the time of what it records (`run.created`: the run's
+ * creation), so it still reads in its place.
+ */
 export async function listAudit(tx: Tx, runId: string): Promise<{ eventType: string; cause: string | null; data: unknown; ts: number }[]> {
-  const rows = await tx.query(`SELECT * FROM audit_events WHERE run_id = $1 ORDER BY id`, [runId]);
+  const rows = await tx.query(`SELECT * FROM audit_events WHERE run_id = $1 ORDER BY ts, id`, [runId]);
   return rows.map((r) => ({
     eventType: String(r.event_type),
     cause: r.cause === null ? null : String(r.cause),

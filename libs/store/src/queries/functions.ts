@@ -1,10 +1,16 @@
-import { FunctionDefinition } from '@ironflow/contracts';
+import { DEFAULT_RECORDING_PROFILE, FunctionDefinition, RecordingProfile } from '@ironflow/contracts';
 import { FunctionRecord, mapFunction } from '../rows';
 import { Tx } from '../tx';
 
 export async function getFunction(tx: Tx, project: string, env: string, id: string): Promise<FunctionRecord | null> {
   const rows = await tx.query(`SELECT * FROM functions WHERE project = $1 AND env = $2 AND id = $3`, [project, env, id]);
   return rows.length ? mapFunction(rows[0]) : null;
+}
+
+/** A function's recording profile (the default when it stored none); `null` when the function does not exist. */
+export async function getRecordingProfile(tx: Tx, project: string, env: string, id: string): Promise<RecordingProfile | null> {
+  const fn = await getFunction(tx, project, env, id);
+  return fn ? fn.definition.recordingProfile ?? DEFAULT_RECORDING_PROFILE : null;
 }
 
 export async function listFunctions(tx: Tx, project: string, env: string): Promise<FunctionRecord[]> {

@@ -17,16 +17,26 @@ export async function listExpiredLeases(tx: Tx, limit: number): Promise<ExpiredL
 /**
  * Queues again the execution whose lease expired (DESIGN.md `capacity-scanner`): status
  * `waiting_for_capacity` with the same attempt, `recoveries + 1`, the lease token cleared so a
- * late report of the lost execution is stale, and the lease row deleted. Only while that
- * execution is still the live one. Returns the row as written, or `null`.
+ * late report of the lost execution is stale, and the lease row deleted. A run with a pause
+ * requested parks instead (`paused`, resumed to the queue). Only while that execution is still
+ * the live one. Returns the row as written, or `null`.
  */
 export async function requeueRecovered(tx: Tx, run: RunRecord): Promise<RunRecord | null> {
-  const rows = await tx.query(
+  const params = [run.id, tx.now, run.executionSeq, run.version];
+  let rows = await tx.query(
     `UPDATE runs SET status = 'waiting_for_capacity', lease_token = NULL, recoveries = recoveries + 1,
        available_at = $2, version = version + 1, updated_at = $2
-     WHERE id = $1 AND status = 'running' AND execution_seq = $3 AND version = $4 RETURNING *`,
-    [run.id, tx.now, run.executionSeq, run.version],
+     WHERE id = $1 AND status = 'running' AND execution_seq = $3 AND version = $4 AND pause_requested = 0 RETURNING *`,
+    params,
   );
+  if (rows.length === 0) {
+    rows = await tx.query(
+      `UPDATE runs SET status = 'paused', resume_status = 'waiting_for_capacity', lease_token = NULL, recoveries = recoveries + 1,
+         available_at = $2, version = version + 1, updated_at = $2
+       WHERE id = $1 AND status = 'running' AND execution_seq = $3 AND version = $4 AND pause_requested = 1 RETURNING *`,
+      params,
+    );
+  }
   if (rows.length === 0) return null;
   await tx.execute(`DELETE FROM leases WHERE run_id = $1 AND execution_seq = $2`, [run.id, run.executionSeq]);
   return mapRun(rows[0]);

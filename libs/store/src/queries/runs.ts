@@ -183,55 +183,92 @@ async function laneOccupancy(tx: Tx, lane: string): Promise<number> {
 }
 
 /**
- * Moves a running execution back to the queue for its next attempt (retry backoff): status
- * `waiting_for_capacity`, `attempt + 1`, available at `availableAt`, the attempt's error kept.
- * Fenced by execution and version; returns false when the fence no longer holds.
+ * Where a segment boundary leaves a run: the state it moved to, or `null` when its guard failed
+ * and nothing was written. `paused` when an operator had asked for a pause (DESIGN.md: `paused` at
+ * a step boundary): the run parks instead, and `resume_status` keeps where a resume sends it.
  */
-export async function requeueForRetry(
-  tx: Tx,
-  run: RunRecord,
-  availableAt: number,
-  error: unknown,
-): Promise<boolean> {
-  const result = await tx.execute(
-    `UPDATE runs SET status = 'waiting_for_capacity', attempt = attempt + 1, available_at = $2, error = $3,
-       version = version + 1, updated_at = $4
-     WHERE id = $1 AND status = 'running' AND execution_seq = $5 AND lease_token = $6 AND version = $7`,
-    [run.id, availableAt, toJson(error), tx.now, run.executionSeq, run.leaseToken, run.version],
-  );
-  return result.affected === 1;
-}
+export type BoundaryStatus = 'waiting_for_capacity' | 'waiting' | 'paused';
 
-/** A running execution yields at a wait: status `waiting`, fenced like `requeueForRetry`. */
-export async function markWaiting(tx: Tx, run: RunRecord): Promise<boolean> {
-  const result = await tx.execute(
-    `UPDATE runs SET status = 'waiting', version = version + 1, updated_at = $2
-     WHERE id = $1 AND status = 'running' AND execution_seq = $3 AND lease_token = $4 AND version = $5`,
-    [run.id, tx.now, run.executionSeq, run.leaseToken, run.version],
-  );
-  return result.affected === 1;
+/** The guard of a write by the live execution `run`: its id, `running`, its fence and version, from parameter `$first` on. */
+function runningFence(run: RunRecord, first: number): { sql: string; params: unknown[] } {
+  return {
+    sql: `id = $${first} AND status = 'running' AND execution_seq = $${first + 1} AND lease_token = $${first + 2} AND version = $${first + 3}`,
+    params: [run.id, run.executionSeq, run.leaseToken, run.version],
+  };
 }
 
 /**
- * Queues the next segment of a run: from `waiting` (a wake) or, with `fromRunning`, directly from
- * the fenced running execution (an async invoke that needs no wait). Only from those states, so a
- * second wake changes nothing. Returns whether the run was queued.
+ * Moves a running execution back to the queue for its next attempt (retry backoff): status
+ * `waiting_for_capacity` (or `paused` when a pause was requested), `attempt + 1`, available at
+ * `availableAt`, the attempt's error kept. Fenced by execution and version.
  */
-export async function queueContinuation(tx: Tx, runId: string, fence?: RunRecord): Promise<boolean> {
+export async function requeueForRetry(tx: Tx, run: RunRecord, availableAt: number, error: unknown): Promise<BoundaryStatus | null> {
+  const fence = runningFence(run, 4);
+  const params = [availableAt, toJson(error), tx.now, ...fence.params];
+  const queued = await tx.execute(
+    `UPDATE runs SET status = 'waiting_for_capacity', attempt = attempt + 1, available_at = $1, error = $2,
+       version = version + 1, updated_at = $3
+     WHERE ${fence.sql} AND pause_requested = 0`,
+    params,
+  );
+  if (queued.affected === 1) return 'waiting_for_capacity';
+  const parked = await tx.execute(
+    `UPDATE runs SET status = 'paused', resume_status = 'waiting_for_capacity', attempt = attempt + 1, available_at = $1, error = $2,
+       version = version + 1, updated_at = $3
+     WHERE ${fence.sql} AND pause_requested = 1`,
+    params,
+  );
+  return parked.affected === 1 ? 'paused' : null;
+}
+
+/** A running execution yields at a wait: status `waiting` (or `paused`), fenced like `requeueForRetry`. */
+export async function markWaiting(tx: Tx, run: RunRecord): Promise<BoundaryStatus | null> {
+  const fence = runningFence(run, 2);
+  const params = [tx.now, ...fence.params];
+  const waiting = await tx.execute(`UPDATE runs SET status = 'waiting', version = version + 1, updated_at = $1 WHERE ${fence.sql} AND pause_requested = 0`, params);
+  if (waiting.affected === 1) return 'waiting';
+  const parked = await tx.execute(
+    `UPDATE runs SET status = 'paused', resume_status = 'waiting', version = version + 1, updated_at = $1 WHERE ${fence.sql} AND pause_requested = 1`,
+    params,
+  );
+  return parked.affected === 1 ? 'paused' : null;
+}
+
+/**
+ * Queues the next segment of a run: from `waiting` (a wake) or, with `fence`, directly from the
+ * fenced running execution (an async invoke that needs no wait). Only from those states, so a
+ * second wake changes nothing. A paused run whose wait was open stays `paused` and is marked to
+ * be queued on resume; a running one with a pause requested parks. Returns where the run went,
+ * or `null` when it was in none of those states.
+ */
+export async function queueContinuation(tx: Tx, runId: string, fence?: RunRecord): Promise<BoundaryStatus | null> {
   if (fence) {
-    const r = await tx.execute(
-      `UPDATE runs SET status = 'waiting_for_capacity', available_at = $2, version = version + 1, updated_at = $2
-       WHERE id = $1 AND status = 'running' AND execution_seq = $3 AND lease_token = $4 AND version = $5`,
-      [runId, tx.now, fence.executionSeq, fence.leaseToken, fence.version],
+    const guard = runningFence(fence, 2);
+    const params = [tx.now, ...guard.params];
+    const queued = await tx.execute(
+      `UPDATE runs SET status = 'waiting_for_capacity', available_at = $1, version = version + 1, updated_at = $1 WHERE ${guard.sql} AND pause_requested = 0`,
+      params,
     );
-    return r.affected === 1;
+    if (queued.affected === 1) return 'waiting_for_capacity';
+    const parked = await tx.execute(
+      `UPDATE runs SET status = 'paused', resume_status = 'waiting_for_capacity', available_at = $1, version = version + 1, updated_at = $1
+       WHERE ${guard.sql} AND pause_requested = 1`,
+      params,
+    );
+    return parked.affected === 1 ? 'paused' : null;
   }
-  const r = await tx.execute(
+  const queued = await tx.execute(
     `UPDATE runs SET status = 'waiting_for_capacity', available_at = $2, version = version + 1, updated_at = $2
      WHERE id = $1 AND status = 'waiting'`,
     [runId, tx.now],
   );
-  return r.affected === 1;
+  if (queued.affected === 1) return 'waiting_for_capacity';
+  const kept = await tx.execute(
+    `UPDATE runs SET resume_status = 'waiting_for_capacity', available_at = $2, version = version + 1, updated_at = $2
+     WHERE id = $1 AND status = 'paused' AND resume_status = 'waiting'`,
+    [runId, tx.now],
+  );
+  return kept.affected === 1 ? 'paused' : null;
 }
 
 /** Clears a child's `wake_pending` once its parent wake has been applied (or is moot). */

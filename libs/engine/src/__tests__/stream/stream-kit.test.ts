@@ -11,7 +11,7 @@ import * as grpc from '@grpc/grpc-js';
 import { create, fromBinary, MessageInitShape, toBinary } from '@bufbuild/protobuf';
 import { CallScope, RunView } from '@ironflow/contracts';
 import { v1 } from '@ironflow/rpc';
-import { RunningServer } from '@ironflow/services';
+import { IronflowSettings, RunningServer } from '@ironflow/services';
 import { Dialect, StoreClock } from '@ironflow/store';
 import { startTestServer, waitFor } from '@ironflow/testing';
 
@@ -36,9 +36,9 @@ export interface StreamEngine {
   close(): Promise<void>;
 }
 
-/** Starts the engine with short intervals (dispatch poll and tick 50 ms) on a fresh store of `dialect`. */
-export async function startStreamEngine(dialect: Dialect): Promise<StreamEngine> {
-  const { server, databaseUrl, close } = await startTestServer(dialect, 'ironflow_stream');
+/** Starts the engine with short intervals (dispatch poll and tick 50 ms) on a fresh store of `dialect`; `settings` overrides. */
+export async function startStreamEngine(dialect: Dialect, settings: Partial<IronflowSettings> = {}): Promise<StreamEngine> {
+  const { server, databaseUrl, close } = await startTestServer(dialect, 'ironflow_stream', settings);
   const engine = server.runtime.engine;
   const getRun = (runId: string) => engine.api.getRun(SCOPE, runId);
   return {

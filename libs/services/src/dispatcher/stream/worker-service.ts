@@ -13,28 +13,28 @@ import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { type CallScope, DEFAULT_MAX_PAYLOAD_BYTES } from '@ironflow/contracts';
 import type { StreamConnection, StreamWorkerSystem } from '@ironflow/engine';
 import type { EngineLogger } from '@ironflow/observability';
-import { scopeFromHeaders, toConnectError, v1 } from '@ironflow/rpc';
+import { type Authenticate, authInterceptor, callScope, openAuthentication, toConnectError, v1 } from '@ironflow/rpc';
 import { AsyncQueue } from './async-queue';
 import { EngineMessageInit, fenceOf, fromHeartbeat, fromJobCompleted, fromJobFailed, fromJobYielded, fromRegister, toEngineMessage } from './stream-mapping';
 
 export interface WorkerServiceOptions {
-  /** Request headers → scope; default `scopeFromHeaders` (project `default`, env from `X-Ironflow-Environment`). */
-  scopeOf?: (headers: Headers) => CallScope;
   /** Where protocol problems are logged; default silent. */
   logger?: EngineLogger;
 }
 
 /**
- * The `WorkerService` implementation over `streams`. Stream errors (ended with a Connect error):
- * `invalid_argument` when the first message is not `register` or the registration is invalid;
- * `deadline_exceeded` when the engine ends a stream that stayed silent past the heartbeat
- * timeout. A stream that ends for any reason forgets its jobs (their leases expire).
+ * The `WorkerService` implementation over `streams`. Its scope is the one the router's
+ * `authInterceptor` gave the call (a stream without a valid key, when keys are required, ends
+ * with `unauthenticated` before its first message is read). Stream errors (ended with a Connect
+ * error): `invalid_argument` when the first message is not `register` or the registration is
+ * invalid; `permission_denied` when its `labels.env` is not its key's env; `deadline_exceeded`
+ * when the engine ends a stream that stayed silent past the heartbeat timeout. A stream that
+ * ends for any reason forgets its jobs (their leases expire).
  */
 export function createWorkerServiceImpl(streams: StreamWorkerSystem, options: WorkerServiceOptions = {}): ServiceImpl<typeof v1.WorkerService> {
-  const scopeOf = options.scopeOf ?? scopeFromHeaders;
   return {
     connect: (requests: AsyncIterable<v1.WorkerMessage>, context: HandlerContext) =>
-      serveStream(streams, scopeOf(context.requestHeader), requests, context.signal, options.logger),
+      serveStream(streams, callScope(context), requests, context.signal, options.logger),
   };
 }
 
@@ -47,11 +47,16 @@ export function workerServiceRoutes(streams: StreamWorkerSystem, options: Worker
 }
 
 /**
- * An HTTP/2 handler serving only `WorkerService` (a dispatcher process without the api-gateway);
- * unknown paths → 404. Messages are capped at `maxBodyBytes` (default 4 MiB).
+ * An HTTP/2 handler serving only `WorkerService` (a dispatcher process without the api-gateway),
+ * every call checked by `authenticate` (default: open); unknown paths → 404. Messages are capped
+ * at `maxBodyBytes` (default 4 MiB).
  */
-export function workerServiceHttp2Handler(streams: StreamWorkerSystem, options: WorkerServiceOptions & { maxBodyBytes?: number } = {}) {
-  return connectNodeAdapter({ routes: workerServiceRoutes(streams, options), readMaxBytes: options.maxBodyBytes ?? DEFAULT_MAX_PAYLOAD_BYTES });
+export function workerServiceHttp2Handler(streams: StreamWorkerSystem, options: WorkerServiceOptions & { maxBodyBytes?: number; authenticate?: Authenticate } = {}) {
+  return connectNodeAdapter({
+    routes: workerServiceRoutes(streams, options),
+    interceptors: [authInterceptor(options.authenticate ?? openAuthentication)],
+    readMaxBytes: options.maxBodyBytes ?? DEFAULT_MAX_PAYLOAD_BYTES,
+  });
 }
 
 async function* serveStream(

@@ -24,7 +24,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ironflow/v1/service.proto.
  */
 export const file_ironflow_v1_service: GenFile = /*@__PURE__*/
-  fileDesc("Chlpcm9uZmxvdy92MS9zZXJ2aWNlLnByb3RvEgtpcm9uZmxvdy52MSI6CgdUcmlnZ2VyEg0KBWV2ZW50GAEgASgJEhIKCmV4cHJlc3Npb24YAiABKAkSDAoEY3JvbhgDIAEoCSJrCgtSZXRyeUNvbmZpZxIUCgxtYXhfYXR0ZW1wdHMYASABKAUSGAoQaW5pdGlhbF9kZWxheV9tcxgCIAEoBRIWCg5iYWNrb2ZmX2ZhY3RvchgDIAEoARIUCgxtYXhfZGVsYXlfbXMYBCABKAUiLwoRQ29uY3VycmVuY3lDb25maWcSDQoFbGltaXQYASABKAUSCwoDa2V5GAIgASgJIkUKDkRlYm91bmNlQ29uZmlnEhEKCXBlcmlvZF9tcxgBIAEoBRILCgNrZXkYAiABKAkSEwoLbWF4X3dhaXRfbXMYZCABKAUiLAoMQ2FuY2VsT25TcGVjEg0KBWV2ZW50GAEgASgJEg0KBW1hdGNoGAIgASgJIqsEChdSZWdpc3RlckZ1bmN0aW9uUmVxdWVzdBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEiYKCHRyaWdnZXJzGAQgAygLMhQuaXJvbmZsb3cudjEuVHJpZ2dlchInCgVyZXRyeRgFIAEoCzIYLmlyb25mbG93LnYxLlJldHJ5Q29uZmlnEhIKCnRpbWVvdXRfbXMYBiABKAUSMwoLY29uY3VycmVuY3kYByABKAsyHi5pcm9uZmxvdy52MS5Db25jdXJyZW5jeUNvbmZpZxIyCg5wcmVmZXJyZWRfbW9kZRgIIAEoDjIaLmlyb25mbG93LnYxLkV4ZWN1dGlvbk1vZGUSFAoMZW5kcG9pbnRfdXJsGAkgASgJEhEKCWFjdG9yX2tleRgKIAEoCRIPCgdzZWNyZXRzGAsgAygJEhEKCXJlY29yZGluZxgMIAEoCBIbChNyZWNvcmRpbmdfcmV0ZW50aW9uGA0gASgJEikKCG1ldGFkYXRhGA8gASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIVCg1jaGFuZ2VfcmVhc29uGBAgASgJEi0KCGRlYm91bmNlGBEgASgLMhsuaXJvbmZsb3cudjEuRGVib3VuY2VDb25maWcSLAoJY2FuY2VsX29uGBMgAygLMhkuaXJvbmZsb3cudjEuQ2FuY2VsT25TcGVjSgQIDhAPSgQIEhATIlQKGFJlZ2lzdGVyRnVuY3Rpb25SZXNwb25zZRInCghmdW5jdGlvbhgBIAEoCzIVLmlyb25mbG93LnYxLkZ1bmN0aW9uEg8KB2NyZWF0ZWQYAiABKAgikgUKCEZ1bmN0aW9uEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSJgoIdHJpZ2dlcnMYBCADKAsyFC5pcm9uZmxvdy52MS5UcmlnZ2VyEicKBXJldHJ5GAUgASgLMhguaXJvbmZsb3cudjEuUmV0cnlDb25maWcSEgoKdGltZW91dF9tcxgGIAEoBRIzCgtjb25jdXJyZW5jeRgHIAEoCzIeLmlyb25mbG93LnYxLkNvbmN1cnJlbmN5Q29uZmlnEjIKDnByZWZlcnJlZF9tb2RlGAggASgOMhouaXJvbmZsb3cudjEuRXhlY3V0aW9uTW9kZRIUCgxlbmRwb2ludF91cmwYCSABKAkSEQoJYWN0b3Jfa2V5GAogASgJEisKBnN0YXR1cxgLIAEoDjIbLmlyb25mbG93LnYxLkZ1bmN0aW9uU3RhdHVzEg8KB3ZlcnNpb24YDCABKAUSLgoKY3JlYXRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcmVjb3JkaW5nGA8gASgIEhsKE3JlY29yZGluZ19yZXRlbnRpb24YECABKAkSKQoIbWV0YWRhdGEYEiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei0KCGRlYm91bmNlGBMgASgLMhsuaXJvbmZsb3cudjEuRGVib3VuY2VDb25maWcSLAoJY2FuY2VsX29uGBUgAygLMhkuaXJvbmZsb3cudjEuQ2FuY2VsT25TcGVjSgQIERASSgQIFBAVIhYKFExpc3RGdW5jdGlvbnNSZXF1ZXN0IkEKFUxpc3RGdW5jdGlvbnNSZXNwb25zZRIoCglmdW5jdGlvbnMYASADKAsyFS5pcm9uZmxvdy52MS5GdW5jdGlvbiKbAQoOVHJpZ2dlclJlcXVlc3QSDQoFZXZlbnQYASABKAkSJQoEZGF0YRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFwoPaWRlbXBvdGVuY3lfa2V5GAMgASgJEikKCG1ldGFkYXRhGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgd2ZXJzaW9uGAUgASgFIjQKD1RyaWdnZXJSZXNwb25zZRIPCgdydW5faWRzGAEgAygJEhAKCGV2ZW50X2lkGAIgASgJIqIBChJUcmlnZ2VyU3luY1JlcXVlc3QSDQoFZXZlbnQYASABKAkSJQoEZGF0YRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFwoPaWRlbXBvdGVuY3lfa2V5GAMgASgJEhIKCnRpbWVvdXRfbXMYBCABKAUSKQoIbWV0YWRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IlAKE1RyaWdnZXJTeW5jUmVzcG9uc2USJwoHcmVzdWx0cxgBIAMoCzIWLmlyb25mbG93LnYxLlJ1blJlc3VsdBIQCghldmVudF9pZBgCIAEoCSK5AQoJUnVuUmVzdWx0Eg4KBnJ1bl9pZBgBIAEoCRITCgtmdW5jdGlvbl9pZBgCIAEoCRImCgZzdGF0dXMYAyABKA4yFi5pcm9uZmxvdy52MS5SdW5TdGF0dXMSJwoGb3V0cHV0GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIhCgVlcnJvchgFIAEoCzISLmlyb25mbG93LnYxLkVycm9yEhMKC2R1cmF0aW9uX21zGAYgASgFIsUFCgNSdW4SCgoCaWQYASABKAkSEwoLZnVuY3Rpb25faWQYAiABKAkSEAoIZXZlbnRfaWQYAyABKAkSMgoOZXhlY3V0aW9uX21vZGUYBCABKA4yGi5pcm9uZmxvdy52MS5FeGVjdXRpb25Nb2RlEhEKCXdvcmtlcl9pZBgFIAEoCRIQCghhY3Rvcl9pZBgGIAEoCRImCgVpbnB1dBgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJwoGb3V0cHV0GAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIhCgVlcnJvchgJIAEoCzISLmlyb25mbG93LnYxLkVycm9yEiYKBnN0YXR1cxgKIAEoDjIWLmlyb25mbG93LnYxLlJ1blN0YXR1cxIPCgdhdHRlbXB0GAsgASgFEhQKDG1heF9hdHRlbXB0cxgMIAEoBRIuCgpzdGFydGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgSIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPcGF1c2VfcmVxdWVzdGVkGBMgASgIEhQKDHBhdXNlX3JlYXNvbhgUIAEoCRIYChBmdW5jdGlvbl92ZXJzaW9uGBUgASgFEhoKDXBhcmVudF9ydW5faWQYZCABKAlIAIgBARIbCg5wYXJlbnRfc3RlcF9pZBhlIAEoCUgBiAEBQhAKDl9wYXJlbnRfcnVuX2lkQhEKD19wYXJlbnRfc3RlcF9pZEoECA8QEEoECBAQESIbCg1HZXRSdW5SZXF1ZXN0EgoKAmlkGAEgASgJIsMBCg9MaXN0UnVuc1JlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAkSJgoGc3RhdHVzGAIgASgOMhYuaXJvbmZsb3cudjEuUnVuU3RhdHVzEikKBXNpbmNlGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgV1bnRpbBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFbGltaXQYBSABKAUSDgoGY3Vyc29yGAYgASgJIlwKEExpc3RSdW5zUmVzcG9uc2USHgoEcnVucxgBIAMoCzIQLmlyb25mbG93LnYxLlJ1bhITCgtuZXh0X2N1cnNvchgCIAEoCRITCgt0b3RhbF9jb3VudBgDIAEoBSIuChBDYW5jZWxSdW5SZXF1ZXN0EgoKAmlkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSIgChJHZXRSdW5TdGVwc1JlcXVlc3QSCgoCaWQYASABKAkiigEKE0dldFJ1blN0ZXBzUmVzcG9uc2USIAoFc3RlcHMYASADKAsyES5pcm9uZmxvdy52MS5TdGVwEi0KB2hpc3RvcnkYAiADKAsyHC5pcm9uZmxvdy52MS5SdW5IaXN0b3J5RW50cnkSIgoIY2hpbGRyZW4YAyADKAsyEC5pcm9uZmxvdy52MS5SdW4igwMKBFN0ZXASCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIjCgR0eXBlGAMgASgOMhUuaXJvbmZsb3cudjEuU3RlcFR5cGUSJwoGc3RhdHVzGAQgASgOMhcuaXJvbmZsb3cudjEuU3RlcFN0YXR1cxInCgZvdXRwdXQYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiEKBWVycm9yGAYgASgLMhIuaXJvbmZsb3cudjEuRXJyb3ISGQoMY2hpbGRfcnVuX2lkGAcgASgJSACIAQESKwoHd2FrZV9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIc2VxdWVuY2UYCSABKAUSLgoKY3JlYXRlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQg8KDV9jaGlsZF9ydW5faWQikgEKD1J1bkhpc3RvcnlFbnRyeRISCgpldmVudF90eXBlGAEgASgJEhIKBWNhdXNlGAIgASgJSACIAQESJQoEZGF0YRgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJgoCdHMYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQggKBl9jYXVzZSIPCg1IZWFsdGhSZXF1ZXN0IiAKDkhlYWx0aFJlc3BvbnNlEg4KBnN0YXR1cxgBIAEoCSJJCg9FbmdpbmVFcnJvckluZm8SDAoEY29kZRgBIAEoCRIoCgdkZXRhaWxzGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJsChlJbnZva2VGdW5jdGlvblN5bmNSZXF1ZXN0EhMKC2Z1bmN0aW9uX2lkGAEgASgJEiYKBWlucHV0GAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBISCgp0aW1lb3V0X21zGAMgASgFMs8GCg9Jcm9uZmxvd1NlcnZpY2USXwoQUmVnaXN0ZXJGdW5jdGlvbhIkLmlyb25mbG93LnYxLlJlZ2lzdGVyRnVuY3Rpb25SZXF1ZXN0GiUuaXJvbmZsb3cudjEuUmVnaXN0ZXJGdW5jdGlvblJlc3BvbnNlEkQKB1RyaWdnZXISGy5pcm9uZmxvdy52MS5UcmlnZ2VyUmVxdWVzdBocLmlyb25mbG93LnYxLlRyaWdnZXJSZXNwb25zZRJBCgRFbWl0EhsuaXJvbmZsb3cudjEuVHJpZ2dlclJlcXVlc3QaHC5pcm9uZmxvdy52MS5UcmlnZ2VyUmVzcG9uc2USUAoLVHJpZ2dlclN5bmMSHy5pcm9uZmxvdy52MS5UcmlnZ2VyU3luY1JlcXVlc3QaIC5pcm9uZmxvdy52MS5UcmlnZ2VyU3luY1Jlc3BvbnNlEjYKBkdldFJ1bhIaLmlyb25mbG93LnYxLkdldFJ1blJlcXVlc3QaEC5pcm9uZmxvdy52MS5SdW4SRwoITGlzdFJ1bnMSHC5pcm9uZmxvdy52MS5MaXN0UnVuc1JlcXVlc3QaHS5pcm9uZmxvdy52MS5MaXN0UnVuc1Jlc3BvbnNlElAKC0dldFJ1blN0ZXBzEh8uaXJvbmZsb3cudjEuR2V0UnVuU3RlcHNSZXF1ZXN0GiAuaXJvbmZsb3cudjEuR2V0UnVuU3RlcHNSZXNwb25zZRI8CglDYW5jZWxSdW4SHS5pcm9uZmxvdy52MS5DYW5jZWxSdW5SZXF1ZXN0GhAuaXJvbmZsb3cudjEuUnVuEkEKBkhlYWx0aBIaLmlyb25mbG93LnYxLkhlYWx0aFJlcXVlc3QaGy5pcm9uZmxvdy52MS5IZWFsdGhSZXNwb25zZRJWCg1MaXN0RnVuY3Rpb25zEiEuaXJvbmZsb3cudjEuTGlzdEZ1bmN0aW9uc1JlcXVlc3QaIi5pcm9uZmxvdy52MS5MaXN0RnVuY3Rpb25zUmVzcG9uc2USVAoSSW52b2tlRnVuY3Rpb25TeW5jEiYuaXJvbmZsb3cudjEuSW52b2tlRnVuY3Rpb25TeW5jUmVxdWVzdBoWLmlyb25mbG93LnYxLlJ1blJlc3VsdGIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_ironflow_v1_types]);
+  fileDesc("Chlpcm9uZmxvdy92MS9zZXJ2aWNlLnByb3RvEgtpcm9uZmxvdy52MSI6CgdUcmlnZ2VyEg0KBWV2ZW50GAEgASgJEhIKCmV4cHJlc3Npb24YAiABKAkSDAoEY3JvbhgDIAEoCSJrCgtSZXRyeUNvbmZpZxIUCgxtYXhfYXR0ZW1wdHMYASABKAUSGAoQaW5pdGlhbF9kZWxheV9tcxgCIAEoBRIWCg5iYWNrb2ZmX2ZhY3RvchgDIAEoARIUCgxtYXhfZGVsYXlfbXMYBCABKAUiLwoRQ29uY3VycmVuY3lDb25maWcSDQoFbGltaXQYASABKAUSCwoDa2V5GAIgASgJIkUKDkRlYm91bmNlQ29uZmlnEhEKCXBlcmlvZF9tcxgBIAEoBRILCgNrZXkYAiABKAkSEwoLbWF4X3dhaXRfbXMYZCABKAUiLAoMQ2FuY2VsT25TcGVjEg0KBWV2ZW50GAEgASgJEg0KBW1hdGNoGAIgASgJIqsEChdSZWdpc3RlckZ1bmN0aW9uUmVxdWVzdBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEiYKCHRyaWdnZXJzGAQgAygLMhQuaXJvbmZsb3cudjEuVHJpZ2dlchInCgVyZXRyeRgFIAEoCzIYLmlyb25mbG93LnYxLlJldHJ5Q29uZmlnEhIKCnRpbWVvdXRfbXMYBiABKAUSMwoLY29uY3VycmVuY3kYByABKAsyHi5pcm9uZmxvdy52MS5Db25jdXJyZW5jeUNvbmZpZxIyCg5wcmVmZXJyZWRfbW9kZRgIIAEoDjIaLmlyb25mbG93LnYxLkV4ZWN1dGlvbk1vZGUSFAoMZW5kcG9pbnRfdXJsGAkgASgJEhEKCWFjdG9yX2tleRgKIAEoCRIPCgdzZWNyZXRzGAsgAygJEhEKCXJlY29yZGluZxgMIAEoCBIbChNyZWNvcmRpbmdfcmV0ZW50aW9uGA0gASgJEikKCG1ldGFkYXRhGA8gASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIVCg1jaGFuZ2VfcmVhc29uGBAgASgJEi0KCGRlYm91bmNlGBEgASgLMhsuaXJvbmZsb3cudjEuRGVib3VuY2VDb25maWcSLAoJY2FuY2VsX29uGBMgAygLMhkuaXJvbmZsb3cudjEuQ2FuY2VsT25TcGVjSgQIDhAPSgQIEhATIlQKGFJlZ2lzdGVyRnVuY3Rpb25SZXNwb25zZRInCghmdW5jdGlvbhgBIAEoCzIVLmlyb25mbG93LnYxLkZ1bmN0aW9uEg8KB2NyZWF0ZWQYAiABKAgikgUKCEZ1bmN0aW9uEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSJgoIdHJpZ2dlcnMYBCADKAsyFC5pcm9uZmxvdy52MS5UcmlnZ2VyEicKBXJldHJ5GAUgASgLMhguaXJvbmZsb3cudjEuUmV0cnlDb25maWcSEgoKdGltZW91dF9tcxgGIAEoBRIzCgtjb25jdXJyZW5jeRgHIAEoCzIeLmlyb25mbG93LnYxLkNvbmN1cnJlbmN5Q29uZmlnEjIKDnByZWZlcnJlZF9tb2RlGAggASgOMhouaXJvbmZsb3cudjEuRXhlY3V0aW9uTW9kZRIUCgxlbmRwb2ludF91cmwYCSABKAkSEQoJYWN0b3Jfa2V5GAogASgJEisKBnN0YXR1cxgLIAEoDjIbLmlyb25mbG93LnYxLkZ1bmN0aW9uU3RhdHVzEg8KB3ZlcnNpb24YDCABKAUSLgoKY3JlYXRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcmVjb3JkaW5nGA8gASgIEhsKE3JlY29yZGluZ19yZXRlbnRpb24YECABKAkSKQoIbWV0YWRhdGEYEiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei0KCGRlYm91bmNlGBMgASgLMhsuaXJvbmZsb3cudjEuRGVib3VuY2VDb25maWcSLAoJY2FuY2VsX29uGBUgAygLMhkuaXJvbmZsb3cudjEuQ2FuY2VsT25TcGVjSgQIERASSgQIFBAVIhYKFExpc3RGdW5jdGlvbnNSZXF1ZXN0IkEKFUxpc3RGdW5jdGlvbnNSZXNwb25zZRIoCglmdW5jdGlvbnMYASADKAsyFS5pcm9uZmxvdy52MS5GdW5jdGlvbiKbAQoOVHJpZ2dlclJlcXVlc3QSDQoFZXZlbnQYASABKAkSJQoEZGF0YRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFwoPaWRlbXBvdGVuY3lfa2V5GAMgASgJEikKCG1ldGFkYXRhGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgd2ZXJzaW9uGAUgASgFIjQKD1RyaWdnZXJSZXNwb25zZRIPCgdydW5faWRzGAEgAygJEhAKCGV2ZW50X2lkGAIgASgJIqIBChJUcmlnZ2VyU3luY1JlcXVlc3QSDQoFZXZlbnQYASABKAkSJQoEZGF0YRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFwoPaWRlbXBvdGVuY3lfa2V5GAMgASgJEhIKCnRpbWVvdXRfbXMYBCABKAUSKQoIbWV0YWRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IlAKE1RyaWdnZXJTeW5jUmVzcG9uc2USJwoHcmVzdWx0cxgBIAMoCzIWLmlyb25mbG93LnYxLlJ1blJlc3VsdBIQCghldmVudF9pZBgCIAEoCSK5AQoJUnVuUmVzdWx0Eg4KBnJ1bl9pZBgBIAEoCRITCgtmdW5jdGlvbl9pZBgCIAEoCRImCgZzdGF0dXMYAyABKA4yFi5pcm9uZmxvdy52MS5SdW5TdGF0dXMSJwoGb3V0cHV0GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIhCgVlcnJvchgFIAEoCzISLmlyb25mbG93LnYxLkVycm9yEhMKC2R1cmF0aW9uX21zGAYgASgFIsUFCgNSdW4SCgoCaWQYASABKAkSEwoLZnVuY3Rpb25faWQYAiABKAkSEAoIZXZlbnRfaWQYAyABKAkSMgoOZXhlY3V0aW9uX21vZGUYBCABKA4yGi5pcm9uZmxvdy52MS5FeGVjdXRpb25Nb2RlEhEKCXdvcmtlcl9pZBgFIAEoCRIQCghhY3Rvcl9pZBgGIAEoCRImCgVpbnB1dBgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJwoGb3V0cHV0GAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIhCgVlcnJvchgJIAEoCzISLmlyb25mbG93LnYxLkVycm9yEiYKBnN0YXR1cxgKIAEoDjIWLmlyb25mbG93LnYxLlJ1blN0YXR1cxIPCgdhdHRlbXB0GAsgASgFEhQKDG1heF9hdHRlbXB0cxgMIAEoBRIuCgpzdGFydGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgSIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPcGF1c2VfcmVxdWVzdGVkGBMgASgIEhQKDHBhdXNlX3JlYXNvbhgUIAEoCRIYChBmdW5jdGlvbl92ZXJzaW9uGBUgASgFEhoKDXBhcmVudF9ydW5faWQYZCABKAlIAIgBARIbCg5wYXJlbnRfc3RlcF9pZBhlIAEoCUgBiAEBQhAKDl9wYXJlbnRfcnVuX2lkQhEKD19wYXJlbnRfc3RlcF9pZEoECA8QEEoECBAQESIbCg1HZXRSdW5SZXF1ZXN0EgoKAmlkGAEgASgJIsMBCg9MaXN0UnVuc1JlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAkSJgoGc3RhdHVzGAIgASgOMhYuaXJvbmZsb3cudjEuUnVuU3RhdHVzEikKBXNpbmNlGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgV1bnRpbBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFbGltaXQYBSABKAUSDgoGY3Vyc29yGAYgASgJIlwKEExpc3RSdW5zUmVzcG9uc2USHgoEcnVucxgBIAMoCzIQLmlyb25mbG93LnYxLlJ1bhITCgtuZXh0X2N1cnNvchgCIAEoCRITCgt0b3RhbF9jb3VudBgDIAEoBSIuChBDYW5jZWxSdW5SZXF1ZXN0EgoKAmlkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSIgChJHZXRSdW5TdGVwc1JlcXVlc3QSCgoCaWQYASABKAkiigEKE0dldFJ1blN0ZXBzUmVzcG9uc2USIAoFc3RlcHMYASADKAsyES5pcm9uZmxvdy52MS5TdGVwEi0KB2hpc3RvcnkYAiADKAsyHC5pcm9uZmxvdy52MS5SdW5IaXN0b3J5RW50cnkSIgoIY2hpbGRyZW4YAyADKAsyEC5pcm9uZmxvdy52MS5SdW4ilQMKBFN0ZXASCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIjCgR0eXBlGAMgASgOMhUuaXJvbmZsb3cudjEuU3RlcFR5cGUSJwoGc3RhdHVzGAQgASgOMhcuaXJvbmZsb3cudjEuU3RlcFN0YXR1cxInCgZvdXRwdXQYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiEKBWVycm9yGAYgASgLMhIuaXJvbmZsb3cudjEuRXJyb3ISGQoMY2hpbGRfcnVuX2lkGAcgASgJSACIAQESKwoHd2FrZV9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIc2VxdWVuY2UYCSABKAUSLgoKY3JlYXRlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGluamVjdGVkGAwgASgIQg8KDV9jaGlsZF9ydW5faWQikgEKD1J1bkhpc3RvcnlFbnRyeRISCgpldmVudF90eXBlGAEgASgJEhIKBWNhdXNlGAIgASgJSACIAQESJQoEZGF0YRgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJgoCdHMYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQggKBl9jYXVzZSIPCg1IZWFsdGhSZXF1ZXN0IiAKDkhlYWx0aFJlc3BvbnNlEg4KBnN0YXR1cxgBIAEoCSJJCg9FbmdpbmVFcnJvckluZm8SDAoEY29kZRgBIAEoCRIoCgdkZXRhaWxzGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJsChlJbnZva2VGdW5jdGlvblN5bmNSZXF1ZXN0EhMKC2Z1bmN0aW9uX2lkGAEgASgJEiYKBWlucHV0GAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBISCgp0aW1lb3V0X21zGAMgASgFIjEKD1BhdXNlUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSDgoGcmVhc29uGGQgASgJIiIKEFBhdXNlUnVuUmVzcG9uc2USDgoGc3RhdHVzGAEgASgJIicKFUdldFBhdXNlZFN0YXRlUmVxdWVzdBIOCgZydW5faWQYASABKAkicgoWR2V0UGF1c2VkU3RhdGVSZXNwb25zZRIqCgVzdGVwcxgBIAMoCzIbLmlyb25mbG93LnYxLlBhdXNlZFN0ZXBJbmZvEhYKDm5leHRfc3RlcF9oaW50GAIgASgJEhQKDHBhdXNlX3JlYXNvbhgDIAEoCSKhAQoOUGF1c2VkU3RlcEluZm8SCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIOCgZvdXRwdXQYAyABKAkSEAoIaW5qZWN0ZWQYBCABKAgSMAoMY29tcGxldGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzdGVwX3R5cGUYBiABKAkSDgoGc3RhdHVzGAcgASgJIl4KF0luamVjdFN0ZXBPdXRwdXRSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIPCgdzdGVwX2lkGAIgASgJEhIKCm5ld19vdXRwdXQYAyABKAkSDgoGcmVhc29uGAQgASgJIkQKGEluamVjdFN0ZXBPdXRwdXRSZXNwb25zZRIPCgdzdGVwX2lkGAEgASgJEhcKD3ByZXZpb3VzX291dHB1dBgCIAEoCSI1ChBSZXN1bWVSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIRCglmcm9tX3N0ZXAYAiABKAkykgkKD0lyb25mbG93U2VydmljZRJfChBSZWdpc3RlckZ1bmN0aW9uEiQuaXJvbmZsb3cudjEuUmVnaXN0ZXJGdW5jdGlvblJlcXVlc3QaJS5pcm9uZmxvdy52MS5SZWdpc3RlckZ1bmN0aW9uUmVzcG9uc2USRAoHVHJpZ2dlchIbLmlyb25mbG93LnYxLlRyaWdnZXJSZXF1ZXN0GhwuaXJvbmZsb3cudjEuVHJpZ2dlclJlc3BvbnNlEkEKBEVtaXQSGy5pcm9uZmxvdy52MS5UcmlnZ2VyUmVxdWVzdBocLmlyb25mbG93LnYxLlRyaWdnZXJSZXNwb25zZRJQCgtUcmlnZ2VyU3luYxIfLmlyb25mbG93LnYxLlRyaWdnZXJTeW5jUmVxdWVzdBogLmlyb25mbG93LnYxLlRyaWdnZXJTeW5jUmVzcG9uc2USNgoGR2V0UnVuEhouaXJvbmZsb3cudjEuR2V0UnVuUmVxdWVzdBoQLmlyb25mbG93LnYxLlJ1bhJHCghMaXN0UnVucxIcLmlyb25mbG93LnYxLkxpc3RSdW5zUmVxdWVzdBodLmlyb25mbG93LnYxLkxpc3RSdW5zUmVzcG9uc2USUAoLR2V0UnVuU3RlcHMSHy5pcm9uZmxvdy52MS5HZXRSdW5TdGVwc1JlcXVlc3QaIC5pcm9uZmxvdy52MS5HZXRSdW5TdGVwc1Jlc3BvbnNlEjwKCUNhbmNlbFJ1bhIdLmlyb25mbG93LnYxLkNhbmNlbFJ1blJlcXVlc3QaEC5pcm9uZmxvdy52MS5SdW4SQQoGSGVhbHRoEhouaXJvbmZsb3cudjEuSGVhbHRoUmVxdWVzdBobLmlyb25mbG93LnYxLkhlYWx0aFJlc3BvbnNlElYKDUxpc3RGdW5jdGlvbnMSIS5pcm9uZmxvdy52MS5MaXN0RnVuY3Rpb25zUmVxdWVzdBoiLmlyb25mbG93LnYxLkxpc3RGdW5jdGlvbnNSZXNwb25zZRJUChJJbnZva2VGdW5jdGlvblN5bmMSJi5pcm9uZmxvdy52MS5JbnZva2VGdW5jdGlvblN5bmNSZXF1ZXN0GhYuaXJvbmZsb3cudjEuUnVuUmVzdWx0EkcKCFBhdXNlUnVuEhwuaXJvbmZsb3cudjEuUGF1c2VSdW5SZXF1ZXN0Gh0uaXJvbmZsb3cudjEuUGF1c2VSdW5SZXNwb25zZRJZCg5HZXRQYXVzZWRTdGF0ZRIiLmlyb25mbG93LnYxLkdldFBhdXNlZFN0YXRlUmVxdWVzdBojLmlyb25mbG93LnYxLkdldFBhdXNlZFN0YXRlUmVzcG9uc2USXwoQSW5qZWN0U3RlcE91dHB1dBIkLmlyb25mbG93LnYxLkluamVjdFN0ZXBPdXRwdXRSZXF1ZXN0GiUuaXJvbmZsb3cudjEuSW5qZWN0U3RlcE91dHB1dFJlc3BvbnNlEjwKCVJlc3VtZVJ1bhIdLmlyb25mbG93LnYxLlJlc3VtZVJ1blJlcXVlc3QaEC5pcm9uZmxvdy52MS5SdW5iBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_ironflow_v1_types]);
 
 /**
  * @generated from message ironflow.v1.Trigger
@@ -929,6 +929,13 @@ export type Step = Message<"ironflow.v1.Step"> & {
    * @generated from field: google.protobuf.Timestamp ended_at = 11;
    */
   endedAt?: Timestamp | undefined;
+
+  /**
+   * True when InjectStepOutput set the output.
+   *
+   * @generated from field: bool injected = 12;
+   */
+  injected: boolean;
 };
 
 /**
@@ -1063,6 +1070,230 @@ export const InvokeFunctionSyncRequestSchema: GenMessage<InvokeFunctionSyncReque
   messageDesc(file_ironflow_v1_service, 27);
 
 /**
+ * @generated from message ironflow.v1.PauseRunRequest
+ */
+export type PauseRunRequest = Message<"ironflow.v1.PauseRunRequest"> & {
+  /**
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * Ours: shown as the pause reason.
+   *
+   * @generated from field: string reason = 100;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message ironflow.v1.PauseRunRequest.
+ * Use `create(PauseRunRequestSchema)` to create a new message.
+ */
+export const PauseRunRequestSchema: GenMessage<PauseRunRequest> = /*@__PURE__*/
+  messageDesc(file_ironflow_v1_service, 28);
+
+/**
+ * @generated from message ironflow.v1.PauseRunResponse
+ */
+export type PauseRunResponse = Message<"ironflow.v1.PauseRunResponse"> & {
+  /**
+   * "paused" or "pause_requested".
+   *
+   * @generated from field: string status = 1;
+   */
+  status: string;
+};
+
+/**
+ * Describes the message ironflow.v1.PauseRunResponse.
+ * Use `create(PauseRunResponseSchema)` to create a new message.
+ */
+export const PauseRunResponseSchema: GenMessage<PauseRunResponse> = /*@__PURE__*/
+  messageDesc(file_ironflow_v1_service, 29);
+
+/**
+ * @generated from message ironflow.v1.GetPausedStateRequest
+ */
+export type GetPausedStateRequest = Message<"ironflow.v1.GetPausedStateRequest"> & {
+  /**
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+};
+
+/**
+ * Describes the message ironflow.v1.GetPausedStateRequest.
+ * Use `create(GetPausedStateRequestSchema)` to create a new message.
+ */
+export const GetPausedStateRequestSchema: GenMessage<GetPausedStateRequest> = /*@__PURE__*/
+  messageDesc(file_ironflow_v1_service, 30);
+
+/**
+ * @generated from message ironflow.v1.GetPausedStateResponse
+ */
+export type GetPausedStateResponse = Message<"ironflow.v1.GetPausedStateResponse"> & {
+  /**
+   * @generated from field: repeated ironflow.v1.PausedStepInfo steps = 1;
+   */
+  steps: PausedStepInfo[];
+
+  /**
+   * The name of the wait the run parked at; "" when its next step is not known.
+   *
+   * @generated from field: string next_step_hint = 2;
+   */
+  nextStepHint: string;
+
+  /**
+   * @generated from field: string pause_reason = 3;
+   */
+  pauseReason: string;
+};
+
+/**
+ * Describes the message ironflow.v1.GetPausedStateResponse.
+ * Use `create(GetPausedStateResponseSchema)` to create a new message.
+ */
+export const GetPausedStateResponseSchema: GenMessage<GetPausedStateResponse> = /*@__PURE__*/
+  messageDesc(file_ironflow_v1_service, 31);
+
+/**
+ * @generated from message ironflow.v1.PausedStepInfo
+ */
+export type PausedStepInfo = Message<"ironflow.v1.PausedStepInfo"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * JSON text; "" when the step has no output.
+   *
+   * @generated from field: string output = 3;
+   */
+  output: string;
+
+  /**
+   * @generated from field: bool injected = 4;
+   */
+  injected: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp completed_at = 5;
+   */
+  completedAt?: Timestamp | undefined;
+
+  /**
+   * run, sleep, wait_for_event or invoke.
+   *
+   * @generated from field: string step_type = 6;
+   */
+  stepType: string;
+
+  /**
+   * completed, failed or timed_out.
+   *
+   * @generated from field: string status = 7;
+   */
+  status: string;
+};
+
+/**
+ * Describes the message ironflow.v1.PausedStepInfo.
+ * Use `create(PausedStepInfoSchema)` to create a new message.
+ */
+export const PausedStepInfoSchema: GenMessage<PausedStepInfo> = /*@__PURE__*/
+  messageDesc(file_ironflow_v1_service, 32);
+
+/**
+ * @generated from message ironflow.v1.InjectStepOutputRequest
+ */
+export type InjectStepOutputRequest = Message<"ironflow.v1.InjectStepOutputRequest"> & {
+  /**
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * @generated from field: string step_id = 2;
+   */
+  stepId: string;
+
+  /**
+   * JSON text.
+   *
+   * @generated from field: string new_output = 3;
+   */
+  newOutput: string;
+
+  /**
+   * @generated from field: string reason = 4;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message ironflow.v1.InjectStepOutputRequest.
+ * Use `create(InjectStepOutputRequestSchema)` to create a new message.
+ */
+export const InjectStepOutputRequestSchema: GenMessage<InjectStepOutputRequest> = /*@__PURE__*/
+  messageDesc(file_ironflow_v1_service, 33);
+
+/**
+ * @generated from message ironflow.v1.InjectStepOutputResponse
+ */
+export type InjectStepOutputResponse = Message<"ironflow.v1.InjectStepOutputResponse"> & {
+  /**
+   * @generated from field: string step_id = 1;
+   */
+  stepId: string;
+
+  /**
+   * JSON text; "" when the step had no output.
+   *
+   * @generated from field: string previous_output = 2;
+   */
+  previousOutput: string;
+};
+
+/**
+ * Describes the message ironflow.v1.InjectStepOutputResponse.
+ * Use `create(InjectStepOutputResponseSchema)` to create a new message.
+ */
+export const InjectStepOutputResponseSchema: GenMessage<InjectStepOutputResponse> = /*@__PURE__*/
+  messageDesc(file_ironflow_v1_service, 34);
+
+/**
+ * @generated from message ironflow.v1.ResumeRunRequest
+ */
+export type ResumeRunRequest = Message<"ironflow.v1.ResumeRunRequest"> & {
+  /**
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * Refused when set: this engine does not replay from a step.
+   *
+   * @generated from field: string from_step = 2;
+   */
+  fromStep: string;
+};
+
+/**
+ * Describes the message ironflow.v1.ResumeRunRequest.
+ * Use `create(ResumeRunRequestSchema)` to create a new message.
+ */
+export const ResumeRunRequestSchema: GenMessage<ResumeRunRequest> = /*@__PURE__*/
+  messageDesc(file_ironflow_v1_service, 35);
+
+/**
  * @generated from service ironflow.v1.IronflowService
  */
 export const IronflowService: GenService<{
@@ -1170,6 +1401,47 @@ export const IronflowService: GenService<{
     methodKind: "unary";
     input: typeof InvokeFunctionSyncRequestSchema;
     output: typeof RunResultSchema;
+  },
+  /**
+   * Pauses a run at its next segment boundary: `status` is "paused" (queued or waiting: parked
+   * at once, or already paused) or "pause_requested" (a segment is running; its report parks it).
+   *
+   * @generated from rpc ironflow.v1.IronflowService.PauseRun
+   */
+  pauseRun: {
+    methodKind: "unary";
+    input: typeof PauseRunRequestSchema;
+    output: typeof PauseRunResponseSchema;
+  },
+  /**
+   * A paused run's ended steps (outputs as JSON text), the wait it parked at, the pause reason.
+   *
+   * @generated from rpc ironflow.v1.IronflowService.GetPausedState
+   */
+  getPausedState: {
+    methodKind: "unary";
+    input: typeof GetPausedStateRequestSchema;
+    output: typeof GetPausedStateResponseSchema;
+  },
+  /**
+   * Sets a step's output (JSON text) while its run is paused; answers the previous output.
+   *
+   * @generated from rpc ironflow.v1.IronflowService.InjectStepOutput
+   */
+  injectStepOutput: {
+    methodKind: "unary";
+    input: typeof InjectStepOutputRequestSchema;
+    output: typeof InjectStepOutputResponseSchema;
+  },
+  /**
+   * Resumes a paused run (or drops a pause request not yet acted on); returns the run.
+   *
+   * @generated from rpc ironflow.v1.IronflowService.ResumeRun
+   */
+  resumeRun: {
+    methodKind: "unary";
+    input: typeof ResumeRunRequestSchema;
+    output: typeof RunSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_ironflow_v1_service, 0);

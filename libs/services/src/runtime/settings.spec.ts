@@ -1,0 +1,60 @@
+import { randomBytes } from 'node:crypto';
+import { loadSettings } from './settings';
+
+describe('security settings', () => {
+  it('defaults: open until a key exists, no admin key, no secrets key, push anywhere but link-local and metadata', () => {
+    const s = loadSettings({});
+    expect(s).toMatchObject({ requireApiKey: false, apiKeyCacheMs: 5000, pushAllowedHosts: [] });
+    expect(s.secretsKey).toBeUndefined();
+    expect(s.adminKey).toBeUndefined();
+  });
+
+  it('reads IRONFLOW_SECRETS_KEY (hex or base64), IRONFLOW_REQUIRE_API_KEY, IRONFLOW_ADMIN_KEY, IRONFLOW_API_KEY_CACHE_MS and IRONFLOW_PUSH_ALLOWED_HOSTS', () => {
+    const key = randomBytes(32);
+    const admin = randomBytes(24).toString('base64');
+    const s = loadSettings({
+      IRONFLOW_SECRETS_KEY: key.toString('base64'),
+      IRONFLOW_REQUIRE_API_KEY: 'true',
+      IRONFLOW_ADMIN_KEY: admin,
+      IRONFLOW_API_KEY_CACHE_MS: '1000',
+      IRONFLOW_PUSH_ALLOWED_HOSTS: '10.0.0.0/8, *.svc.cluster.local ,hooks.example.com',
+    });
+    expect(s.secretsKey).toEqual(key);
+    expect(s).toMatchObject({ requireApiKey: true, adminKey: admin, apiKeyCacheMs: 1000, pushAllowedHosts: ['10.0.0.0/8', '*.svc.cluster.local', 'hooks.example.com'] });
+    expect(loadSettings({ IRONFLOW_SECRETS_KEY: key.toString('hex') }).secretsKey).toEqual(key);
+  });
+
+  it('refuses bad values at start, naming the variable and never echoing a key', () => {
+    const shortKey = randomBytes(16).toString('hex');
+    const attempt = (env: Record<string, string>) => {
+      try {
+        loadSettings(env);
+        return '';
+      } catch (err) {
+        return (err as Error).message;
+      }
+    };
+    const bad = attempt({ IRONFLOW_SECRETS_KEY: shortKey });
+    expect(bad).toContain('IRONFLOW_SECRETS_KEY');
+    expect(bad).not.toContain(shortKey);
+    expect(attempt({ IRONFLOW_ADMIN_KEY: 'short' })).toContain('IRONFLOW_ADMIN_KEY: at least 32 characters');
+    expect(attempt({ IRONFLOW_REQUIRE_API_KEY: 'yes' })).toContain('IRONFLOW_REQUIRE_API_KEY');
+    expect(attempt({ IRONFLOW_PUSH_ALLOWED_HOSTS: '10.0.0.0/99' })).toContain('IRONFLOW_PUSH_ALLOWED_HOSTS: "10.0.0.0/99" is not a CIDR');
+  });
+});
+
+describe('loadSettings: IRONFLOW_CLUSTER_ID', () => {
+  it('defaults to the ironflow deployment', () => {
+    expect(loadSettings({}).clusterId).toBe('ironflow');
+  });
+
+  it('takes a release-name-like id', () => {
+    expect(loadSettings({ IRONFLOW_CLUSTER_ID: 'prod-eu_1' }).clusterId).toBe('prod-eu_1');
+  });
+
+  it('refuses at start an id that cannot stand in a NATS subject or stream name, naming the variable', () => {
+    for (const bad of ['a.b', 'a*', '>', 'has space', 'x'.repeat(64)]) {
+      expect(() => loadSettings({ IRONFLOW_CLUSTER_ID: bad })).toThrow(/IRONFLOW_CLUSTER_ID/);
+    }
+  });
+});
