@@ -61,7 +61,10 @@ describe('outcome commit errors', () => {
 
     await expect(counted.unitOfWork('applyReport', async () => { throw new Error('connection lost'); })).rejects.toThrow('connection lost');
     await expect(counted.unitOfWork('applyReport', async () => { throw new EngineError('STALE_EXECUTION', 'fenced'); })).rejects.toThrow('fenced');
-    await expect(counted.unitOfWork('cancelRun', (tx) => tx.query('SELECT * FROM no_such_table'))).rejects.toThrow();
+    // A statement the store refuses: whatever the driver rejects with, the unit fails and counts.
+    const refused = await counted.unitOfWork('cancelRun', (tx) => tx.query('SELECT * FROM no_such_table')).then(() => 'committed', (err: unknown) => err);
+    expect(refused).not.toBe('committed');
+    expect(String(refused)).toMatch(/no_such_table/);
     await expect(counted.unitOfWork('trigger', async () => { throw new Error('not an outcome unit'); })).rejects.toThrow();
     expect(await counted.unitOfWork('recoverLease', async (tx) => (await tx.query<{ one: number }>('SELECT 1 AS one'))[0].one)).toBe(1);
 
