@@ -28,13 +28,15 @@ const MAY_IMPORT = {
   sdk: ['contracts'],
   app: ['contracts', 'engine', 'observability', 'services', 'sdk'],
   example: ['contracts', 'sdk'],
+  // Browser code (the runs UI): it talks to the API over HTTP and imports none of our libs.
+  ui: [],
   testing: LIBS,
   bench: [...LIBS, 'testing'],
   e2e: [...LIBS, 'testing'],
 };
 
 /** Layers nothing may import (they run as processes or programs). */
-const NOT_IMPORTABLE = ['app', 'example', 'bench', 'e2e'];
+const NOT_IMPORTABLE = ['app', 'example', 'bench', 'e2e', 'ui'];
 
 /**
  * Test files: specs, `__tests__/`, a lib's `src/testing/` (its test doubles, out of the build).
