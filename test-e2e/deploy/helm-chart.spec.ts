@@ -69,6 +69,12 @@ describe('the Helm chart', () => {
         expect(env.get('IRONFLOW_SECRETS_KEY')).toEqual({ name: 'IRONFLOW_SECRETS_KEY', valueFrom: { secretKeyRef: { name: `${RELEASE}-ironflow`, key: 'secrets-key', optional: true } } });
         expect(env.get('IRONFLOW_ADMIN_KEY')).toEqual({ name: 'IRONFLOW_ADMIN_KEY', valueFrom: { secretKeyRef: { name: `${RELEASE}-ironflow`, key: 'admin-key', optional: true } } });
         expect(env.get('IRONFLOW_CLUSTER_ID')).toEqual({ name: 'IRONFLOW_CLUSTER_ID', value: RELEASE });
+        // Only the dispatchers call push endpoints, so only they get the signing key.
+        expect(env.get('IRONFLOW_SIGNING_KEY')).toEqual(
+          deployment.metadata.name === `${RELEASE}-dispatcher`
+            ? { name: 'IRONFLOW_SIGNING_KEY', valueFrom: { secretKeyRef: { name: `${RELEASE}-ironflow`, key: 'signing-key', optional: true } } }
+            : undefined,
+        );
         for (const e of env.values()) {
           expect([e.name, String(e.value ?? '')]).not.toEqual([e.name, expect.stringMatching(/postgres(ql)?:\/\//)]);
           if (/URL|KEY|SECRET|PASSWORD/.test(e.name) && e.name !== 'NATS_URL') expect([e.name, e.valueFrom?.secretKeyRef]).toEqual([e.name, expect.anything()]);
@@ -143,6 +149,7 @@ describe('the Helm chart', () => {
       const secret = byKind(manifests, 'Secret').get(`${RELEASE}-ironflow`)!;
       expect(secret.stringData).toEqual({
         'database-url': 'postgres://ironflow:secret@postgres.db:5432/ironflow',
+        'signing-key': 'a-push-signing-key-of-32-characters',
         'secrets-key': '0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef',
         'admin-key': 'an-admin-key-of-at-least-32-characters',
       });
@@ -187,6 +194,8 @@ describe('the Helm chart', () => {
     ['a Secret to create without the database URL', ['--set', 'secrets.create=true'], /secrets\.databaseUrl: String length/],
     ['an admin key as a plain setting', ['--set', 'settings.IRONFLOW_ADMIN_KEY=an-admin-key-of-at-least-32-characters'], /settings: Property name of "IRONFLOW_ADMIN_KEY"/],
     ['an admin key under 32 characters', ['--set', 'secrets.create=true', '--set', 'secrets.databaseUrl=postgres://h/db', '--set', 'secrets.adminKey=short'], /secrets\.adminKey: Does not match pattern/],
+    ['a signing key under 16 characters', ['--set', 'secrets.create=true', '--set', 'secrets.databaseUrl=postgres://h/db', '--set', 'secrets.signingKey=short'], /secrets\.signingKey: Does not match pattern/],
+    ['a signing key as a plain setting', ['--set', 'settings.IRONFLOW_SIGNING_KEY=a-push-signing-key-of-32-characters'], /settings: Property name of "IRONFLOW_SIGNING_KEY"/],
     ['a cluster id with a dot', ['--set', 'clusterId=a.b'], /clusterId: Does not match pattern/],
     ['a NATS URL that is not nats://', ['--set', 'natsUrl=http://nats:4222'], /natsUrl: Does not match pattern/],
     ['a shutdown cap under 100 ms', ['--set', 'shutdown.timeoutMs=10'], /shutdown\.timeoutMs: Must be greater than or equal to 100/],

@@ -426,12 +426,14 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     expect(async.json.runIds).toEqual([]);
   });
 
-  it('Trigger refuses an event version other than 1 and event metadata, which the engine does not carry yet', async () => {
-    for (const extra of [{ version: 2 }, { metadata: { source: 'test' } }]) {
+  it('Trigger takes an event version and metadata (as `client.emit(name, data, {version, metadata})` sends them), and refuses a version below 1 or metadata that is not an object', async () => {
+    const ok = await connect(engine.url, 'Trigger', { event: uid('ev'), data: {}, version: 2, metadata: { src: 'x' } });
+    expect(ok.status).toBe(200);
+    expect(typeof ok.json.eventId).toBe('string');
+    for (const extra of [{ version: -1 }, { metadata: [1, 2] }]) {
       const res = await connect(engine.url, 'Trigger', { event: uid('ev'), data: {}, ...extra });
       expect(res.status).toBe(400);
-      expect(res.json).toMatchObject({ ironflowCode: 'VALIDATION_ERROR' });
-      expect(res.json.message).toContain(Object.keys(extra)[0]);
+      expect(res.json).toMatchObject({ code: 'invalid_argument' });
     }
   });
 
@@ -577,6 +579,38 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     expect(res.status).toBe(400);
     expect(res.json.code).toBe('invalid_argument');
     expect(res.json.ironflowCode).toBe('VALIDATION_ERROR');
+  });
+
+  it('U+0000 in a name, id or key answers 400 VALIDATION_ERROR on Connect and REST (never a 500, never stored), on every store', async () => {
+    const nul = '\u0000';
+    for (const [method, body] of [
+      ['Trigger', { event: `e${nul}`, data: {} }],
+      ['Trigger', { event: 'e', data: {}, idempotencyKey: `k${nul}` }],
+      ['GetRun', { id: `r${nul}` }],
+      ['CancelRun', { id: `r${nul}`, reason: '' }],
+      ['RegisterFunction', { id: uid('nul'), name: `n${nul}`, preferredMode: 'pull' }],
+    ] as const) {
+      const res = await connect(engine.url, method, body);
+      expect([method, res.status, res.json?.ironflowCode]).toEqual([method, 400, 'VALIDATION_ERROR']);
+    }
+    for (const [verb, path, body] of [
+      ['POST', '/api/v1/events', { name: `e${nul}`, data: {} }],
+      ['GET', '/api/v1/runs/r%00', undefined],
+      ['POST', '/api/v1/functions', { id: uid('nul'), mode: 'pull', triggers: [{ event: `x${nul}` }] }],
+      ['POST', '/api/v1/workers/w%00/register', { worker_id: 'w', function_ids: [] }],
+      ['GET', '/api/v1/workers/w%00/jobs?available=1', undefined],
+    ] as const) {
+      const res = await rest(engine.url, verb, path, body);
+      expect([path, res.status, res.json?.code]).toEqual([path, 400, 'VALIDATION_ERROR']);
+    }
+  });
+
+  it('REST registration applies the same integer ranges as Connect: initialDelayMs 1e19 is a 400 on both', async () => {
+    const retry = { maxAttempts: 2, initialDelayMs: 1e19 };
+    const viaRest = await rest(engine.url, 'POST', '/api/v1/functions', { id: uid('range'), mode: 'pull', retry });
+    expect([viaRest.status, viaRest.json.code]).toEqual([400, 'VALIDATION_ERROR']);
+    const viaConnect = await connect(engine.url, 'RegisterFunction', { id: uid('range'), preferredMode: 'pull', retry });
+    expect([viaConnect.status, viaConnect.json.code]).toEqual([400, 'invalid_argument']);
   });
 
   it('Emit (IronflowService) takes the Trigger message and answers eventId and runIds', async () => {

@@ -451,8 +451,10 @@ describe.each(WIRE_STORES)('wire: pull over REST (%s)', (store) => {
   });
 
   // Regression (engine bug found by this suite): as over push, a step output of `null` used to
-  // lose its key in `completed_steps`.
-  it('a checkpointed step output of null comes back as `output: null` in completed_steps', async () => {
+  // lose its key in `completed_steps`. Issue 7 item 1: so did a step without a value (a finished
+  // sleep, a step that returned undefined); the SDK's zod 4 schema declares `output: z.unknown()`
+  // (a required key) and dropped the whole assignment.
+  it('every completed_steps row carries `output`: null for a null output, a step that returned undefined and a finished sleep', async () => {
     const { event, worker } = await newWorker();
     const { runId } = await trigger(event);
     const job = await pollJob(worker);
@@ -461,9 +463,99 @@ describe.each(WIRE_STORES)('wire: pull over REST (%s)', (store) => {
     expect(is2xx((await update(worker, job, { status: 'progress', steps, step_offset: 0, ...fence(job) })).status)).toBe(true);
     expect(is2xx((await update(worker, job, { status: 'yielded', yield: { type: 'sleep', step_id: `${runId}:nap:0`, until: isoIn(50) }, ...fence(job) })).status)).toBe(true);
     const next = await pollJob(worker);
-    const byId = new Map<string, any>(next.completed_steps.map((s: any) => [s.step_id, s]));
-    expect(byId.get(`${runId}:log:0`)).toEqual({ step_id: `${runId}:log:0`, name: 'log' });
-    expect(byId.get(`${runId}:find:0`)).toEqual({ step_id: `${runId}:find:0`, name: 'find', output: null });
+    expect(next.completed_steps).toStrictEqual([
+      { step_id: `${runId}:find:0`, name: 'find', output: null },
+      { step_id: `${runId}:log:0`, name: 'log', output: null },
+      { step_id: `${runId}:nap:0`, name: 'nap', output: null },
+    ]);
+  });
+
+  it('the exact JSON of a pull function step.run a → step.sleep nap → step.run b: the sleep row is {"step_id","name","output":null}', async () => {
+    const { event, worker } = await newWorker();
+    const { runId } = await trigger(event);
+    const job = await pollJob(worker);
+    expect(is2xx((await ack(worker, job)).status)).toBe(true);
+    expect(is2xx((await update(worker, job, { status: 'progress', steps: [stepResult(runId, 'a', 'A')], step_offset: 0, ...fence(job) })).status)).toBe(true);
+    expect(is2xx((await update(worker, job, { status: 'yielded', yield: { type: 'sleep', step_id: `${runId}:nap:0`, until: isoIn(50) }, ...fence(job) })).status)).toBe(true);
+    const raw = await waitFor('the job after the sleep', async () => {
+      const res = await rest(engine.url, 'GET', `/api/v1/workers/${worker}/jobs?available=10`);
+      return res.status === 200 ? res : undefined;
+    });
+    const rows = raw.text.slice(raw.text.indexOf('"completed_steps":'), raw.text.indexOf(']', raw.text.indexOf('"completed_steps":')) + 1);
+    expect(rows).toBe(`"completed_steps":[{"step_id":"${runId}:a:0","name":"a","output":"A"},{"step_id":"${runId}:nap:0","name":"nap","output":null}]`);
+    const next = raw.json.jobs[0];
+    expect(is2xx((await ack(worker, next)).status)).toBe(true);
+    expect(is2xx((await update(worker, next, { status: 'completed', output: 'B', steps: [stepResult(runId, 'b', 'B')], step_offset: next.step_sequence_base, ...fence(next) })).status)).toBe(true);
+    expect((await getRun(runId)).status).toBe('completed');
+  });
+
+  it('`event.data` is always present and an emitted event\'s `version` and `metadata` reach the assignment (absent metadata stays absent)', async () => {
+    const { event, worker } = await newWorker();
+    const emitted = await connect(engine.url, 'Trigger', { event, data: { n: 1 }, version: 2, metadata: { src: 'x' } });
+    expect(emitted.status).toBe(200);
+    const job = await pollJob(worker);
+    expect(job.event).toStrictEqual({ id: emitted.json.eventId, name: event, data: { n: 1 }, timestamp: job.event.timestamp, version: 2, metadata: { src: 'x' } });
+    await trigger(event);
+    const plain = await pollJob(worker);
+    expect(Object.keys(plain.event).sort()).toEqual(['data', 'id', 'name', 'timestamp', 'version']);
+    expect(plain.event.version).toBe(1);
+  });
+
+  it('R6 completed whose step id holds U+0000 answers 400 VALIDATION_ERROR and ends the attempt (REPORT_REJECTED), never leaving the run running', async () => {
+    const { event, worker } = await newWorker();
+    const { runId } = await trigger(event);
+    const job = await pollJob(worker);
+    expect(is2xx((await ack(worker, job)).status)).toBe(true);
+    const step = { ...stepResult(runId, 'a', 1), id: `${runId}:a\u0000:0` };
+    const res = await update(worker, job, { status: 'completed', output: 1, steps: [step], step_offset: 0, ...fence(job) });
+    expect([res.status, res.json.code]).toEqual([400, 'VALIDATION_ERROR']);
+    const run = await getRun(runId);
+    expect(run.status).not.toBe('running');
+    expect(run.error).toMatchObject({ code: 'REPORT_REJECTED', retryable: true });
+  });
+
+  it('R6 over the 4 MiB limit answers 413 and fails the run at once with PAYLOAD_TOO_LARGE (not retryable), before any lease recovery', async () => {
+    const { event, worker } = await newWorker();
+    const { runId } = await trigger(event);
+    const job = await pollJob(worker);
+    expect(is2xx((await ack(worker, job)).status)).toBe(true);
+    const huge = { status: 'completed', output: { blob: 'x'.repeat(5 * 1024 * 1024) }, steps: [], step_offset: 0, ...fence(job) };
+    const res = await update(worker, job, huge);
+    expect(res.status).toBe(413);
+    expect(res.json.code).toBe('PAYLOAD_TOO_LARGE');
+    // Read right after the 413: the failure was committed before it was answered.
+    const run = await getRun(runId);
+    expect(run.status).toBe('failed');
+    expect(run.error).toMatchObject({ code: 'PAYLOAD_TOO_LARGE', retryable: false });
+    expect(run.attempt).toBe(1);
+  });
+
+  it('PUT …/jobs/{jobId}/release (ours) gives a job back: 200, the run is queued at once and the next poll hands it out again; a heartbeat then answers it lost', async () => {
+    const { event, worker } = await newWorker();
+    const { runId } = await trigger(event);
+    const job = await pollJob(worker);
+    expect(is2xx((await ack(worker, job)).status)).toBe(true);
+    expect(is2xx((await update(worker, job, { status: 'progress', steps: [stepResult(runId, 'a', 'A')], step_offset: 0, ...fence(job) })).status)).toBe(true);
+
+    const released = await rest(engine.url, 'PUT', `/api/v1/workers/${worker}/jobs/${job.job_id}/release`, { run_id: job.run_id, ...fence(job) });
+    expect(released.status).toBe(200);
+    expect(released.json).toEqual({ ok: true });
+    expect((await getRun(runId)).status).toMatch(/^(waiting_for_capacity|running)$/);
+
+    const hb = await rest(engine.url, 'POST', `/api/v1/workers/${worker}/heartbeat`, { worker_id: worker, active_jobs: 1, jobs: [{ job_id: job.job_id, started_at: isoIn(-100) }] });
+    expect(hb.status).toBe(200);
+    expect(hb.json).toEqual({ ok: true, jobs: [{ job_id: job.job_id, state: 'lost' }] });
+
+    const again = await pollJob(worker);
+    expect(again.run_id).toBe(runId);
+    expect(again.attempt).toBe(1);
+    expect(again.execution_seq).toBe(job.execution_seq + 1);
+    expect(again.completed_steps).toStrictEqual([{ step_id: `${runId}:a:0`, name: 'a', output: 'A' }]);
+    const live = await rest(engine.url, 'POST', `/api/v1/workers/${worker}/heartbeat`, { worker_id: worker, active_jobs: 1, jobs: [{ job_id: again.job_id, started_at: isoIn(0) }] });
+    expect(live.json).toEqual({ ok: true, jobs: [{ job_id: again.job_id, state: 'refreshed' }] });
+
+    const twice = await rest(engine.url, 'PUT', `/api/v1/workers/${worker}/jobs/${job.job_id}/release`, { run_id: job.run_id, ...fence(job) });
+    expect([twice.status, twice.json.code]).toEqual([409, 'STALE_EXECUTION']);
   });
 
   it('X-Ironflow-Environment scopes R1–R6: a worker of env "staging" gets only that env\'s runs', async () => {

@@ -33,6 +33,12 @@ export const RUN_ERROR_CODES = {
   PUSH_DISPATCH_FAILED: 'PUSH_DISPATCH_FAILED',
   FUNCTION_NOT_FOUND: 'FUNCTION_NOT_FOUND',
   CANCELLED: 'CANCELLED',
+  /** A terminal report the engine could not apply (a bad yield, U+0000 in a step id, a value the store refuses): retryable. */
+  REPORT_REJECTED: 'REPORT_REJECTED',
+  /** A report over the payload limit: not retryable (the same output would be too large again). */
+  PAYLOAD_TOO_LARGE: 'PAYLOAD_TOO_LARGE',
+  /** An execution ran past its function's `timeoutMs`: retryable (the usual retry rules). */
+  FUNCTION_TIMED_OUT: 'FUNCTION_TIMED_OUT',
   /** A secret the function declares does not exist in its project and env at dispatch (retryable). */
   SECRET_NOT_FOUND: 'SECRET_NOT_FOUND',
   /** The dispatcher cannot decrypt the function's secrets: no `IRONFLOW_SECRETS_KEY`, or another key (retryable). */

@@ -4,6 +4,7 @@ export * from './functions';
 export * from './wire/steps';
 export * from './wire/push';
 export * from './wire/pull';
+export * from './wire/signature';
 export * from './client-api';
 export * from './scope';
 export * from './security';

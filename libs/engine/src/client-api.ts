@@ -20,11 +20,13 @@ import { PauseSystem } from './pause-system';
 import { FunctionRegistry } from './function-registry';
 import { EngineResources } from './resources';
 import { TriggerSystem } from './trigger-system';
+import { refuseNul } from './payload-limits';
 import { toRunResultView, toRunView, toStepView } from './views';
 
 /**
  * The engine's implementation of the client API (WIRE-PROTOCOL.md section 5), transport-free.
- * Reads are scoped to the caller's project and env: a run of another env is `RUN_NOT_FOUND`.
+ * Reads are scoped to the caller's project and env: a run of another env is `RUN_NOT_FOUND`. An id
+ * holding U+0000 is a `VALIDATION_ERROR` on every store.
  */
 export class EngineClientApi implements ClientApi {
   constructor(
@@ -61,6 +63,7 @@ export class EngineClientApi implements ClientApi {
 
   async invokeFunctionSync(scope: CallScope, input: { functionId: string; input: unknown; timeoutMs?: number }): Promise<RunResultView> {
     if (typeof input.functionId !== 'string' || input.functionId === '') throw new EngineError('VALIDATION_ERROR', 'functionId: a function id is required');
+    refuseNul('functionId', input.functionId);
     const [result] = await this.startAndWait(scope, input.timeoutMs, async () => [(await this.triggers.invoke(scope, input.functionId, input.input)).id]);
     return result;
   }
@@ -110,6 +113,8 @@ export class EngineClientApi implements ClientApi {
 
   async listRuns(scope: CallScope, input: ListRunsInput): Promise<ListRunsOutput> {
     if (input.status !== undefined && !isRunStatus(input.status)) throw new EngineError('VALIDATION_ERROR', `status ${JSON.stringify(input.status)} is not a run status`);
+    refuseNul('functionId', input.functionId);
+    refuseNul('cursor', input.cursor);
     const limit = Math.min(Math.max(input.limit && input.limit > 0 ? input.limit : 50, 1), 500);
     const cursor = decodeCursor(input.cursor);
     const { runs, total } = await this.r.store.read('listRuns', (tx) =>
@@ -137,6 +142,7 @@ export class EngineClientApi implements ClientApi {
   }
 
   async cancelRun(scope: CallScope, id: string, reason: string): Promise<RunView> {
+    refuseNul('id', id);
     return toRunView(await this.cancels.cancel(scope, id, reason));
   }
 
@@ -159,6 +165,7 @@ export class EngineClientApi implements ClientApi {
 
   private async mustRead(scope: CallScope, id: string): Promise<RunRecord> {
     if (typeof id !== 'string' || id === '') throw new EngineError('VALIDATION_ERROR', 'id: a run id is required');
+    refuseNul('id', id);
     const run = await this.r.store.read('getRun', (tx) => runsSql.getRunInScope(tx, scope.project, scope.env, id));
     if (!run) throw new EngineError('RUN_NOT_FOUND', `run ${id} does not exist`);
     return run;

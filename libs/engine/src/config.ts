@@ -51,6 +51,11 @@ export interface EngineConfig {
    * gap); a schedule further behind missed its ticks, which collapse into one run for the latest.
    */
   cronCatchUpMs: number;
+  /**
+   * Key of the push signature (WIRE-PROTOCOL.md 2.1): when set, every push request carries
+   * `X-Ironflow-Signature: sha256=<hex HMAC-SHA256(key, raw body)>`; unset (default), none.
+   */
+  signingKey?: string;
 }
 
 export const DEFAULT_ENGINE_CONFIG: EngineConfig = {

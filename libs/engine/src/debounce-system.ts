@@ -3,6 +3,7 @@ import { CallScope, EngineError } from '@ironflow/contracts';
 import { DebounceRow, EventRecord, FunctionRecord, RunRecord, Tx, debouncesSql, eventsSql, functionsSql, runsSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { eventDataKey } from './json-path';
+import { refuseNul } from './payload-limits';
 import { newRunOf } from './new-run';
 import { announceNewRuns } from './new-runs-announcer';
 import { EngineResources } from './resources';
@@ -28,11 +29,14 @@ export class DebounceSystem {
     if (sync) {
       throw new EngineError('FUNCTION_DEBOUNCED', `function ${fn.definition.id} is debounced: its runs start when a quiet period ends, so TriggerSync cannot wait for them; use Trigger`);
     }
+    const key = debounce.key ? eventDataKey(event.data, debounce.key) : '';
+    // Stored as text: U+0000 is refused on every store alike (VALIDATION_ERROR; the unit of work rolls back).
+    refuseNul(`debounce key ${debounce.key}`, key);
     await debouncesSql.pushEvent(tx, {
       project: event.project,
       env: event.env,
       functionId: fn.definition.id,
-      key: debounce.key ? boundedKey(eventDataKey(event.data, debounce.key)) : '',
+      key: boundedKey(key),
       eventId: event.id,
       periodMs: debounce.periodMs,
       ...(debounce.maxWaitMs !== undefined ? { maxWaitMs: debounce.maxWaitMs } : {}),

@@ -8,9 +8,10 @@ import { Segment, loadSegment } from './segment-loader';
 
 /**
  * Claims queued segments (DESIGN.md "The queue is the runs table"): one unit of work claims up to
- * `limit` runs, bumps each execution and inserts its lease for `holder`, and loads what the
- * worker needs, including the values of the secrets its function declares. Claims skip rows
- * another claimer holds, so two dispatchers never run one execution twice.
+ * `limit` runs, bumps each execution and inserts its lease for `holder` (with the execution's
+ * deadline, now + the function's `timeoutMs`), and loads what the worker needs, including the
+ * values of the secrets its function declares. Claims skip rows another claimer holds, so two
+ * dispatchers never run one execution twice.
  *
  * A segment that cannot be delivered (a declared secret is missing or cannot be decrypted) is
  * never handed to a worker: its attempt fails at once with the resolution's code
@@ -31,8 +32,10 @@ export class DispatchSystem {
       const runs = await runsSql.claimRuns(tx, filter, () => randomUUID());
       const loaded: Segment[] = [];
       for (const run of runs) {
-        await leasesSql.insertLease(tx, run.id, run.executionSeq, holder, runsSql.laneOf(run.functionId, run.concurrencyKey), tx.now + this.r.config.leaseMs);
         const segment = await loadSegment(tx, run);
+        // The execution's deadline: the function's timeout from now, on every transport (the capacity scanner enforces it).
+        const deadlineAt = segment.definition ? tx.now + segment.definition.timeoutMs : null;
+        await leasesSql.insertLease(tx, run.id, run.executionSeq, holder, runsSql.laneOf(run.functionId, run.concurrencyKey), tx.now + this.r.config.leaseMs, deadlineAt);
         const declared = segment.definition?.secrets ?? [];
         if (declared.length > 0) {
           const resolved = await this.secrets.resolve(tx, run.project, run.env, declared);

@@ -24,6 +24,8 @@ import { TriggerExpressions } from './trigger-expressions';
 import { TriggerSystem } from './trigger-system';
 import { WakeSystem } from './wake-system';
 import { LeaseRecoverySystem } from './lease-recovery-system';
+import { ExecutionTimeoutSystem } from './execution-timeout-system';
+import { ReleaseSystem } from './release-system';
 import { ApiKeySystem, ApiKeySystemOptions } from './api-key-system';
 import { PushEndpointPolicy } from './push-endpoint-policy';
 import { SecretCipher } from './secret-cipher';
@@ -93,6 +95,10 @@ export class Engine {
   readonly streams: StreamWorkerSystem;
   readonly api: EngineClientApi;
   readonly recovery: LeaseRecoverySystem;
+  /** The function timeout of every transport (the capacity scanner's pass, after lease recovery). */
+  readonly timeouts: ExecutionTimeoutSystem;
+  /** Work a worker gives back (a REST release, a closed stream). */
+  readonly releases: ReleaseSystem;
   /** API keys: creation, revocation, and the scope of every authenticated call. */
   readonly apiKeys: ApiKeySystem;
   /** The secret store (encrypted at rest), resolved into the segments of functions that declare secrets. */
@@ -157,14 +163,16 @@ export class Engine {
     announcer.setParentWake((child) => this.wakes.wakeParent(child));
     this.scheduler = new SchedulerSystem(r, this.wakes, announcer, hints, this.cron, this.debounces);
     this.cancels = new CancelSystem(r, announcer);
-    this.pull = new PullWorkerSystem(r, this.dispatch, this.reports);
+    this.releases = new ReleaseSystem(r, hints);
+    this.pull = new PullWorkerSystem(r, this.dispatch, this.reports, this.releases);
     this.push = new PushDispatcher(r, this.dispatch, this.reports, hints, this.pushEndpoints);
-    this.streams = new StreamWorkerSystem(r, this.dispatch, this.reports, this.pull, hints);
+    this.streams = new StreamWorkerSystem(r, this.dispatch, this.reports, this.pull, hints, this.releases);
     metrics.countStreamConnections(() => this.streams.connectionCount);
     this.pauses = new PauseSystem(r, announcer, hints);
     this.pubsub = new PubSubSystem(r);
     this.api = new EngineClientApi(r, this.functions, this.triggers, this.cancels, this.pauses);
     this.recovery = new LeaseRecoverySystem(r, announcer, hints);
+    this.timeouts = new ExecutionTimeoutSystem(r, this.reports);
   }
 
   private ticking = false;
@@ -186,7 +194,11 @@ export class Engine {
     if (this.stopped) return;
     this.scanRunning = Promise.resolve();
     this.scanTimer = setTimeout(() => {
-      this.scanRunning = this.recovery.scan().finally(() => this.scheduleScan());
+      this.scanRunning = this.recovery
+        .scan()
+        .then(() => this.timeouts.scan())
+        .catch((err: unknown) => this.resources.logger.warn('capacity scan failed; it runs again next period', { error: String(err) }))
+        .finally(() => this.scheduleScan());
     }, this.resources.config.scanMs);
   }
 

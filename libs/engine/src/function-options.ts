@@ -24,7 +24,7 @@ export const FUNCTION_OPTIONS: readonly FunctionOption[] = [
   {
     name: 'triggers[].expression',
     status: 'acted on',
-    semantics: 'CEL filter over `event` ({id, name, data, timestamp, version}), e.g. `event.data.amount > 10`; compiled at registration (an error refuses it); JSON numbers are doubles; an error at emit starts no run and counts in ironflow_trigger_expression_errors_total',
+    semantics: 'CEL filter over `event` ({id, name, data, timestamp, version, metadata?}), e.g. `event.data.amount > 10`; compiled at registration (an error refuses it); JSON numbers are doubles; an error at emit starts no run and counts in ironflow_trigger_expression_errors_total',
     example: { triggers: [{ event: 'order.placed', expression: 'event.data.amount > 10' }] },
   },
   {
@@ -34,7 +34,7 @@ export const FUNCTION_OPTIONS: readonly FunctionOption[] = [
     example: { triggers: [{ cron: 'CRON_TZ=Europe/Berlin 0 3 * * *', event: 'scheduled.cleanup' }] },
   },
   { name: 'retry', status: 'acted on', semantics: '{maxAttempts 3, initialDelayMs 1000, backoffFactor 2, maxDelayMs 300000} for retryable errors', example: { retry: { maxAttempts: 5, initialDelayMs: 1000, backoffFactor: 2, maxDelayMs: 60_000 } } },
-  { name: 'timeoutMs', status: 'acted on', semantics: 'whole-invocation timeout, ms; default 600000', example: { timeoutMs: 60_000 } },
+  { name: 'timeoutMs', status: 'acted on', semantics: 'timeout of each execution (segment), ms, default 600000; enforced by the engine on every transport: past it the attempt fails with FUNCTION_TIMED_OUT (retryable)', example: { timeoutMs: 60_000 } },
   { name: 'concurrency', status: 'acted on', semantics: '{limit, key?}: at most `limit` runs of a key (a JSON path into the event) at once', example: { concurrency: { limit: 2, key: 'event.data.customerId' } } },
   { name: 'preferredMode / mode', status: 'acted on', semantics: '"push" (the engine calls endpointUrl) or "pull" (workers poll); workers register pull', example: { mode: 'pull' } },
   {

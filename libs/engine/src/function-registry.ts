@@ -15,8 +15,11 @@ import { EngineResources } from './resources';
 import { MAX_FUNCTION_SECRETS, SecretSystem, checkSecretName } from './secret-system';
 import { TriggerExpressions } from './trigger-expressions';
 import { refuseUnsupportedOptions } from './unsupported-options';
+import { checkName, refuseNulAnywhere } from './payload-limits';
 
 const ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+/** Largest value of a protobuf `int32` field (`timeout_ms`, `initial_delay_ms`, …). */
+const INT32_MAX = 2_147_483_647;
 
 const definitionSchema = z.object({
   id: z.string().regex(ID, 'function id: letters, digits, ".", "_", ":", "-" (at most 128)'),
@@ -25,16 +28,17 @@ const definitionSchema = z.object({
   mode: z.enum(['push', 'pull']).default('pull'),
   endpointUrl: z.string().url().refine((u) => /^https?:\/\//i.test(u), 'must be an http:// or https:// URL').optional(),
   triggers: z.array(z.object({ event: z.string().min(1).max(256).optional(), expression: z.string().optional(), cron: z.string().optional() })).default([]),
+  // Integer ranges are the protobuf fields' (int32), so REST registration accepts exactly what Connect does.
   retry: z
     .object({
       maxAttempts: z.number().int().min(1).max(100).optional(),
-      initialDelayMs: z.number().int().min(0).optional(),
-      backoffFactor: z.number().min(1).optional(),
-      maxDelayMs: z.number().int().min(0).optional(),
+      initialDelayMs: z.number().int().min(0).max(INT32_MAX).optional(),
+      backoffFactor: z.number().min(1).finite().optional(),
+      maxDelayMs: z.number().int().min(0).max(INT32_MAX).optional(),
     })
     .optional(),
-  timeoutMs: z.number().int().positive().optional(),
-  concurrency: z.object({ limit: z.number().int().min(0), key: z.string().optional() }).optional(),
+  timeoutMs: z.number().int().positive().max(INT32_MAX).optional(),
+  concurrency: z.object({ limit: z.number().int().min(0).max(INT32_MAX), key: z.string().optional() }).optional(),
   cancelOn: z.array(z.object({ event: z.string().min(1), match: z.string().optional() })).default([]),
   debounce: z
     .object({
@@ -52,13 +56,15 @@ const definitionSchema = z.object({
 
 /**
  * Registers and reads functions. `register` validates the definition (throws `VALIDATION_ERROR`
- * listing the bad paths; a push function needs `endpointUrl`, which the push allow-list must
- * admit; a trigger's cron schedule and CEL expression must compile; debounce needs `periodMs` ≥
- * 1000 and `maxWaitMs` ≥ `periodMs`; declared `secrets` need valid names and a secrets key, else
- * `SECRETS_NOT_CONFIGURED`; an option the engine does not act on yet is refused by name), keeps
- * the function's cron schedule in the same unit of work, stores the recording profile
- * (`recording`/`recordingProfile`, see `RecordingProfile`; this node's recorder forgets its
- * cached profile at once), fills defaults (retry 3 attempts,
+ * listing the bad paths; integers within the protobuf `int32` range as over Connect; no U+0000 in
+ * any string; a push function needs `endpointUrl`, which the push allow-list must admit; trigger
+ * event names are trimmed as at emit, a blank one refused; a trigger's cron schedule and CEL
+ * expression must compile; debounce needs `periodMs` ≥ 1000 and `maxWaitMs` ≥ `periodMs`;
+ * declared `secrets` need valid names and a secrets key, else `SECRETS_NOT_CONFIGURED`; an option
+ * the engine does not act on yet is refused by name), keeps the function's cron schedule in the
+ * same unit of work, stores the recording profile (`recording`/`recordingProfile`, see
+ * `RecordingProfile`; this node's recorder forgets its cached profile at once), fills defaults
+ * (retry 3 attempts,
  * 1 s, ×2, cap 300 s; timeout 600 s) and bumps the version when the definition changed.
  */
 export class FunctionRegistry {
@@ -69,6 +75,7 @@ export class FunctionRegistry {
   ) {}
 
   async register(scope: CallScope, input: RegisterFunctionInput): Promise<{ record: FunctionRecord; created: boolean }> {
+    refuseNulAnywhere('function', input);
     refuseUnsupportedOptions(input);
     const parsed = definitionSchema.safeParse(input);
     if (!parsed.success) {
@@ -88,7 +95,8 @@ export class FunctionRegistry {
       ...(d.description ? { description: d.description } : {}),
       mode: d.mode,
       ...(d.endpointUrl ? { endpointUrl: d.endpointUrl } : {}),
-      triggers: d.triggers,
+      // Event names are trimmed here as at emit, so `"x.go "` fires on `x.go` (never a silent mismatch).
+      triggers: d.triggers.map((t, i) => (t.event === undefined ? t : { ...t, event: checkName(`triggers.${i}.event`, t.event, 256) })),
       retry: { ...DEFAULT_RETRY, ...stripUndefined(d.retry ?? {}) },
       timeoutMs: d.timeoutMs ?? DEFAULT_FUNCTION_TIMEOUT_MS,
       ...(d.concurrency ? { concurrency: d.concurrency } : {}),

@@ -17,3 +17,4 @@ export * from './pubsub-system';
 export * from './subscription-session';
 export * from './pause-system';
 export * from './function-options';
+export { parseSentAt } from './sleep-clock';

@@ -1,11 +1,27 @@
-/** Reads `a.b.c` from a JSON value; `undefined` when a segment is missing (WIRE-PROTOCOL.md 1.5 `match`). */
+/**
+ * Reads `a.b.c` from a JSON value (WIRE-PROTOCOL.md 1.5 `match`): own properties only (so
+ * `constructor` or `__proto__` read nothing), array elements by index; `undefined` when a segment
+ * is missing.
+ */
 export function valueAtPath(value: unknown, path: string): unknown {
   let current: unknown = value;
   for (const key of path.split('.')) {
-    if (current === null || typeof current !== 'object') return undefined;
+    if (current === null || typeof current !== 'object' || !Object.prototype.hasOwnProperty.call(current, key)) return undefined;
     current = (current as Record<string, unknown>)[key];
   }
   return current;
+}
+
+/**
+ * JSON text of a value with object keys sorted at every level, so two values that are equal as
+ * JSON give the same text whatever their key order (`{"a":1,"b":2}` for `{b: 2, a: 1}`).
+ * `undefined` inside arrays becomes `null` and inside objects is dropped, as `JSON.stringify` does.
+ */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) => {
+    if (v === null || typeof v !== 'object' || Array.isArray(v)) return v;
+    return Object.fromEntries(Object.keys(v as object).sort().map((k) => [k, (v as Record<string, unknown>)[k]]));
+  });
 }
 
 /**

@@ -1,11 +1,14 @@
 import { z } from 'zod';
-import { CallScope, EngineError, parseEnvironment, JobAckBody, JobAssignment, JobUpdateBody, WorkerHeartbeatBody, WorkerRegisterBody, isTerminalRunStatus } from '@ironflow/contracts';
+import { CallScope, EngineError, RUN_ERROR_CODES, parseEnvironment, JobAckBody, JobAssignment, JobUpdateBody, WorkerHeartbeatBody, WorkerRegisterBody, YieldInfo, isTerminalRunStatus } from '@ironflow/contracts';
 import { ExecutionFence, fenceMatches, parseJobId } from '@ironflow/fencing';
 import { leasesSql, runsSql, workersSql } from '@ironflow/store';
 import { DispatchSystem } from './dispatch-system';
 import { ReportResult, ReportSystem, SegmentReport } from './report-system';
+import { ReleaseSystem } from './release-system';
 import { EngineResources } from './resources';
 import { toJobAssignment } from './segment-loader';
+import { refuseNulAnywhere } from './payload-limits';
+import { parseSentAt } from './sleep-clock';
 
 /** Ids must be usable as subject tokens (WIRE-PROTOCOL.md 3.1). */
 const TOKEN = /^[A-Za-z0-9_-]{1,128}$/;
@@ -21,14 +24,17 @@ const heartbeatSchema = z.object({
   jobs: z.array(z.object({ job_id: z.string() }).passthrough()).default([]),
 }).passthrough();
 
+/**
+ * What makes a body a report at all: its status, offset and fence. The rest (steps, error,
+ * yield) is checked by `ReportSystem` for every transport, so a terminal report it cannot apply
+ * fails its attempt instead of being refused here and leaving the run running.
+ */
 const updateSchema = z.object({
   status: z.enum(['progress', 'completed', 'failed', 'yielded']),
-  steps: z.array(z.object({ id: z.string(), name: z.string(), status: z.enum(['completed', 'failed']) }).passthrough()).optional(),
-  step_offset: z.number().int().min(0).optional(),
+  steps: z.array(z.unknown()).optional(),
+  step_offset: z.number().optional(),
   execution_seq: z.number().int().optional(),
   lease_token: z.string().optional(),
-  error: z.object({ message: z.string() }).passthrough().optional(),
-  yield: z.object({ type: z.string(), step_id: z.string() }).passthrough().optional(),
 });
 
 /**
@@ -41,10 +47,12 @@ export class PullWorkerSystem {
     private readonly r: EngineResources,
     private readonly dispatch: DispatchSystem,
     private readonly reports: ReportSystem,
+    private readonly releases: ReleaseSystem,
   ) {}
 
   async register(scope: CallScope, workerId: string, body: WorkerRegisterBody): Promise<void> {
-    if (!TOKEN.test(workerId)) throw new EngineError('VALIDATION_ERROR', `worker id ${JSON.stringify(workerId)}: letters, digits, "_" and "-" only`);
+    checkWorkerId(workerId);
+    refuseNulAnywhere('body', body);
     const parsed = registerSchema.safeParse(body ?? {});
     if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
     const envLabel = parsed.data.labels.env ? parseEnvironment(parsed.data.labels.env) : undefined;
@@ -67,23 +75,32 @@ export class PullWorkerSystem {
   }
 
   /**
-   * Refreshes the leases of the jobs the worker lists (REST heartbeats carry no fence: by job id),
-   * only those this worker holds. Throws `VALIDATION_ERROR` for a body that is not a heartbeat,
-   * `WORKER_NOT_FOUND` for a worker not registered (in `scope`'s project, and its key's env, when given).
+   * R3: refreshes the leases of the jobs the worker lists (REST heartbeats carry no fence: by job
+   * id) and answers each job's state, in the order listed: `refreshed` when this worker holds the
+   * job's live lease (extended `leaseMs` from now), else `lost` — its lease expired (an expired
+   * lease is never revived), was recovered, released or handed to another worker, its execution
+   * ended or timed out, or the id is not a job id. A worker should stop a lost job: any report of
+   * it is stale. Throws `VALIDATION_ERROR` for a body that is not a heartbeat, `WORKER_NOT_FOUND`
+   * for a worker not registered (in `scope`'s project, and its key's env, when given).
    */
-  async heartbeat(workerId: string, body: WorkerHeartbeatBody, scope?: CallScope): Promise<void> {
+  async heartbeat(workerId: string, body: WorkerHeartbeatBody, scope?: CallScope): Promise<{ jobs: { job_id: string; state: 'refreshed' | 'lost' }[] }> {
+    checkWorkerId(workerId);
     const parsed = heartbeatSchema.safeParse(body ?? {});
     if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
-    await this.r.store.unitOfWork('workerHeartbeat', async (tx) => {
+    return this.r.store.unitOfWork('workerHeartbeat', async (tx) => {
       if (!(await workersSql.touchWorker(tx, workerId, scope && ownerOf(scope)))) throw new EngineError('WORKER_NOT_FOUND', `worker ${workerId} is not registered`);
+      const jobs: { job_id: string; state: 'refreshed' | 'lost' }[] = [];
       for (const job of parsed.data.jobs) {
+        let held = false;
         try {
           const { runId, executionSeq } = parseJobId(job.job_id);
-          await leasesSql.refreshLeaseHeldBy(tx, runId, executionSeq, workerId, tx.now + this.r.config.leaseMs);
+          held = await leasesSql.refreshLeaseHeldBy(tx, runId, executionSeq, workerId, tx.now + this.r.config.leaseMs);
         } catch {
           // a job id the engine never issued refreshes nothing
         }
+        jobs.push({ job_id: job.job_id, state: held ? 'refreshed' : 'lost' });
       }
+      return { jobs };
     });
   }
 
@@ -93,6 +110,7 @@ export class PullWorkerSystem {
    * given: a key never polls another project's jobs).
    */
   async poll(workerId: string, available: number, scope?: CallScope): Promise<JobAssignment[]> {
+    checkWorkerId(workerId);
     const worker = await this.r.store.read('getWorker', (tx) => workersSql.getWorker(tx, workerId));
     if (!worker || (scope && !sameOwner(worker, scope))) throw new EngineError('WORKER_NOT_FOUND', `worker ${workerId} is not registered`);
     const limit = Math.max(0, Math.min(Number.isFinite(available) && available > 0 ? Math.floor(available) : 1, this.r.config.maxJobsPerPoll, worker.maxConcurrentJobs));
@@ -105,6 +123,7 @@ export class PullWorkerSystem {
 
   /** R5: the worker acks before user code; a fence that no longer matches gets 409. */
   async ack(workerId: string, jobId: string, body: JobAckBody): Promise<void> {
+    checkWorkerId(workerId);
     const { runId, executionSeq } = parseJobId(jobId);
     const fence = fenceOf(body, executionSeq);
     await this.r.store.unitOfWork('ackJob', async (tx) => {
@@ -119,14 +138,66 @@ export class PullWorkerSystem {
     });
   }
 
+  /**
+   * R6 refused unread: the HTTP layer answered 413 because the body is over the request limit, so
+   * its fence could not be read. When the job's execution is live and its lease is held by
+   * `workerId` (the lease holder stands in for the fence), the attempt fails at once with
+   * `PAYLOAD_TOO_LARGE`, not retryable — whether the update was progress or terminal: its steps
+   * or output can never be stored, and the Ironflow SDK never retries the terminal report.
+   * Anything else (not a job id, another worker's job, an execution no longer live) changes
+   * nothing. Answers whether the run was failed.
+   */
+  async failTooLarge(workerId: string, jobId: string, limitBytes: number): Promise<boolean> {
+    let id: { runId: string; executionSeq: number };
+    try {
+      checkWorkerId(workerId);
+      id = parseJobId(jobId);
+    } catch {
+      return false;
+    }
+    const fence = await this.r.store.read('tooLargeFence', async (tx) => {
+      const run = await runsSql.getRun(tx, id.runId);
+      if (!run || run.status !== 'running' || run.executionSeq !== id.executionSeq || !run.leaseToken) return undefined;
+      return (await leasesSql.leaseHolder(tx, id.runId, id.executionSeq)) === workerId ? { executionSeq: run.executionSeq, leaseToken: run.leaseToken } : undefined;
+    });
+    if (!fence) return false;
+    const error = { message: `an update of job ${jobId} over the engine's ${limitBytes}-byte request limit was refused unread (413)`, code: RUN_ERROR_CODES.PAYLOAD_TOO_LARGE, retryable: false };
+    try {
+      await this.reports.apply(id.runId, fence, { kind: 'failed', error });
+      return true;
+    } catch (err) {
+      this.r.logger.warn('oversized update: the attempt could not be failed', { worker_id: workerId, job_id: jobId, error: String(err) });
+      return false;
+    }
+  }
+
+  /**
+   * Ours: `PUT /api/v1/workers/{workerId}/jobs/{jobId}/release` — the worker gives back a job it
+   * will not finish (it is stopping): the execution goes back to the queue at once, same attempt,
+   * its checkpointed steps kept (see `ReleaseSystem`). Body: the fence echoed, as on R6 (optional:
+   * without it, holding the lease suffices). Throws `STALE_EXECUTION` / `RUN_NOT_RUNNING` (409)
+   * when the job is not this worker's live execution.
+   */
+  async release(workerId: string, jobId: string, body: JobAckBody): Promise<void> {
+    checkWorkerId(workerId);
+    const { runId, executionSeq } = parseJobId(jobId);
+    await this.releases.release(runId, executionSeq, workerId, fenceOf(body, executionSeq), `worker ${workerId} released job ${jobId}`);
+  }
+
   /** R6: a progress checkpoint or the execution's terminal report. */
   async update(workerId: string, jobId: string, body: JobUpdateBody): Promise<ReportResult> {
+    checkWorkerId(workerId);
     const { runId, executionSeq } = parseJobId(jobId);
     const parsed = updateSchema.safeParse(body);
     if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
     const fence = fenceOf(body, executionSeq);
     return this.reports.apply(runId, fence, toReport(body));
   }
+}
+
+/** A worker id names a subject token (WIRE-PROTOCOL.md 3.1); anything else (U+0000 included) is `VALIDATION_ERROR` on every route. */
+function checkWorkerId(workerId: string): void {
+  if (typeof workerId !== 'string' || !TOKEN.test(workerId)) throw new EngineError('VALIDATION_ERROR', `worker id ${JSON.stringify(workerId)}: letters, digits, "_" and "-" only (1 to 128)`);
 }
 
 /**
@@ -150,7 +221,8 @@ function fenceOf(body: { execution_seq?: number; lease_token?: string } | undefi
 }
 
 function toReport(body: JobUpdateBody): SegmentReport {
-  const base = { steps: body.steps ?? [], ...(body.step_offset !== undefined ? { stepOffset: body.step_offset } : {}) };
+  const sentAt = parseSentAt(body.sent_at);
+  const base = { steps: body.steps ?? [], ...(body.step_offset !== undefined ? { stepOffset: body.step_offset } : {}), ...(sentAt !== undefined ? { sentAt } : {}) };
   switch (body.status) {
     case 'progress':
       return { ...base, kind: 'progress' };
@@ -159,7 +231,7 @@ function toReport(body: JobUpdateBody): SegmentReport {
     case 'failed':
       return { ...base, kind: 'failed', error: body.error ?? { message: 'failed without an error', retryable: false } };
     case 'yielded':
-      if (!body.yield) throw new EngineError('VALIDATION_ERROR', 'a yielded update needs `yield`');
-      return { ...base, kind: 'yielded', yield: body.yield };
+      // A missing `yield` is refused by ReportSystem, which then fails the attempt.
+      return { ...base, kind: 'yielded', yield: body.yield as YieldInfo };
   }
 }

@@ -1,5 +1,5 @@
 import { fetch } from 'undici';
-import { EngineError, PushResponse, RUN_ERROR_CODES } from '@ironflow/contracts';
+import { EngineError, PushResponse, RUN_ERROR_CODES, SIGNATURE_HEADER, signPushBody } from '@ironflow/contracts';
 import { ExecutionFence } from '@ironflow/fencing';
 import { leasesSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
@@ -8,14 +8,18 @@ import { ReportSystem, SegmentReport } from './report-system';
 import { PushEndpointPolicy, PushEndpointRefused } from './push-endpoint-policy';
 import { EngineResources } from './resources';
 import { Segment, toPushRequest } from './segment-loader';
+import { parseSentAt } from './sleep-clock';
 
 /**
  * The push dispatcher (WIRE-PROTOCOL.md section 2): claims push segments, POSTs each to its
- * function's endpoint, bounded by the function's timeout, and applies the answer as a fenced
- * report. A transport failure (refused, non-200, a redirect, a body that is not a PushResponse)
- * counts as a retryable failure of the attempt with code `PUSH_DISPATCH_FAILED`. A connection the
- * push allow-list refuses (the endpoint now resolves to a link-local, metadata or not-allowed
- * address) fails the attempt without retry, code `PUSH_ENDPOINT_REFUSED`, before a byte is sent.
+ * function's endpoint (signed with `X-Ironflow-Signature` when `signingKey` is configured),
+ * bounded by the function's timeout, and applies the answer as a fenced report. A transport
+ * failure (refused, non-200, a redirect, a body that is not a PushResponse) counts as a retryable
+ * failure of the attempt with code `PUSH_DISPATCH_FAILED`; no answer within the function's timeout
+ * is `FUNCTION_TIMED_OUT`, retryable, as on the pull transports. A connection the push allow-list
+ * refuses (the endpoint now resolves to a link-local, metadata or not-allowed address) fails the
+ * attempt without retry, code `PUSH_ENDPOINT_REFUSED`, before a byte is sent. An answer the engine
+ * cannot apply fails it with `REPORT_REJECTED` or `PAYLOAD_TOO_LARGE` (see `ReportSystem`).
  */
 export class PushDispatcher {
   private inFlight = new Set<Promise<void>>();
@@ -112,28 +116,27 @@ export class PushDispatcher {
       ? await this.call(definition.endpointUrl, definition.timeoutMs, segment)
       : failure(`function ${run.functionId} has no endpoint URL`, false);
     try {
+      // An answer the engine cannot apply fails the attempt inside `apply` (REPORT_REJECTED or
+      // PAYLOAD_TOO_LARGE), so the run never waits for its lease to expire.
       await this.reports.apply(run.id, fence, report);
     } catch (err) {
-      if (!(err instanceof EngineError) || (err.code !== 'VALIDATION_ERROR' && err.code !== 'PAYLOAD_TOO_LARGE')) {
-        this.r.logger.warn('push report not applied', { runId: run.id, error: String(err) });
-        return;
-      }
-      // The endpoint answered something the engine cannot apply: the attempt fails (retryable),
-      // rather than leaving the run running until its lease expires.
-      // Too large is deterministic (the same output again): not retryable. A malformed answer may be fixed by a redeploy.
-      await this.reports.apply(run.id, fence, failure(`push endpoint answer rejected: ${err.message}`, err.code !== 'PAYLOAD_TOO_LARGE')).catch((again: unknown) =>
-        this.r.logger.warn('push failure report not applied', { runId: run.id, error: String(again) }),
-      );
+      this.r.logger.warn('push report not applied', { runId: run.id, error: String(err) });
     }
   }
 
+  /**
+   * One POST: the PushRequest as JSON, signed when the engine has a signing key
+   * (`X-Ironflow-Signature` over the exact bytes sent), bounded by the function's timeout.
+   */
   private async call(url: string, timeoutMs: number, segment: Segment): Promise<SegmentReport> {
     const stop = this.r.metrics.pushLatency.startTimer();
     try {
+      const body = JSON.stringify(toPushRequest(segment));
+      const { signingKey } = this.r.config;
       const response = await fetch(url, {
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(toPushRequest(segment)),
+        headers: { 'content-type': 'application/json', ...(signingKey ? { [SIGNATURE_HEADER]: signPushBody(signingKey, body) } : {}) },
+        body,
         signal: AbortSignal.timeout(timeoutMs),
         // Every connection is checked against the allow-list; a redirect is an answer, not followed.
         dispatcher: this.endpoints.dispatcher,
@@ -143,6 +146,9 @@ export class PushDispatcher {
       if (response.status !== 200) return failure(`push endpoint answered ${response.status}: ${text.slice(0, 300)}`, true);
       return fromPushResponse(JSON.parse(text) as PushResponse);
     } catch (err) {
+      if ((err as Error)?.name === 'TimeoutError') {
+        return { kind: 'failed', error: { message: `push endpoint did not answer within the function's timeout of ${timeoutMs} ms`, code: RUN_ERROR_CODES.FUNCTION_TIMED_OUT, retryable: true } };
+      }
       const cause = (err as { cause?: unknown }).cause;
       if (cause instanceof PushEndpointRefused) return failure(`push endpoint refused: ${cause.message}`, false, RUN_ERROR_CODES.PUSH_ENDPOINT_REFUSED);
       return failure(`push endpoint call failed: ${String(err)}`, true);
@@ -159,13 +165,15 @@ function failure(message: string, retryable: boolean, code: string = RUN_ERROR_C
 /** Maps the endpoint's answer (2.3) to a report; anything else is a dispatch failure. */
 export function fromPushResponse(body: PushResponse): SegmentReport {
   const steps = Array.isArray(body?.steps) ? body.steps : [];
+  const sentAt = parseSentAt(body?.sent_at);
+  const base = { steps, ...(sentAt !== undefined ? { sentAt } : {}) };
   switch (body?.status) {
     case 'completed':
-      return { kind: 'completed', output: body.result, steps };
+      return { ...base, kind: 'completed', output: body.result };
     case 'failed':
-      return { kind: 'failed', error: body.error ?? { message: 'failed without an error', retryable: false }, steps };
+      return { ...base, kind: 'failed', error: body.error ?? { message: 'failed without an error', retryable: false } };
     case 'yielded':
-      return { kind: 'yielded', yield: body.yield, steps };
+      return { ...base, kind: 'yielded', yield: body.yield };
     default:
       return failure(`push endpoint answered an unknown status ${JSON.stringify((body as { status?: unknown })?.status)}`, true);
   }

@@ -1,4 +1,5 @@
-import { EngineError, InvocationError, RunError, StepResult, YieldInfo } from '@ironflow/contracts';
+import { z } from 'zod';
+import { EngineError, InvocationError, RUN_ERROR_CODES, RunError, StepResult, YieldInfo } from '@ironflow/contracts';
 import { ExecutionFence, ReportKind, judgeReport } from '@ironflow/fencing';
 import { commitOutcome } from '@ironflow/outcome';
 import { RunRecord, Tx, correlationsSql, functionsSql, leaseRecoverySql, leasesSql, runsSql, stepsSql } from '@ironflow/store';
@@ -7,14 +8,18 @@ import { parseDurationMs } from './duration';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
 import { retryDelayMs } from './retry-policy';
-import { valueAtPath } from './json-path';
+import { waitingMatchValue } from './wait-match';
 import { newRunOf } from './new-run';
-import { checkPayload } from './payload-limits';
+import { checkName, checkPayload, refuseNul, refuseNulAnywhere } from './payload-limits';
 import { recordRunCreated } from './run-created-audit';
+import { MAX_TIME_MS, sleepWakeAt, workerAheadAtLeast } from './sleep-clock';
 import { announceParked } from './pause-announcer';
 
-/** A worker's report of one execution, from any transport. */
-export type SegmentReport = { steps?: StepResult[]; stepOffset?: number } & (
+/**
+ * A worker's report of one execution, from any transport. `sentAt`: the worker's clock when it sent
+ * the report (ms since the epoch; ours, optional), used to place a sleep on the engine's clock.
+ */
+export type SegmentReport = { steps?: StepResult[]; stepOffset?: number; sentAt?: number } & (
   | { kind: 'progress' }
   | { kind: 'completed'; output?: unknown }
   | { kind: 'failed'; error: InvocationError }
@@ -41,12 +46,24 @@ interface RetryRecord {
 
 const DEFAULT_INVOKE_TIMEOUT_MS = 30_000;
 
+/** What every reported step must be, whatever the transport (WIRE-PROTOCOL.md 1.4). */
+const reportedStepsSchema = z.array(
+  z.object({ id: z.string().min(1).max(1024), name: z.string().max(1024), status: z.enum(['completed', 'failed']) }).passthrough(),
+);
+
 /**
  * Applies worker reports (DESIGN.md "Leases and fencing", "The outcome transaction"): each report is
  * one unit of work that reads the run (locked on PostgreSQL), judges the fence, saves the reported
  * steps and moves the run. Throws `EngineError` `STALE_EXECUTION` / `RUN_NOT_RUNNING` (409),
  * `RUN_NOT_FOUND`, `VALIDATION_ERROR` or `PAYLOAD_TOO_LARGE`; a rejected report changes nothing.
  * A repeated report of a committed outcome answers success and announces nothing.
+ *
+ * A run never strands on a report it cannot apply: a fenced terminal report (`completed`,
+ * `failed`, `yielded`) refused with `VALIDATION_ERROR` (a bad yield or step, U+0000 in a step id,
+ * a value the store cannot hold) or `PAYLOAD_TOO_LARGE` ends the attempt at once, on every
+ * transport — it fails with `REPORT_REJECTED` (retryable, the usual retry rules) or
+ * `PAYLOAD_TOO_LARGE` (not retryable); a refused `failed` report keeps its own error and
+ * retryability, without its steps. The refusal is still thrown to the caller (REST answers it).
  */
 export class ReportSystem {
   constructor(
@@ -56,8 +73,37 @@ export class ReportSystem {
   ) {}
 
   async apply(runId: string, fence: ExecutionFence | undefined, report: SegmentReport): Promise<ReportResult> {
-    this.checkSize(report);
-    return this.r.followUps.during(() => this.applyChecked(runId, fence, report));
+    try {
+      this.check(report);
+      return await this.r.followUps.during(() => this.applyChecked(runId, fence, report));
+    } catch (err) {
+      if (fence && report.kind !== 'progress' && err instanceof EngineError && (err.code === 'VALIDATION_ERROR' || err.code === 'PAYLOAD_TOO_LARGE')) {
+        await this.failUnapplied(runId, fence, report, err);
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * Fails the attempt of a terminal report that could not be applied (see the class comment), as
+   * a fenced `failed` report without steps. A fence that no longer holds changes nothing.
+   */
+  async failUnapplied(runId: string, fence: ExecutionFence, report: SegmentReport, err: EngineError): Promise<void> {
+    const tooLarge = err.code === 'PAYLOAD_TOO_LARGE';
+    const reason = `${report.kind} report rejected: ${err.message}`.slice(0, 2000);
+    const error: InvocationError = report.kind === 'failed'
+      ? {
+          message: `${String(report.error?.message ?? 'invocation failed').slice(0, 2000)} (${reason}; its steps were not stored)`,
+          code: tooLarge ? RUN_ERROR_CODES.PAYLOAD_TOO_LARGE : report.error?.code ?? RUN_ERROR_CODES.REPORT_REJECTED,
+          retryable: !tooLarge && report.error?.retryable === true,
+        }
+      : { message: reason, code: tooLarge ? RUN_ERROR_CODES.PAYLOAD_TOO_LARGE : RUN_ERROR_CODES.REPORT_REJECTED, retryable: !tooLarge };
+    this.r.logger.warn('report not applicable; the attempt fails', { run_id: runId, execution_seq: fence.executionSeq, error: err.message });
+    try {
+      await this.r.followUps.during(() => this.applyChecked(runId, fence, { kind: 'failed', error }));
+    } catch (again) {
+      this.r.logger.warn('failure of an unapplicable report not applied', { run_id: runId, execution_seq: fence.executionSeq, error: String(again) });
+    }
   }
 
   private async applyChecked(runId: string, fence: ExecutionFence | undefined, report: SegmentReport): Promise<ReportResult> {
@@ -74,15 +120,18 @@ export class ReportSystem {
         const sequenceStart = report.stepOffset ?? (await stepsSql.nextStepSequence(tx, runId));
         await stepsSql.saveReportedSteps(tx, runId, report.steps ?? [], sequenceStart);
         switch (report.kind) {
-          case 'progress':
+          case 'progress': {
             await leasesSql.refreshLease(tx, runId, run.executionSeq, tx.now + this.r.config.leaseMs);
+            const ahead = workerAheadAtLeast(report.steps, tx.now);
+            if (ahead !== undefined) await leasesSql.noteWorkerClock(tx, runId, run.executionSeq, ahead);
             return { effect: 'progress' as const, run };
+          }
           case 'completed':
             return this.commit(tx, run, liveFence, { status: 'completed', output: report.output ?? null });
           case 'failed':
             return this.fail(tx, run, liveFence, report.error);
           case 'yielded':
-            return this.yieldAt(tx, run, liveFence, report.yield);
+            return this.yieldAt(tx, run, liveFence, report.yield, report);
         }
       });
     } catch (err) {
@@ -130,10 +179,10 @@ export class ReportSystem {
   /** A retryable failure with attempts left re-queues the run after the backoff; otherwise the run fails. */
   private async fail(tx: Tx, run: RunRecord, fence: ExecutionFence, error: InvocationError): Promise<ReportResult & { retry?: RetryRecord }> {
     const runError: RunError = {
-      message: error?.message ?? 'invocation failed',
-      ...(error?.code ? { code: error.code } : {}),
+      message: typeof error?.message === 'string' && error.message !== '' ? error.message : 'invocation failed without an error message',
+      ...(typeof error?.code === 'string' && error.code !== '' ? { code: error.code } : {}),
       retryable: error?.retryable === true,
-      ...(error?.stack ? { stack: error.stack } : {}),
+      ...(typeof error?.stack === 'string' && error.stack !== '' ? { stack: error.stack } : {}),
     };
     if (runError.retryable && run.attempt < run.maxAttempts) {
       const fn = await functionsSql.getFunction(tx, run.project, run.env, run.functionId);
@@ -156,29 +205,36 @@ export class ReportSystem {
   }
 
   /** Records the wait a segment ended at and moves the run to `waiting` (or straight back to the queue). */
-  private async yieldAt(tx: Tx, run: RunRecord, fence: ExecutionFence, y: YieldInfo): Promise<ReportResult & { child?: RunRecord }> {
-    if (!y || typeof y.step_id !== 'string' || y.step_id === '') throw new EngineError('VALIDATION_ERROR', 'yield.step_id is required');
+  private async yieldAt(tx: Tx, run: RunRecord, fence: ExecutionFence, y: YieldInfo, report: SegmentReport): Promise<ReportResult & { child?: RunRecord }> {
+    if (!y || typeof y !== 'object') throw new EngineError('VALIDATION_ERROR', 'a yielded report needs `yield`');
+    if (typeof y.step_id !== 'string' || y.step_id === '') throw new EngineError('VALIDATION_ERROR', 'yield.step_id is required');
     const sequence = await stepsSql.nextStepSequence(tx, run.id);
     const name = stepNameOf(run.id, y.step_id);
     switch (y.type) {
       case 'sleep': {
-        const wakeAt = Date.parse(y.until);
-        if (Number.isNaN(wakeAt)) throw new EngineError('VALIDATION_ERROR', 'yield.until must be an ISO-8601 time');
+        const until = Date.parse(y.until);
+        if (Number.isNaN(until)) throw new EngineError('VALIDATION_ERROR', 'yield.until must be an ISO-8601 time');
+        // `until` is on the worker's clock: placed on the engine's (sleep-clock.ts).
+        const fromSteps = workerAheadAtLeast(report.steps, tx.now);
+        const fromCheckpoints = report.sentAt === undefined ? await leasesSql.workerClockOffset(tx, run.id, run.executionSeq) : null;
+        const aheadAtLeastMs = Math.max(fromSteps ?? -Infinity, fromCheckpoints ?? -Infinity);
+        const wakeAt = sleepWakeAt(until, tx.now, { sentAt: report.sentAt, aheadAtLeastMs: Number.isFinite(aheadAtLeastMs) ? aheadAtLeastMs : null });
         await stepsSql.insertWaitStep(tx, { runId: run.id, stepId: y.step_id, name, type: 'sleep', status: 'waiting', wakeAt, sequence });
         return this.wait(tx, run);
       }
       case 'wait_for_event': {
         const timeoutMs = parseDurationMs(y.event_filter?.timeout ?? '7d');
         if (!y.event_filter?.event || timeoutMs === undefined) throw new EngineError('VALIDATION_ERROR', 'yield.event_filter needs an event and a valid timeout');
-        await stepsSql.insertWaitStep(tx, { runId: run.id, stepId: y.step_id, name, type: 'wait_for_event', status: 'waiting', timeoutAt: tx.now + timeoutMs, sequence });
+        const timeoutAt = timeAfter(tx.now, timeoutMs, 'yield.event_filter.timeout');
+        await stepsSql.insertWaitStep(tx, { runId: run.id, stepId: y.step_id, name, type: 'wait_for_event', status: 'waiting', timeoutAt, sequence });
         await correlationsSql.insertCorrelation(tx, {
           runId: run.id,
           stepId: y.step_id,
           project: run.project,
           env: run.env,
-          eventName: y.event_filter.event,
-          matchPath: y.event_filter.match ?? null,
-          matchValue: y.event_filter.match ? JSON.stringify(valueAtPath({ data: run.input }, y.event_filter.match) ?? null) : null,
+          eventName: checkName('yield.event_filter.event', y.event_filter.event, 256),
+          matchPath: y.event_filter.match || null,
+          matchValue: y.event_filter.match ? waitingMatchValue(run.input, y.event_filter.match) : null,
         });
         return this.wait(tx, run);
       }
@@ -194,8 +250,8 @@ export class ReportSystem {
         const child = await runsSql.insertRun(tx, newRunOf(run, target, null, y.input, { runId: run.id, stepId: y.step_id }));
         this.r.metrics.runsCreated.inc({ function_id: target.definition.id });
         if (y.type === 'invoke_function') {
-          const timeoutMs = y.invoke_timeout_ms ?? DEFAULT_INVOKE_TIMEOUT_MS;
-          await stepsSql.insertWaitStep(tx, { runId: run.id, stepId: y.step_id, name, type: 'invoke', status: 'waiting', childRunId: child.id, timeoutAt: tx.now + timeoutMs, sequence });
+          const timeoutAt = timeAfter(tx.now, y.invoke_timeout_ms ?? DEFAULT_INVOKE_TIMEOUT_MS, 'yield.invoke_timeout_ms');
+          await stepsSql.insertWaitStep(tx, { runId: run.id, stepId: y.step_id, name, type: 'invoke', status: 'waiting', childRunId: child.id, timeoutAt, sequence });
           return { ...(await this.wait(tx, run)), child };
         }
         await stepsSql.insertWaitStep(tx, { runId: run.id, stepId: y.step_id, name, type: 'invoke', status: 'completed', childRunId: child.id, output: { run_id: child.id }, sequence });
@@ -234,9 +290,40 @@ export class ReportSystem {
     if (run.recoveries > 0) await leaseRecoverySql.resetRecoveries(tx, run.id);
   }
 
-  private checkSize(report: SegmentReport): void {
+  /**
+   * Checks a report before anything is written: its size, its steps' shape, and no U+0000 in the
+   * strings the store keeps as text (step ids and names, yield fields other than `input`).
+   */
+  private check(report: SegmentReport): void {
     checkPayload('report', report, this.r.config.maxPayloadBytes);
+    const steps = reportedStepsSchema.safeParse(report.steps ?? []);
+    if (!steps.success) throw new EngineError('VALIDATION_ERROR', steps.error.issues.map((i) => `steps.${i.path.join('.')}: ${i.message}`).join('; '));
+    steps.data.forEach((step, i) => {
+      refuseNul(`steps.${i}.id`, step.id);
+      refuseNul(`steps.${i}.name`, step.name);
+    });
+    // Step sequences are INTEGER columns: an offset past them is refused on both stores alike.
+    const offset = report.stepOffset;
+    if (offset !== undefined && (!Number.isInteger(offset) || offset < 0 || offset + steps.data.length > MAX_STEP_SEQUENCE)) {
+      throw new EngineError('VALIDATION_ERROR', `step_offset: an integer from 0 to ${MAX_STEP_SEQUENCE - steps.data.length}`);
+    }
+    if (report.kind === 'yielded' && report.yield && typeof report.yield === 'object') {
+      const { input: _input, ...fields } = report.yield as Record<string, unknown>;
+      refuseNulAnywhere('yield', fields);
+    }
   }
+}
+
+/** Largest step sequence (an INTEGER column). */
+const MAX_STEP_SEQUENCE = 2_147_483_647;
+
+
+/** `now + durationMs` for a worker-given duration: a positive finite number whose end the store can hold, else `VALIDATION_ERROR` naming `what`. */
+function timeAfter(now: number, durationMs: unknown, what: string): number {
+  if (typeof durationMs !== 'number' || !Number.isFinite(durationMs) || durationMs <= 0 || now + durationMs > MAX_TIME_MS) {
+    throw new EngineError('VALIDATION_ERROR', `${what}: a positive duration in ms ending before ${new Date(MAX_TIME_MS).toISOString()}`);
+  }
+  return Math.round(now + durationMs);
 }
 
 /** The user's step name from a step id `<runId>:<name>:<k>` (WIRE-PROTOCOL.md 1.2). */

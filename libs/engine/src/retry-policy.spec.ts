@@ -33,4 +33,8 @@ describe('retryDelayMs', () => {
   it('treats an attempt below 1 as the first', () => {
     expect(retryDelayMs(DEFAULT_RETRY, 0)).toBe(1000);
   });
+
+  it('waits the cap, never NaN, when 0 × an overflowing factor', () => {
+    expect(retryDelayMs({ maxAttempts: 100, initialDelayMs: 0, backoffFactor: 1e308, maxDelayMs: 5_000 }, 50)).toBe(5_000);
+  });
 });

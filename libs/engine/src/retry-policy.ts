@@ -6,5 +6,7 @@ import { RetryConfig } from '@ironflow/contracts';
  */
 export function retryDelayMs(retry: RetryConfig, failedAttempt: number): number {
   const delay = retry.initialDelayMs * Math.pow(retry.backoffFactor, Math.max(0, failedAttempt - 1));
-  return Math.min(Math.round(delay), retry.maxDelayMs);
+  // A factor so large that the product overflows (or 0 × ∞) waits the cap, never NaN or ∞.
+  if (!Number.isFinite(delay)) return retry.maxDelayMs;
+  return Math.max(0, Math.min(Math.round(delay), retry.maxDelayMs));
 }

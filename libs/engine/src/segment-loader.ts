@@ -1,6 +1,6 @@
 import { FunctionDefinition, JobAssignment, PullCompletedStep, PushCompletedStep, PushRequest, WireEvent } from '@ironflow/contracts';
 import { jobIdOf } from '@ironflow/fencing';
-import { RunRecord, StepRecord, Tx, eventsSql, functionsSql, stepsSql } from '@ironflow/store';
+import { EventRecord, RunRecord, StepRecord, Tx, eventsSql, functionsSql, stepsSql } from '@ironflow/store';
 
 /** Everything a worker needs to execute one claimed segment. */
 export interface Segment {
@@ -16,11 +16,27 @@ export interface Segment {
 /** The event an invoked child receives: the invoke's input as `data`. */
 export const INVOKED_EVENT_NAME = 'ironflow/function.invoked';
 
+/**
+ * A stored event as workers receive it (WIRE-PROTOCOL.md 2.2, 3.4): `data` always present (`null`
+ * when none), its `version`, and `metadata` only when the emitter gave some (absent, never null).
+ * Also the output of a `waitForEvent` step the event satisfied.
+ */
+export function toWireEvent(stored: EventRecord): WireEvent {
+  return {
+    id: stored.id,
+    name: stored.name,
+    data: stored.data ?? null,
+    timestamp: new Date(stored.ts).toISOString(),
+    version: stored.version,
+    ...(stored.metadata ? { metadata: stored.metadata } : {}),
+  };
+}
+
 export async function loadSegment(tx: Tx, run: RunRecord): Promise<Segment> {
   const fn = await functionsSql.getFunction(tx, run.project, run.env, run.functionId);
   const stored = run.eventId ? await eventsSql.getEvent(tx, run.eventId) : null;
   const event: WireEvent = stored
-    ? { id: stored.id, name: stored.name, data: stored.data, timestamp: new Date(stored.ts).toISOString(), version: 1 }
+    ? toWireEvent(stored)
     : { id: run.id, name: INVOKED_EVENT_NAME, data: run.input ?? {}, timestamp: new Date(run.createdAt).toISOString(), version: 1 };
   const steps = await stepsSql.listSteps(tx, run.id);
   const nextSequence = steps.reduce((max, s) => Math.max(max, s.sequence + 1), 0);
@@ -41,11 +57,15 @@ export function toPushRequest(segment: Segment): PushRequest {
   return { run_id: segment.run.id, function_id: segment.run.functionId, attempt: segment.run.attempt, event: segment.event, steps, ...(segment.secrets ? { secrets: segment.secrets } : {}) };
 }
 
-/** The pull assignment of a segment (WIRE-PROTOCOL.md 3.4): completed steps only, fenced. */
+/**
+ * The pull assignment of a segment (WIRE-PROTOCOL.md 3.4): completed steps only, fenced. Every
+ * completed step carries `output`, `null` when it has none (a sleep, a step that returned
+ * `undefined`): the SDK's schema requires the key and drops the whole assignment without it.
+ */
 export function toJobAssignment(segment: Segment): JobAssignment {
   const completed: PullCompletedStep[] = segment.steps
     .filter((s) => s.status === 'completed')
-    .map((s) => ({ step_id: s.stepId, name: s.name, ...(s.output !== undefined ? { output: s.output } : {}) }));
+    .map((s) => ({ step_id: s.stepId, name: s.name, output: s.output === undefined ? null : s.output }));
   return {
     job_id: jobIdOf(segment.run.id, segment.run.executionSeq),
     run_id: segment.run.id,

@@ -6,6 +6,7 @@ import { DispatchSystem } from './dispatch-system';
 import { PullWorkerSystem } from './pull-worker-system';
 import { ReportSystem, SegmentReport } from './report-system';
 import { EngineResources } from './resources';
+import { ReleaseSystem } from './release-system';
 import { Segment, toJobAssignment } from './segment-loader';
 
 /** `heartbeat_interval_ms` the engine tells stream workers (WIRE-PROTOCOL.md 6). */
@@ -14,8 +15,6 @@ export const STREAM_HEARTBEAT_INTERVAL_MS = 30_000;
 export const STREAM_HEARTBEAT_TIMEOUT_MS = 90_000;
 /** `drain_timeout_ms` of the `shutdown` message, and the most the engine waits for it (DESIGN.md "Defaults"). */
 export const STREAM_SHUTDOWN_DRAIN_MS = 25_000;
-/** Error code of a stream report the engine cannot apply (a bad yield): a retryable failure. */
-export const STREAM_REPORT_REJECTED = 'STREAM_REPORT_REJECTED';
 
 /** How many forgotten job ids (and run → latest execution entries) a connection remembers. */
 const REMEMBERED_JOBS = 10_000;
@@ -147,15 +146,20 @@ export class StreamConnection {
   }
 
   /**
-   * The stream ended (cleanly or not): its jobs are forgotten. Their leases are left to expire,
-   * and lease recovery queues them again. Idempotent.
+   * The stream ended: its jobs are forgotten. With `release` (default: the worker closed the stream,
+   * stopped, or the connection broke or went silent) the jobs it still held are given back at once
+   * (`ReleaseSystem`, off the transport's path), so another worker runs them without waiting for
+   * their leases to expire. Without it (the engine is shutting down, or ended the stream over a
+   * message it could not read) their leases are kept: a worker that reconnects elsewhere goes on
+   * with them (adoption), and its reports are judged by their fences. Idempotent.
    */
-  close(): void {
+  close(release = true): void {
     if (this.closedFlag) return;
     this.closedFlag = true;
+    const held = [...this.jobs.values()];
     this.jobs.clear();
     this.jobOfRun.clear();
-    this.system.detach(this);
+    this.system.detach(this, release ? held : []);
   }
 
   /**
@@ -245,8 +249,8 @@ export class StreamConnection {
    * `ReportSystem.apply` finds its execution no longer live (`STALE_EXECUTION`,
    * `RUN_NOT_RUNNING`). A job never delivered on this connection (a reconnected worker's) is
    * judged by its fence alone. A report the engine cannot apply (`VALIDATION_ERROR`,
-   * `PAYLOAD_TOO_LARGE`) fails the attempt instead: retryable with code `STREAM_REPORT_REJECTED`,
-   * or, too large, not retryable with code `PAYLOAD_TOO_LARGE`.
+   * `PAYLOAD_TOO_LARGE`) fails the attempt instead: retryable with code `REPORT_REJECTED`,
+   * or, too large, not retryable with code `PAYLOAD_TOO_LARGE` (`ReportSystem.apply`).
    */
   async report(jobId: string, fence: StreamFence, report: SegmentReport): Promise<StreamReportVerdict> {
     this.lastSeenAt = Date.now();
@@ -325,6 +329,7 @@ export class StreamWorkerSystem {
     private readonly reports: ReportSystem,
     private readonly pull: PullWorkerSystem,
     private readonly hints: DispatchHints,
+    private readonly releases: ReleaseSystem,
     options: StreamWorkerOptions = {},
   ) {
     this.options = {
@@ -390,10 +395,15 @@ export class StreamWorkerSystem {
     this.notifyDrain();
   }
 
-  /** @internal A connection closed. */
-  detach(conn: StreamConnection): void {
+  /** @internal A connection closed; `released` are the jobs it gives back (none while the engine stops). */
+  detach(conn: StreamConnection, released: readonly TrackedJob[]): void {
     this.connections.delete(conn);
     this.notifyDrain();
+    if (released.length === 0 || this.stopping) return;
+    this.r.followUps.track('stream-release', async () => {
+      const count = await this.releases.releaseAll(conn.workerId, released, `stream of worker ${conn.workerId} closed`);
+      if (count > 0) this.r.logger.log('closed stream released its jobs', { worker_id: conn.workerId, released: count });
+    });
   }
 
   /** @internal Drops a stale report: nothing changes, the metric counts it. */
@@ -410,15 +420,8 @@ export class StreamWorkerSystem {
       return 'applied';
     } catch (err) {
       if (err instanceof EngineError && (err.code === 'STALE_EXECUTION' || err.code === 'RUN_NOT_RUNNING')) return this.dropStale(conn, jobId, err.message);
-      if (err instanceof EngineError && (err.code === 'VALIDATION_ERROR' || err.code === 'PAYLOAD_TOO_LARGE') && report.kind !== 'failed' && fence) {
-        this.r.logger.warn('stream report rejected; the attempt fails', { worker_id: conn.workerId, job_id: jobId, run_id: runId, error: err.message });
-        await this.reports
-          // Too large is deterministic: the same output would be too large on every attempt.
-          .apply(runId, fence, { kind: 'failed', error: { message: `stream report rejected: ${err.message}`, code: err.code === 'PAYLOAD_TOO_LARGE' ? 'PAYLOAD_TOO_LARGE' : STREAM_REPORT_REJECTED, retryable: err.code !== 'PAYLOAD_TOO_LARGE' } })
-          .catch((again: unknown) => this.r.logger.warn('stream failure report not applied', { run_id: runId, error: String(again) }));
-        return 'rejected';
-      }
-      this.r.logger.warn('stream report not applied; lease expiry recovers the execution', { worker_id: conn.workerId, job_id: jobId, run_id: runId, error: String(err) });
+      // A report the engine cannot apply already failed its attempt in `apply` (REPORT_REJECTED / PAYLOAD_TOO_LARGE).
+      this.r.logger.warn('stream report not applied', { worker_id: conn.workerId, job_id: jobId, run_id: runId, error: String(err) });
       return 'rejected';
     }
   }

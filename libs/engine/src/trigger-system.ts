@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { CallScope, EngineError, TriggerInput, TriggerOutput } from '@ironflow/contracts';
 import { EventRecord, RunRecord, Tx, correlationsSql, eventsSql, functionsSql, runsSql, stepsSql } from '@ironflow/store';
-import { valueAtPath } from './json-path';
+import { eventSatisfiesWait } from './wait-match';
 import { newRunOf } from './new-run';
 import { checkName, checkPayload } from './payload-limits';
 import { recordRunCreated } from './run-created-audit';
@@ -9,15 +9,17 @@ import { EngineResources } from './resources';
 import { DispatchHints } from './dispatch-hints';
 import { DebounceSystem } from './debounce-system';
 import { TriggerExpressions } from './trigger-expressions';
-import { refuseUnsupportedEventFields } from './unsupported-options';
+import { eventFieldsOf } from './event-fields';
+import { toWireEvent } from './segment-loader';
 
 /**
  * Starts runs from an event (WIRE-PROTOCOL.md 5.2 `Trigger`): one unit of work inserts the event
- * and a run for each function whose trigger names it (and whose trigger expression, if any, accepts
- * it); a debounced function's run waits for its window instead (`DebounceSystem`). A repeated
- * idempotency key starts nothing and answers with the first event's runs. Throws
- * `VALIDATION_ERROR` or `PAYLOAD_TOO_LARGE`; with `sync` (TriggerSync), `FUNCTION_DEBOUNCED` when
- * the event would start a debounced function, committing nothing.
+ * (with its `version` and `metadata`, which reach the handler) and a run for each function whose
+ * trigger names it (and whose trigger expression, if any, accepts it); a debounced function's run
+ * waits for its window instead (`DebounceSystem`). A repeated idempotency key starts nothing and
+ * answers with the first event's runs. Throws `VALIDATION_ERROR` or `PAYLOAD_TOO_LARGE`; with
+ * `sync` (TriggerSync), `FUNCTION_DEBOUNCED` when the event would start a debounced function,
+ * committing nothing.
  */
 export class TriggerSystem {
   constructor(
@@ -29,7 +31,7 @@ export class TriggerSystem {
 
   async trigger(scope: CallScope, input: TriggerInput, options: { sync?: boolean } = {}): Promise<TriggerOutput> {
     checkName('event', input.event, 256);
-    refuseUnsupportedEventFields(input);
+    const { version, metadata } = eventFieldsOf(input, this.r.config.maxPayloadBytes);
     if (input.idempotencyKey !== undefined && input.idempotencyKey !== '') checkName('idempotencyKey', input.idempotencyKey, 512);
     checkPayload('event data', input.data, this.r.config.maxPayloadBytes);
     const result = await this.r.store.unitOfWork('trigger', async (tx) => {
@@ -40,13 +42,15 @@ export class TriggerSystem {
         name: input.event.trim(),
         data: input.data ?? {},
         idempotencyKey: input.idempotencyKey || undefined,
+        version,
+        metadata,
       });
       if (duplicate) {
         const rows = await tx.query<{ id: string }>(`SELECT id FROM runs WHERE event_id = $1 ORDER BY id`, [event.id]);
         return { eventId: event.id, runIds: rows.map((row) => row.id), modes: [] as string[], created: [] as RunRecord[] };
       }
       const resumed = await this.satisfyWaits(tx, scope, event);
-      const wireEvent = { id: event.id, name: event.name, data: event.data, timestamp: new Date(event.ts).toISOString(), version: 1 };
+      const wireEvent = toWireEvent(event);
       const functions = (await functionsSql.listFunctionsForEvent(tx, scope.project, scope.env, event.name)).filter((fn) => this.expressions.accepts(fn, wireEvent));
       const runIds: string[] = [];
       const modes: string[] = [...resumed];
@@ -88,15 +92,16 @@ export class TriggerSystem {
 
   /**
    * Resumes runs waiting in `waitForEvent` for this event: the step completes with the event
-   * object (WIRE-PROTOCOL.md 1.3) when the `match` path's value equals the run's own event's.
+   * object (WIRE-PROTOCOL.md 1.3) when the `match` path's value equals the run's own event's,
+   * structurally (see `wait-match.ts`).
    * Returns the modes of the runs queued again.
    */
   private async satisfyWaits(tx: Tx, scope: CallScope, event: EventRecord): Promise<string[]> {
     const open = await correlationsSql.listOpenCorrelations(tx, scope.project, scope.env, event.name);
     const modes: string[] = [];
-    const wireEvent = { id: event.id, name: event.name, data: event.data, timestamp: new Date(event.ts).toISOString() };
+    const wireEvent = toWireEvent(event);
     for (const c of open) {
-      if (c.matchPath !== null && JSON.stringify(valueAtPath(wireEvent, c.matchPath) ?? null) !== c.matchValue) continue;
+      if (!eventSatisfiesWait(wireEvent, c.matchPath, c.matchValue)) continue;
       if (!(await correlationsSql.closeCorrelation(tx, c.runId, c.stepId))) continue;
       if (!(await stepsSql.completeWaitStep(tx, c.runId, c.stepId, wireEvent))) continue;
       if (await runsSql.queueContinuation(tx, c.runId)) {

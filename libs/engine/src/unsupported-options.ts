@@ -1,4 +1,4 @@
-import { EngineError, RegisterFunctionInput, TriggerInput } from '@ironflow/contracts';
+import { EngineError, RegisterFunctionInput } from '@ironflow/contracts';
 
 /**
  * "Refuse what you do not act on": the registration options and trigger fields the Ironflow SDK
@@ -15,16 +15,6 @@ export function refuseUnsupportedOptions(input: RegisterFunctionInput): void {
   if (input.actorKey) refused.push('actorKey (sticky routing: workers claim any queued run)');
   if (input.recordingRetention) refused.push('recordingRetention');
   if (input.changeReason) refused.push('changeReason (function history)');
-  if (refused.length > 0) {
-    throw new EngineError('VALIDATION_ERROR', `not supported by this engine yet: ${refused.join(', ')}`, { unsupported: refused });
-  }
-}
-
-/** Event fields the engine does not carry to handlers yet: a `version` other than 1, and `metadata`. */
-export function refuseUnsupportedEventFields(input: TriggerInput): void {
-  const refused: string[] = [];
-  if (input.version !== undefined && input.version !== 1) refused.push('version (event versions other than 1)');
-  if (input.metadata !== undefined && input.metadata !== null && Object.keys(input.metadata).length > 0) refused.push('metadata (event metadata)');
   if (refused.length > 0) {
     throw new EngineError('VALIDATION_ERROR', `not supported by this engine yet: ${refused.join(', ')}`, { unsupported: refused });
   }

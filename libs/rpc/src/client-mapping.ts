@@ -230,11 +230,14 @@ export function registerFunctionInputFromProto(req: RegisterFunctionRequest): Re
   return input;
 }
 
-/** TriggerRequest / TriggerSyncRequest → `TriggerInput`; missing `data` becomes `{}`. */
+/**
+ * TriggerRequest / TriggerSyncRequest → `TriggerInput`; missing `data` becomes `{}`; `version` 0
+ * (proto3's "not given") is left out, any other value goes to the engine, which refuses one below 1.
+ */
 export function triggerInputFromProto(req: TriggerRequest | TriggerSyncRequest): TriggerInput {
   const input: TriggerInput = { event: req.event, data: req.data ?? {} };
   if (req.idempotencyKey) input.idempotencyKey = req.idempotencyKey;
-  if ('version' in req && req.version > 0) input.version = req.version;
+  if ('version' in req && req.version !== 0) input.version = req.version;
   if (req.metadata) input.metadata = req.metadata;
   return input;
 }

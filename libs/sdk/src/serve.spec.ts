@@ -120,6 +120,7 @@ describe('serve() over a real HTTP server', () => {
       status: 'yielded',
       steps: [],
       yield: { type: 'wait_for_event', step_id: 'run-9:approval:0', event_filter: { event: 'order.approved', match: 'data.orderId', timeout: '7d' } },
+      sent_at: expect.any(String),
     });
 
     const event = { id: 'evt-2', name: 'order.approved', data: { orderId: 'o-1' }, timestamp: '2025-01-01T01:00:00.000Z' };

@@ -46,7 +46,9 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
  * Request: a JSON PushRequest (2.2), optionally signed with
  * `X-Ironflow-Signature: sha256=<hex HMAC-SHA256(signingKey, raw body)>`.
  * Answers (always `Content-Type: application/json` and `X-Ironflow-Environment: <env>`):
- * - 200 + PushResponse `{status: "completed"|"yielded"|"failed", steps, result?|yield?|error?}`;
+ * - 200 + PushResponse `{status: "completed"|"yielded"|"failed", steps, result?|yield?|error?}`
+ *   (a yielded answer also carries `sent_at`, this endpoint's clock as it answers: the engine
+ *   places a sleep on its own clock with it);
  * - 401 `SIGNATURE_MISSING` / `SIGNATURE_INVALID` (checked first, on the raw bytes);
  * - 400 `INVALID_JSON` / `VALIDATION_ERROR` (message lists the offending paths);
  * - 404 `FUNCTION_NOT_FOUND`;
@@ -102,7 +104,8 @@ export function serve(options: ServeOptions): RequestListener {
       secrets: request.secrets,
       transport: 'push',
     });
-    return { status: 200, body: outcome };
+    // A yield carries the answer's send time: the engine places a sleep's `until` on its own clock with it.
+    return { status: 200, body: outcome.status === 'yielded' ? { ...outcome, sent_at: new Date().toISOString() } : outcome };
   };
 
   return (req, res) => {

@@ -62,7 +62,7 @@ export function exactValue(json: string, struct: JsonObject | undefined): unknow
 
 /**
  * The triggering event of an assignment (4.6): `data` from `event_data_json` (ours), else the
- * Struct, else `{}`; `timestamp` missing → now; `version` 0 → 1.
+ * Struct, else `{}`; `timestamp` missing → now; `version` (8) 0 → 1; `metadata` (7) when set.
  */
 export function eventOf(job: JobAssignment, now: () => number = Date.now): WireEvent {
   const e = job.event;
@@ -73,6 +73,7 @@ export function eventOf(job: JobAssignment, now: () => number = Date.now): WireE
     data: data === undefined ? {} : data,
     timestamp: (e?.timestamp ? timestampDate(e.timestamp) : new Date(now())).toISOString(),
     version: e?.version && e.version > 0 ? e.version : 1,
+    ...(e?.metadata ? { metadata: e.metadata } : {}),
   };
 }
 
@@ -113,8 +114,8 @@ export function toWireError(error: InvocationError) {
   };
 }
 
-/** The yield object (1.5) as `JobYielded.yield_json`. */
-export function yieldJson(y: YieldInfo): string {
+/** The yield object (1.5), with our `sent_at` (the worker's clock when it sends it), as `JobYielded.yield_json`. */
+export function yieldJson(y: YieldInfo & { sent_at?: string }): string {
   return JSON.stringify(y);
 }
 

@@ -1,4 +1,5 @@
 import { WakeableSleeps } from './wakeable-sleeps';
+import { stopOnSignals } from './signals';
 import * as grpc from '@grpc/grpc-js';
 import { IronflowClientError, IronflowError, errorMessage } from './errors';
 import { executeInvocation } from './execute';
@@ -48,6 +49,9 @@ import type { Worker, WorkerLogger } from './worker';
  *   does) for each function before each connection; default true. The v0.29 streaming worker
  *   does not, so its functions must exist already.
  * - `requestTimeoutMs`: deadline of each `RegisterFunction` call; default 30000.
+ * - `handleSignals`: default true: from `start()` until the worker stops, SIGTERM and SIGINT
+ *   `stop()` it (the engine gets its in-flight jobs back), then end the process as the signal
+ *   would — unless the app listens to that signal itself.
  * - `logger`: default logs warnings and errors to the console.
  */
 export interface StreamWorkerOptions {
@@ -62,6 +66,7 @@ export interface StreamWorkerOptions {
   registerFunctions?: boolean;
   requestTimeoutMs?: number;
   maxReportBytes?: number;
+  handleSignals?: boolean;
   logger?: WorkerLogger;
 }
 
@@ -72,9 +77,16 @@ export const DEFAULT_MAX_REPORT_BYTES = 4 * 1024 * 1024;
  * A pull worker over the `ironflow.v1.WorkerService/Connect` stream. Same lifecycle as the REST
  * {@link Worker}: `start()` resolves once the engine answered `registered` (retrying every
  * `reconnectDelayMs` while unreachable) and rejects with {@link IronflowClientError} when the
- * engine refuses the credentials (`unauthenticated` / `permission_denied`); `stop()` ends the
- * stream and aborts running handlers (no report for them); `drain()` takes no new jobs, waits for
- * the running ones to report, then stops.
+ * engine refuses the credentials (`unauthenticated` / `permission_denied`); `stop()` aborts
+ * running handlers and half-closes the stream (cancelling it if the engine has not ended it within
+ * 2 s): the engine gives the jobs of a closed stream back to the queue at once, so another worker
+ * runs them without waiting for their leases to expire; `drain()` takes no new jobs, waits for the
+ * running ones to report, then stops.
+ *
+ * When a stream ends for another reason (a broken connection) the engine releases its jobs too,
+ * so the worker aborts the handlers still running them (no report: it would be stale) — except
+ * after the engine's `shutdown` or a `resource_exhausted` end, where the engine keeps their leases
+ * and the jobs go on.
  *
  * Differences from the v0.29 streaming worker (deliberate):
  * - The engine's `shutdown` (a normal engine stop or restart) does not stop the worker for good:
@@ -187,6 +199,8 @@ class GrpcStreamWorker implements StreamWorker {
   private loop?: Promise<void>;
   private startPromise?: Promise<void>;
   private settleStart?: { resolve: () => void; reject: (err: unknown) => void };
+  private readonly handleSignals: boolean;
+  private unregisterSignals?: () => void;
 
   constructor(options: StreamWorkerOptions) {
     this.functions = indexFunctions(options.functions);
@@ -203,6 +217,7 @@ class GrpcStreamWorker implements StreamWorker {
     this.reconnectMs = options.reconnectDelayMs ?? 5_000;
     this.timeoutMs = options.requestTimeoutMs ?? 30_000;
     this.registerFunctions = options.registerFunctions ?? true;
+    this.handleSignals = options.handleSignals ?? true;
     this.log = options.logger ?? defaultLogger;
     grpcTarget(this.baseUrl); // throws a TypeError for a URL that does not parse
   }
@@ -214,20 +229,35 @@ class GrpcStreamWorker implements StreamWorker {
     this.state = 'connecting';
     const { target, credentials } = grpcTarget(this.baseUrl);
     this.client = new grpc.Client(target, credentials);
+    if (this.handleSignals) this.unregisterSignals = stopOnSignals(() => this.stop());
     this.loop = this.run();
     return this.startPromise;
   }
 
   async stop(): Promise<void> {
+    let cancelLater: NodeJS.Timeout | undefined;
     if (this.state !== 'stopped') {
       this.state = 'stopped';
+      this.unregisterSignals?.();
       this.stopHeartbeat();
-      for (const job of this.active.values()) job.abort.abort();
-      this.call?.cancel();
+      for (const job of this.active.values()) {
+        job.cancelled = true;
+        job.abort.abort();
+      }
+      // Half-close: the engine ends the stream and gives its jobs back; cancel if it does not answer.
+      const call = this.call;
+      if (call && !call.destroyed && !call.writableEnded) {
+        call.end();
+        cancelLater = setTimeout(() => call.cancel(), STOP_GRACE_MS);
+        cancelLater.unref();
+      } else {
+        call?.cancel();
+      }
       this.sleeps.wakeAll();
       this.settleStart?.resolve();
     }
     await this.loop;
+    clearTimeout(cancelLater);
     this.client?.close();
     if (this.unsent.size > 0) {
       this.log.warn('worker stopped with reports it could not send; lease expiry recovers those runs', { worker_id: this.workerId, job_ids: [...this.unsent.keys()] });
@@ -273,6 +303,8 @@ class GrpcStreamWorker implements StreamWorker {
       if (status.code === grpc.status.RESOURCE_EXHAUSTED) this.reportsOverLimit(status.details);
       this.written = [];
       if (!this.running) break;
+      // The engine gave this stream's jobs back (it keeps them only while it shuts down or after a message it could not read).
+      if (!afterShutdown && status.code !== grpc.status.RESOURCE_EXHAUSTED) this.abandonJobs();
       if (REFUSED.has(status.code)) {
         return this.refused(new IronflowClientError(`worker stream refused: ${status.details}`, status.code === grpc.status.UNAUTHENTICATED ? 'unauthenticated' : 'permission_denied', status.code === grpc.status.UNAUTHENTICATED ? 401 : 403));
       }
@@ -293,6 +325,7 @@ class GrpcStreamWorker implements StreamWorker {
     this.settleStart?.reject(err);
     this.settleStart = undefined;
     this.state = 'stopped';
+    this.unregisterSignals?.();
     this.stopHeartbeat();
     for (const job of this.active.values()) job.abort.abort();
   }
@@ -441,6 +474,16 @@ class GrpcStreamWorker implements StreamWorker {
     });
   }
 
+  /** Aborts every running job without a report: the engine released them when their stream ended. */
+  private abandonJobs(): void {
+    for (const job of this.active.values()) {
+      if (job.cancelled) continue;
+      job.cancelled = true;
+      job.abort.abort();
+      this.log.warn('stream ended; the engine gave this job back, so it stops here without a report', { worker_id: this.workerId, job_id: job.jobId });
+    }
+  }
+
   private cancelJob(jobId: string, reason: string): void {
     const job = this.active.get(jobId);
     if (!job || job.cancelled) return;
@@ -499,8 +542,10 @@ class GrpcStreamWorker implements StreamWorker {
     });
     const durationMs = Date.now() - started;
     const steps = outcome.steps.map(toExecutedStep);
-    if (outcome.status === 'completed') {
-      // Sent even after a cancel or stop() (the handler finished); the engine drops it if stale.
+    if (job.cancelled) {
+      // Cancelled by the engine, given back by stop() or by a closed stream: a report would be stale.
+      this.log.info?.('job cancelled or given back; no report', { worker_id: this.workerId, job_id: job.jobId });
+    } else if (outcome.status === 'completed') {
       const output = toStruct(outcome.result);
       this.sendReport(
         job,
@@ -513,7 +558,8 @@ class GrpcStreamWorker implements StreamWorker {
       const error = toWireError(outcome.error);
       this.sendReport(job, { payload: { case: 'jobFailed', value: { jobId: job.jobId, ...fence, durationMs, error, steps } } }, () => describeParts({ error: outcome.error }, outcome.steps));
     } else {
-      const text = yieldJson(outcome.yield);
+      // With the send time: the engine places a sleep's `until` on its own clock with it.
+      const text = yieldJson({ ...outcome.yield, sent_at: new Date().toISOString() });
       this.sendReport(job, { payload: { case: 'jobYielded', value: { jobId: job.jobId, ...fence, durationMs, yieldJson: text, steps } } }, () => describeParts({ yield: outcome.yield }, outcome.steps));
     }
   }
@@ -555,6 +601,8 @@ class GrpcStreamWorker implements StreamWorker {
 }
 
 const PAYLOAD_TOO_LARGE = 'PAYLOAD_TOO_LARGE';
+/** How long `stop()` waits for the engine to end a half-closed stream before cancelling it, in ms. */
+const STOP_GRACE_MS = 2_000;
 
 /** The `job_failed` that replaces a report too large to send: same fence, no steps, not retryable. */
 function tooLargeFailure(jobId: string, executionSeq: bigint, leaseToken: string, message: string): WorkerMessage {

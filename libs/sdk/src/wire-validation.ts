@@ -3,8 +3,10 @@ import type { JobAssignment, PullCompletedStep, PushCompletedStep, PushRequest, 
 /**
  * Strict checks of the bodies the engine sends to the SDK: the push request (WIRE-PROTOCOL.md
  * 2.2) and a pull job assignment (3.4). Unknown keys are ignored; optional fields must be absent,
- * not `null` (exceptions: push `steps` and pull `event.metadata` may be null). Each check returns
- * the typed value or the list of problems, one `path: reason` per entry.
+ * not `null` (exceptions: push `steps` and pull `event.metadata` may be null); keys the Ironflow
+ * SDK declares `z.unknown()` without `.optional()` (`event.data`, `completed_steps[].output`) must
+ * be present, `null` allowed. Each check returns the typed value or the list of problems, one
+ * `path: reason` per entry.
  */
 export type Checked<T> = { ok: true; value: T } | { ok: false; problems: string[] };
 
@@ -48,12 +50,18 @@ class Checker {
     for (const [k, v] of Object.entries(m)) if (typeof v !== 'string') this.fail(`${path}${key}.${k}`, 'expected string');
   }
 
+  /** A key the SDK's schema declares `z.unknown()` without `.optional()`: any value, `null` included, but present. */
+  present(o: Obj, key: string, path: string): void {
+    if (!(key in o) || o[key] === undefined) this.fail(`${path}${key}`, 'required (null when there is no value)');
+  }
+
   event(v: unknown, path: string, metadataMayBeNull: boolean): void {
     const e = this.object(v, path);
     if (!e) return;
     const p = `${path}.`;
     this.string(e, 'id', p, true);
     this.string(e, 'name', p, true);
+    this.present(e, 'data', p);
     this.string(e, 'timestamp', p, true);
     if ('version' in e && e.version !== undefined) {
       if (typeof e.version !== 'number' || !Number.isInteger(e.version) || e.version < 1) this.fail(`${p}version`, 'expected integer >= 1');
@@ -134,6 +142,7 @@ export function checkJobAssignment(body: unknown): Checked<JobAssignment> {
       if (!step) return;
       c.string(step, 'step_id', `${p}.`, true);
       c.string(step, 'name', `${p}.`, true);
+      c.present(step, 'output', `${p}.`);
     });
   c.number(o, 'step_sequence_base', '', false);
   c.string(o, 'actor_id', '', false);

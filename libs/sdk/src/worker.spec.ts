@@ -203,7 +203,10 @@ describe('createWorker (REST pull)', () => {
       yield: { type: 'sleep', step_id: 'run-1:nap:0', until: expect.any(String) },
       execution_seq: 5,
       lease_token: 'tok',
+      sent_at: expect.any(String),
     });
+    // The send time is this worker's clock as it sent the update.
+    expect(Math.abs(Date.parse(yielded.body.sent_at) - yielded.at)).toBeLessThan(60_000);
     expect(updates(engine)).toHaveLength(2);
   });
 
@@ -316,7 +319,7 @@ describe('createWorker (REST pull)', () => {
     expect(polls(engine).length).toBeLessThanOrEqual(pollsAtDrain + 1);
   });
 
-  it('stop aborts the handler signal and a job that then throws sends nothing', async () => {
+  it('stop aborts the handler signal and gives the job back: one release with the fence, no terminal update', async () => {
     const started = deferred();
     const fn = createFunction({ id: 'orders' }, async ({ signal }) => {
       started.resolve();
@@ -327,9 +330,52 @@ describe('createWorker (REST pull)', () => {
     await started.promise;
     await w.stop();
     await waitFor(() => (w as unknown as { active: Map<string, unknown> }).active.size === 0, 'the job to end');
-    expect(updates(engine)).toEqual([]);
+    const sent = updates(engine);
+    expect(sent.map((r) => r.path)).toEqual([`/api/v1/workers/${w.workerId}/jobs/run-1-3/release`]);
+    expect(sent[0].body).toEqual({ run_id: 'run-1', execution_seq: 1, lease_token: 't' });
     await expect(w.start()).rejects.toMatchObject({ code: 'WORKER_STOPPED' });
   });
+
+  it('stop flushes the job\'s unsent checkpoints before the release, and a handler that still returns sends no terminal', async () => {
+    const gate = deferred();
+    const fn = createFunction({ id: 'orders' }, async ({ step }) => {
+      await step.run('a', () => 'A');
+      await gate.promise;
+      return 'too late';
+    });
+    engine = await startEngine({ polls: [{ status: 200, body: job({ execution_seq: 2, lease_token: 't2', step_sequence_base: 4 }) }] });
+    const w = await start([fn], { checkpointIntervalMs: 60_000 });
+    await waitFor(() => activeJobs(w) === 1 && acks(engine).length === 1, 'the job to run');
+    await new Promise((r) => setTimeout(r, 20));
+    const stopping = w.stop();
+    gate.resolve();
+    await stopping;
+    await waitFor(() => activeJobs(w) === 0, 'the job to end');
+    const sent = updates(engine);
+    expect(sent.map((r) => (r.path.endsWith('/release') ? 'release' : r.body.status))).toEqual(['progress', 'release']);
+    expect(sent[0].body).toEqual({ status: 'progress', steps: [expect.objectContaining({ id: 'run-1:a:0', output: 'A' })], step_offset: 4, execution_seq: 2, lease_token: 't2' });
+  });
+
+  it('a job a heartbeat answers `lost` is aborted and sends no terminal update', async () => {
+    const started = deferred();
+    let aborted = false;
+    const fn = createFunction({ id: 'orders' }, async ({ signal }) => {
+      started.resolve();
+      await new Promise<void>((resolve) => signal.addEventListener('abort', () => ((aborted = true), resolve())));
+      return 'done anyway';
+    });
+    engine = await startFakeServer((req) => {
+      if (req.path.endsWith('/heartbeat')) return { status: 200, body: { ok: true, jobs: (req.body.jobs as { job_id: string }[]).map((j) => ({ job_id: j.job_id, state: 'lost' })) } };
+      if (req.method === 'GET' && req.path.endsWith('/jobs')) return polled++ === 0 ? { status: 200, body: { jobs: [job({ execution_seq: 1, lease_token: 't' })] } } : { status: 204 };
+      return { status: 200, body: {} };
+    });
+    let polled = 0;
+    const w = await start([fn], { heartbeatIntervalMs: 30 });
+    await started.promise;
+    await waitFor(() => aborted && activeJobs(w) === 0, 'the lost job to end');
+    expect(updates(engine)).toEqual([]);
+  });
+
   describe('final reports (retries, 413)', () => {
     it('retries a terminal update after a 5xx and a network error, 200 ms then 400 ms apart, and sends the same body each time', async () => {
       const fn = createFunction({ id: 'orders' }, async () => ({ ok: true }));
@@ -420,7 +466,7 @@ describe('createWorker (REST pull)', () => {
       const progress = { status: 'progress', steps: [expect.objectContaining({ id: 'run-1:a:0', output: 'A' })], step_offset: 0, execution_seq: 2, lease_token: 'tok' };
       for (const r of sent.slice(0, 3)) expect(r.body).toEqual(progress);
       expect(sent[1].at - sent[0].at).toBeGreaterThanOrEqual(195);
-      expect(yielded.body).toEqual({ status: 'yielded', yield: expect.objectContaining({ type: 'sleep', step_id: 'run-1:nap:0' }), execution_seq: 2, lease_token: 'tok' });
+      expect(yielded.body).toEqual({ status: 'yielded', yield: expect.objectContaining({ type: 'sleep', step_id: 'run-1:nap:0' }), execution_seq: 2, lease_token: 'tok', sent_at: expect.any(String) });
     });
 
     it('reports a completed update refused with 413 as a PAYLOAD_TOO_LARGE failure with the same fence and no steps', async () => {
@@ -461,10 +507,12 @@ describe('createWorker (REST pull)', () => {
       await waitFor(() => terminals(engine).length === 2 && activeJobs(w) === 0, 'the failed update');
       const [yielded, failed] = terminals(engine);
       expect(yielded.body.status).toBe('yielded');
+      // The message measures the report as built; the send time is added per attempt.
+      const { sent_at: _sentAt, ...built } = yielded.body;
       expect(failed.body).toEqual({
         status: 'failed',
         error: {
-          message: `yielded report of ${Buffer.byteLength(yielded.raw)} bytes (yield ${Buffer.byteLength(JSON.stringify(yielded.body.yield))} bytes) is too large for the engine (HTTP 413); engine: request body is over the 2048 byte limit`,
+          message: `yielded report of ${Buffer.byteLength(JSON.stringify(built))} bytes (yield ${Buffer.byteLength(JSON.stringify(yielded.body.yield))} bytes) is too large for the engine (HTTP 413); engine: request body is over the 2048 byte limit`,
           code: 'PAYLOAD_TOO_LARGE',
           retryable: false,
         },

@@ -9,6 +9,7 @@ import { REGISTER_FUNCTION_PROCEDURE, workerRegistrationBody } from './register-
 import { SDK_VERSION, resolveApiKey, resolveEnvironment, resolveServerUrl } from './settings';
 import type { PublishTarget } from './publish';
 import { checkJobAssignment } from './wire-validation';
+import { stopOnSignals } from './signals';
 
 /** Where the worker reports what it does. Every method is optional except `warn` and `error`. */
 export interface WorkerLogger {
@@ -41,6 +42,9 @@ export const DEFAULT_REPORT_RETRY_TIMEOUT_MS = 60_000;
  * - `reportRetryTimeoutMs`: how long a job's final reports (the last progress flushes and the
  *   terminal update) are retried after network errors and 5xx answers, counted from the first
  *   of them; default 60000 (see {@link Worker}).
+ * - `handleSignals`: default true: from `start()` until the worker stops, SIGTERM and SIGINT
+ *   `stop()` it (its in-flight jobs are given back to the engine), then end the process as the
+ *   signal would — unless the app listens to that signal itself (then the app owns the exit).
  * - `logger`: default logs warnings and errors to the console.
  */
 export interface WorkerOptions {
@@ -57,6 +61,7 @@ export interface WorkerOptions {
   pollErrorDelayMs?: number;
   requestTimeoutMs?: number;
   reportRetryTimeoutMs?: number;
+  handleSignals?: boolean;
   logger?: WorkerLogger;
 }
 
@@ -95,10 +100,13 @@ export interface Worker {
    */
   start(): Promise<void>;
   /**
-   * Stops now: no more polls or heartbeats, timers cleared, active handlers' `signal` aborted.
-   * An aborted job sends no terminal update unless its handler still returns normally (then
-   * `completed` is sent, once: reports are not retried after `stop()`, and retries under way end).
-   * Resolves when the background loop has exited (it does not wait for running handlers).
+   * Stops now: no more polls or heartbeats, timers cleared, active handlers' `signal` aborted, and
+   * the work in flight given back, so another worker runs it at once instead of after the lease
+   * expires: each job still running flushes its unsent checkpoints (one attempt) and is released
+   * (`PUT …/jobs/{jobId}/release` with its fence); it sends no terminal update afterwards, even if
+   * its handler returns. A job whose terminal update is already being sent finishes that send
+   * (one attempt: reports are not retried after `stop()`). Resolves when the background loop has
+   * exited and the releases were answered (it does not wait for running handlers).
    */
   stop(): Promise<void>;
   /**
@@ -111,8 +119,15 @@ export interface Worker {
 type WorkerState = 'idle' | 'connecting' | 'connected' | 'draining' | 'stopped';
 
 interface ActiveJob {
+  job: JobAssignment;
   startedAt: string;
   abort: AbortController;
+  /** Released by `stop()`, or answered lost by a heartbeat: it sends no report. */
+  gone: boolean;
+  /** Its terminal update is being sent: `stop()` lets that finish instead of releasing it. */
+  reporting: boolean;
+  /** Flushes the job's unsent checkpoints once (set while its handler runs). */
+  flush?: () => Promise<void>;
 }
 
 const defaultLogger: WorkerLogger = {
@@ -160,6 +175,10 @@ class PullWorker implements Worker {
   private loop?: Promise<void>;
   private startPromise?: Promise<void>;
   private settleStart?: { resolve: () => void; reject: (err: unknown) => void };
+  private readonly handleSignals: boolean;
+  private unregisterSignals?: () => void;
+  /** The give-backs `stop()` started. */
+  private givingBack: Promise<unknown> = Promise.resolve();
 
   constructor(options: WorkerOptions) {
     this.functions = indexFunctions(options.functions);
@@ -177,6 +196,7 @@ class PullWorker implements Worker {
     this.timeoutMs = options.requestTimeoutMs ?? 30_000;
     this.reportRetryMs = options.reportRetryTimeoutMs ?? DEFAULT_REPORT_RETRY_TIMEOUT_MS;
     this.labels = { ...(options.labels ?? {}) };
+    this.handleSignals = options.handleSignals ?? true;
     this.log = options.logger ?? defaultLogger;
   }
 
@@ -185,6 +205,7 @@ class PullWorker implements Worker {
     if (this.startPromise) return this.startPromise;
     this.startPromise = new Promise<void>((resolve, reject) => (this.settleStart = { resolve, reject }));
     this.state = 'connecting';
+    if (this.handleSignals) this.unregisterSignals = stopOnSignals(() => this.stop());
     this.loop = this.run();
     return this.startPromise;
   }
@@ -192,15 +213,35 @@ class PullWorker implements Worker {
   async stop(): Promise<void> {
     if (this.state !== 'stopped') {
       this.state = 'stopped';
+      this.unregisterSignals?.();
       if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
       this.heartbeatTimer = undefined;
       this.pollAbort.abort();
-      for (const job of this.active.values()) job.abort.abort();
+      const inFlight = [...this.active.values()].filter((entry) => !entry.reporting && !entry.gone);
+      for (const entry of inFlight) entry.gone = true;
+      for (const entry of this.active.values()) entry.abort.abort();
       this.sleeps.wakeAll();
       this.reportSleeps.wakeAll();
       this.settleStart?.resolve();
+      this.givingBack = Promise.all(inFlight.map((entry) => this.giveBack(entry)));
     }
     await this.loop;
+    await this.givingBack;
+  }
+
+  /** `stop()`: flushes a running job's unsent checkpoints (one attempt), then releases it. */
+  private async giveBack(entry: ActiveJob): Promise<void> {
+    const { job } = entry;
+    const fields = { worker_id: this.workerId, job_id: job.job_id, run_id: job.run_id };
+    try {
+      await entry.flush?.();
+      const fence: JobAckBody = job.lease_token ? { run_id: job.run_id, lease_token: job.lease_token, ...(job.execution_seq !== undefined ? { execution_seq: job.execution_seq } : {}) } : { run_id: job.run_id };
+      const res = await this.call('PUT', `${this.jobPath(job)}/release`, fence);
+      if (res.status >= 200 && res.status < 300) this.log.info?.('job given back to the engine', fields);
+      else this.log.warn('release refused; the lease expiry recovers the job', { ...fields, status: res.status, body: res.text.slice(0, 200) });
+    } catch (err) {
+      this.log.warn('release failed; the lease expiry recovers the job', { ...fields, error: errorMessage(err) });
+    }
   }
 
   async drain(): Promise<void> {
@@ -249,6 +290,7 @@ class PullWorker implements Worker {
     this.settleStart?.reject(err);
     this.settleStart = undefined;
     this.state = 'stopped';
+    this.unregisterSignals?.();
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     this.heartbeatTimer = undefined;
     for (const job of this.active.values()) job.abort.abort();
@@ -296,22 +338,41 @@ class PullWorker implements Worker {
     this.heartbeatTimer.unref();
   }
 
-  /** R3; only while connected; errors are logged. */
+  /**
+   * R3; only while connected; errors are logged. A job the engine answers `lost` (this worker no
+   * longer holds its live lease: it expired, timed out, was recovered or cancelled) is aborted and
+   * sends no report (it would be stale).
+   */
   private async heartbeat(): Promise<void> {
     if (this.state !== 'connected' || this.heartbeatInFlight) return;
     this.heartbeatInFlight = true;
+    const listed = [...this.active].filter(([, job]) => !job.gone);
     const body: WorkerHeartbeatBody = {
       worker_id: this.workerId,
-      active_jobs: this.active.size,
-      jobs: [...this.active].map(([job_id, job]) => ({ job_id, started_at: job.startedAt })),
+      active_jobs: listed.length,
+      jobs: listed.map(([job_id, job]) => ({ job_id, started_at: job.startedAt })),
     };
     try {
       const res = await this.call('POST', `${this.workerPath}/heartbeat`, body);
       if (res.status < 200 || res.status >= 300) this.log.warn('heartbeat refused', { worker_id: this.workerId, status: res.status });
+      else this.dropLost(parseJson(res.text));
     } catch (err) {
       this.log.warn('heartbeat failed', { worker_id: this.workerId, error: errorMessage(err) });
     } finally {
       this.heartbeatInFlight = false;
+    }
+  }
+
+  /** Aborts the jobs a heartbeat answer marks `lost` (ours: `{jobs: [{job_id, state}]}`; other answers are ignored). */
+  private dropLost(answer: unknown): void {
+    const jobs = (answer as { jobs?: unknown } | null | undefined)?.jobs;
+    if (!Array.isArray(jobs)) return;
+    for (const item of jobs as { job_id?: unknown; state?: unknown }[]) {
+      const entry = typeof item?.job_id === 'string' && item.state === 'lost' ? this.active.get(item.job_id) : undefined;
+      if (!entry || entry.gone || entry.reporting) continue;
+      entry.gone = true;
+      entry.abort.abort();
+      this.log.warn('the engine no longer counts this job as ours; it is stopped without a report', { worker_id: this.workerId, job_id: item.job_id });
     }
   }
 
@@ -371,10 +432,10 @@ class PullWorker implements Worker {
         this.log.warn('assignment beyond capacity skipped', { worker_id: this.workerId, job_id: job.job_id });
         continue;
       }
-      const entryState: ActiveJob = { startedAt: new Date().toISOString(), abort: new AbortController() };
+      const entryState: ActiveJob = { job, startedAt: new Date().toISOString(), abort: new AbortController(), gone: false, reporting: false };
       this.active.set(job.job_id, entryState);
       started++;
-      void this.runJob(job, entryState.abort.signal)
+      void this.runJob(job, entryState)
         .catch((err) => this.log.error('job crashed', { worker_id: this.workerId, job_id: job.job_id, run_id: job.run_id, error: errorMessage(err) }))
         .finally(() => {
           this.active.delete(job.job_id);
@@ -384,8 +445,9 @@ class PullWorker implements Worker {
     return started;
   }
 
-  /** One job: (fenced) ack R5 → handler with checkpoints → exactly one terminal R6. */
-  private async runJob(job: JobAssignment, signal: AbortSignal): Promise<void> {
+  /** One job: (fenced) ack R5 → handler with checkpoints → exactly one terminal R6 (none once it is gone). */
+  private async runJob(job: JobAssignment, entry: ActiveJob): Promise<void> {
+    const signal = entry.abort.signal;
     const fence: Pick<JobUpdateBody, 'execution_seq' | 'lease_token'> = {};
     const fenced = typeof job.lease_token === 'string' && job.lease_token !== '';
     if (fenced) {
@@ -397,6 +459,7 @@ class PullWorker implements Worker {
     if (!fn) {
       this.log.warn('job for a function this worker does not serve', fields);
       const deadline = Date.now() + this.reportRetryMs;
+      entry.reporting = true;
       await this.sendTerminal(job, { status: 'failed', error: { message: `function "${job.function_id}" is not served by this worker`, code: 'FUNCTION_NOT_FOUND', retryable: false }, ...fence }, fields, deadline);
       return;
     }
@@ -429,6 +492,10 @@ class PullWorker implements Worker {
         return res.status;
       },
     });
+    entry.flush = async () => {
+      await checkpoints.settle();
+      await checkpoints.flushDownTo(0);
+    };
     const outcome = await executeInvocation({
       fn,
       runId: job.run_id,
@@ -443,10 +510,15 @@ class PullWorker implements Worker {
     });
     await checkpoints.settle();
 
-    if (outcome.status !== 'completed' && signal.aborted) {
-      this.log.info?.('job aborted by stop(); no terminal update', fields);
+    if (entry.gone) {
+      this.log.info?.('job given back or lost; no terminal update', fields);
       return;
     }
+    if (outcome.status !== 'completed' && signal.aborted) {
+      this.log.info?.('job aborted; no terminal update', fields);
+      return;
+    }
+    entry.reporting = true;
     // Final reports: the last progress flushes and the terminal share one retry budget (see Worker).
     const deadline = Date.now() + this.reportRetryMs;
     const retry = (failures: number) => this.waitBeforeRetry(failures, deadline, 'progress', fields);
@@ -511,7 +583,9 @@ class PullWorker implements Worker {
     for (let failures = 1; ; failures++) {
       let problem: Record<string, unknown>;
       try {
-        const res = await this.call('PUT', this.jobPath(job), update);
+        // A yield carries its send time, per attempt: the engine places a sleep's `until` on its own clock with it.
+        const body = update.status === 'yielded' ? { ...update, sent_at: new Date().toISOString() } : update;
+        const res = await this.call('PUT', this.jobPath(job), body);
         if (res.status < 500) return res;
         problem = { status: res.status, body: res.text.slice(0, 200) };
       } catch (err) {

@@ -10,6 +10,7 @@ import { AuditWriterModule } from './audit-writer/audit-writer.module';
 import { NamespacedNatsServer } from './audit-writer/namespaced-nats.server';
 import { CapacityScannerModule } from './capacity-scanner/capacity-scanner.module';
 import { DispatcherModule } from './dispatcher/dispatcher.module';
+import { failOversizedJobUpdate } from './dispatcher/oversized-job-update';
 import { workerServiceHttp2Handler, workerServiceRoutes } from './dispatcher/stream/worker-service';
 import { EngineErrorFilter } from './http/engine-error.filter';
 import { authenticateHeaders, authenticateSubscription } from './http/api-key.guard';
@@ -52,7 +53,11 @@ export async function startServer(settings: IronflowSettings, services: readonly
   class RootModule {}
 
   const app = await NestFactory.create(RootModule, { bodyParser: false, logger: logLevels });
-  app.use(rawBodyMiddleware(settings.maxPayloadBytes));
+  // A job update refused as too large still fails its attempt (dispatcher routes only).
+  const onTooLarge = services.includes('dispatcher')
+    ? (req: Parameters<typeof failOversizedJobUpdate>[1]) => failOversizedJobUpdate(app.get<EngineRuntime>(ENGINE_RUNTIME), req, settings.maxPayloadBytes)
+    : undefined;
+  app.use(rawBodyMiddleware(settings.maxPayloadBytes, onTooLarge));
   app.useGlobalFilters(new EngineErrorFilter());
   await app.init();
   const runtime = app.get<EngineRuntime>(ENGINE_RUNTIME);

@@ -72,6 +72,10 @@ export interface EventRecord {
   name: string;
   data: unknown;
   idempotencyKey: string | null;
+  /** The event's version, ≥ 1 (1 unless the emitter gave one). */
+  version: number;
+  /** The emitter's metadata (a JSON object), `null` when none was given. */
+  metadata: Record<string, unknown> | null;
   ts: number;
 }
 
@@ -182,6 +186,8 @@ export function mapEvent(r: Row): EventRecord {
     name: String(r.name),
     data: parseJson(r.data),
     idempotencyKey: strOrNull(r.idempotency_key),
+    version: r.version === null || r.version === undefined ? 1 : num(r.version),
+    metadata: parseJson(r.metadata) as Record<string, unknown> | null,
     ts: num(r.ts),
   };
 }

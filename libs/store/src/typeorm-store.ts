@@ -1,4 +1,5 @@
 import { Mutex } from 'async-mutex';
+import { EngineError } from '@ironflow/contracts';
 import { DataSource, QueryRunner } from 'typeorm';
 import { StoreClock } from './clock';
 import { Dialect, toPositional } from './sql';
@@ -6,6 +7,9 @@ import { Store, Tx } from './tx';
 import { InitialSchema1732900000000 } from './migrations/initial-schema';
 import { ConcurrencyLanes1733000000000 } from './migrations/concurrency-lanes';
 import { WaitingRunsIndex1733100000000 } from './migrations/waiting-runs-index';
+import { EventVersionMetadata1734100000000 } from './migrations/event-version-metadata';
+import { LeaseDeadline1734100000001 } from './migrations/lease-deadline';
+import { LeaseClockOffset1734100000002 } from './migrations/lease-clock-offset';
 import { CronAndDebounce1734200000000 } from './migrations/cron-and-debounce';
 import { ApiKeysAndSecrets1734300000000 } from './migrations/api-keys-and-secrets';
 import { PauseAndTopics1734400000000 } from './migrations/pause-and-topics';
@@ -14,6 +18,9 @@ const MIGRATIONS = [
   InitialSchema1732900000000,
   ConcurrencyLanes1733000000000,
   WaitingRunsIndex1733100000000,
+  EventVersionMetadata1734100000000,
+  LeaseDeadline1734100000001,
+  LeaseClockOffset1734100000002,
   CronAndDebounce1734200000000,
   ApiKeysAndSecrets1734300000000,
   PauseAndTopics1734400000000,
@@ -155,7 +162,7 @@ class TypeormStore implements Store {
         return result;
       } catch (err) {
         if (transactional && runner.isTransactionActive) await runner.rollbackTransaction();
-        throw err;
+        throw this.dialect === 'postgres' ? unstorableValue(err) ?? err : err;
       }
     } finally {
       await runner.release();
@@ -189,4 +196,16 @@ class TypeormStore implements Store {
     if (this.dialect === 'sqlite') await this.sqliteMutex.waitForUnlock();
     if (this.dataSource.isInitialized) await this.dataSource.destroy();
   }
+}
+
+/**
+ * A PostgreSQL "data exception" (SQLSTATE class 22: U+0000 in text, a number past BIGINT, …) means
+ * the request carried a value the store cannot hold, not that the store failed: it becomes a
+ * `VALIDATION_ERROR` (400 at the edge; a report's attempt then fails with a code instead of
+ * leaving its run running). The unit of work is already rolled back. Other errors are unchanged.
+ */
+function unstorableValue(err: unknown): EngineError | undefined {
+  const code = (err as { driverError?: { code?: unknown }; code?: unknown } | null)?.driverError?.code ?? (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string' || !code.startsWith('22')) return undefined;
+  return new EngineError('VALIDATION_ERROR', `the store cannot hold a value of this request: ${(err as Error).message}`, { sqlstate: code });
 }

@@ -12,7 +12,7 @@ export interface TestServer {
 /**
  * A real server with all five services on a scratch database of `dialect`, on a free port of
  * 127.0.0.1, with short intervals (dispatch poll and tick 50 ms) and a pool of 4; `settings`
- * overrides any of that (e.g. `secretsKey`, `adminKey`).
+ * overrides any of those (e.g. a `signingKey`, `secretsKey`, `adminKey`, a short `leaseMs`).
  */
 export async function startTestServer(dialect: Dialect, prefix: string, settings: Partial<IronflowSettings> = {}): Promise<TestServer> {
   const db = await scratchDatabase(dialect, prefix);

@@ -17,11 +17,15 @@ export interface WorkerHeartbeatBody {
   jobs?: { job_id: string; started_at?: string }[];
 }
 
-/** A memoized step in a pull assignment (3.4). */
+/**
+ * A memoized step in a pull assignment (3.4). `output` is always present: `null` when the step
+ * has no value (a finished sleep, a step that returned `undefined`), because the SDK's schema
+ * declares it `z.unknown()` without `.optional()` and rejects the whole assignment without it.
+ */
 export interface PullCompletedStep {
   step_id: string;
   name: string;
-  output?: unknown;
+  output: unknown;
 }
 
 /** One job of a R4 answer (3.4). Job id is `{runId}-{execution_seq}`. */
@@ -55,4 +59,6 @@ export interface JobUpdateBody {
   yield?: YieldInfo;
   execution_seq?: number;
   lease_token?: string;
+  /** Ours (the Ironflow SDK does not send it): the worker's clock when it sent this update, ISO-8601; places a sleep on the engine's clock. */
+  sent_at?: string;
 }

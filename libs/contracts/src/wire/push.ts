@@ -20,8 +20,12 @@ export interface PushRequest {
   secrets?: Record<string, string>;
 }
 
-/** The endpoint's 200 answer (2.3). */
-export type PushResponse =
+/**
+ * The endpoint's 200 answer (2.3). `sent_at` is ours (the Ironflow SDK does not send it): the
+ * endpoint's clock when it answered, ISO-8601; it places a sleep on the engine's clock.
+ */
+export type PushResponse = { sent_at?: string } & (
   | { status: 'completed'; result?: unknown; steps: StepResult[] }
   | { status: 'failed'; error: InvocationError; steps: StepResult[] }
-  | { status: 'yielded'; yield: YieldInfo; steps: StepResult[] };
+  | { status: 'yielded'; yield: YieldInfo; steps: StepResult[] }
+);

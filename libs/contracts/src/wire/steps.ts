@@ -43,7 +43,11 @@ export interface InvocationError {
   stack?: string;
 }
 
-/** The event a run was started by, as workers receive it (2.2, 3.4). */
+/**
+ * The event a run was started by, as workers receive it (2.2, 3.4). `data` is always present
+ * (`null` when there is none: the SDK's schema declares it `z.unknown()`, a required key);
+ * `version` ≥ 1; `metadata` is absent when the event has none, never null.
+ */
 export interface WireEvent {
   id: string;
   name: string;

@@ -78,13 +78,43 @@ describe.each(STORES)('bad input [%s]', (dialect) => {
     expect(await countRows(t, 'events')).toBe(1);
   });
 
-  it('a worker report over maxPayloadBytes → PAYLOAD_TOO_LARGE and the run is unchanged', async () => {
+  it('a terminal report over maxPayloadBytes → PAYLOAD_TOO_LARGE, and the run fails at once with PAYLOAD_TOO_LARGE (not retryable), its lease released', async () => {
+    const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: {} });
+    const job = await pollAndAck(t);
+    const report = t.engine.pull.update(WORKER, job.job_id, fenced(job, { status: 'completed', output: { blob: 'x'.repeat(2000) } }));
+    expect(await codeOf(report)).toEqual({ code: 'PAYLOAD_TOO_LARGE', httpStatus: 413 });
+    const after = await snapshot(t, runIds[0]);
+    expect(after.run).toMatchObject({ status: 'failed', attempt: 1, output: null, error: { code: 'PAYLOAD_TOO_LARGE', retryable: false } });
+    expect(after.run.error?.message).toContain('report is');
+    expect(after.leases).toEqual([]);
+  });
+
+  it('a progress report over maxPayloadBytes → PAYLOAD_TOO_LARGE and the run is unchanged (the terminal report decides)', async () => {
     const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: {} });
     const job = await pollAndAck(t);
     const before = await snapshot(t, runIds[0]);
-    const report = t.engine.pull.update(WORKER, job.job_id, fenced(job, { status: 'completed', output: { blob: 'x'.repeat(2000) } }));
+    const report = t.engine.pull.update(WORKER, job.job_id, fenced(job, { status: 'progress', steps: [{ id: `${runIds[0]}:a:0`, name: 'a', type: 'invoke', status: 'completed', output: 'x'.repeat(2000) }], step_offset: 0 }));
     expect(await codeOf(report)).toEqual({ code: 'PAYLOAD_TOO_LARGE', httpStatus: 413 });
     expect(await snapshot(t, runIds[0])).toEqual(before);
+  });
+
+  it('a job update refused unread as too large (413) fails the attempt at once with PAYLOAD_TOO_LARGE, only for the worker holding its live lease', async () => {
+    const { runIds: [runId] } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: {} });
+    const job = await pollAndAck(t);
+    await registerWorker(t, ['flow'], 'w-other');
+    const before = await snapshot(t, runId);
+    expect(await t.engine.pull.failTooLarge('w-other', job.job_id, 1024)).toBe(false);
+    expect(await t.engine.pull.failTooLarge(WORKER, `${runId}-7`, 1024)).toBe(false);
+    expect(await t.engine.pull.failTooLarge(WORKER, 'not-a-job', 1024)).toBe(false);
+    expect(await snapshot(t, runId)).toEqual(before);
+
+    expect(await t.engine.pull.failTooLarge(WORKER, job.job_id, 1024)).toBe(true);
+    const after = await snapshot(t, runId);
+    expect(after.run).toMatchObject({ status: 'failed', attempt: 1, error: { code: 'PAYLOAD_TOO_LARGE', retryable: false } });
+    expect(after.run.error?.message).toContain('1024-byte');
+    expect(after.leases).toEqual([]);
+    // Once ended, a second oversized update changes nothing.
+    expect(await t.engine.pull.failTooLarge(WORKER, job.job_id, 1024)).toBe(false);
   });
 
   it('GetRun / GetRunSteps / CancelRun of an unknown id → RUN_NOT_FOUND; an empty id → VALIDATION_ERROR', async () => {
@@ -136,20 +166,30 @@ describe.each(STORES)('bad input [%s]', (dialect) => {
     expect(await codeOf(t.engine.pull.update(WORKER, jobId, { status: 'completed', output: 1, execution_seq: 1, lease_token: 'x' }))).toEqual({ code: 'RUN_NOT_FOUND', httpStatus: 404 });
   });
 
-  it('an update with an unknown status or a yield without step_id → VALIDATION_ERROR; the run is unchanged', async () => {
+  it('an update with an unknown status → VALIDATION_ERROR; the run is unchanged (the body is not a report)', async () => {
     const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: {} });
     const job = await pollAndAck(t);
     const before = await snapshot(t, runIds[0]);
-    const bodies = [
-      fenced(job, { status: 'finished' as never }),
-      fenced(job, { status: 'yielded' }),
-      fenced(job, { status: 'yielded', yield: { type: 'sleep', until: new Date().toISOString() } as never }),
-      fenced(job, { status: 'yielded', yield: { type: 'sleep', step_id: `${runIds[0]}:nap:0`, until: 'not a time' } }),
-      fenced(job, { status: 'yielded', yield: { type: 'teleport', step_id: `${runIds[0]}:x:0` } as never }),
-    ];
-    for (const body of bodies) {
-      expect([body, await codeOf(t.engine.pull.update(WORKER, job.job_id, body))]).toEqual([body, { code: 'VALIDATION_ERROR', httpStatus: 400 }]);
-    }
+    expect(await codeOf(t.engine.pull.update(WORKER, job.job_id, fenced(job, { status: 'finished' as never })))).toEqual({ code: 'VALIDATION_ERROR', httpStatus: 400 });
     expect(await snapshot(t, runIds[0])).toEqual(before);
+  });
+
+  it.each([
+    ['no yield', undefined],
+    ['a yield without step_id', { type: 'sleep', until: new Date().toISOString() }],
+    ['a sleep whose until is not a time', { type: 'sleep', step_id: 'S', until: 'not a time' }],
+    ['an unknown yield type', { type: 'teleport', step_id: 'S' }],
+    ['a wait without an event', { type: 'wait_for_event', step_id: 'S', event_filter: { timeout: '1h' } }],
+    ['an invoke timeout past any storable time', { type: 'invoke_function', step_id: 'S', function_id: 'flow', invoke_timeout_ms: 1e19 }],
+  ])('a yielded report with %s → VALIDATION_ERROR, and the attempt fails with REPORT_REJECTED (retryable) instead of leaving the run running', async (_case, y) => {
+    const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: {} });
+    const job = await pollAndAck(t);
+    const body = fenced(job, { status: 'yielded', yield: (y === undefined ? undefined : JSON.parse(JSON.stringify(y).replace('"S"', `"${runIds[0]}:x:0"`))) as never });
+    expect(await codeOf(t.engine.pull.update(WORKER, job.job_id, body))).toEqual({ code: 'VALIDATION_ERROR', httpStatus: 400 });
+    const after = await snapshot(t, runIds[0]);
+    expect(after.run).toMatchObject({ status: 'waiting_for_capacity', attempt: 2, error: { code: 'REPORT_REJECTED', retryable: true } });
+    expect(after.leases).toEqual([]);
+    expect(after.steps).toEqual([]);
+    expect(await countRows(t, 'runs')).toBe(1);
   });
 });

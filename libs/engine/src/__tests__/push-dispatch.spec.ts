@@ -7,7 +7,8 @@ import { readLeases, readRun } from './engine-kit.test';
  * The push dispatcher applies an endpoint's answer as a fenced report; "a transport failure
  * (refused, non-200, a body that is not a PushResponse) counts as a retryable failure of the
  * attempt with code PUSH_DISPATCH_FAILED" (push-dispatcher.ts). An answer the report system
- * refuses must not leave the run `running` with its lease held and no execution behind it.
+ * refuses must not leave the run `running` with its lease held and no execution behind it: it
+ * fails the attempt with REPORT_REJECTED, or PAYLOAD_TOO_LARGE (not retryable).
  *
  * Regression: push-dispatcher.ts `invoke` used to log and swallow a report the report system
  * rejected (VALIDATION_ERROR, PAYLOAD_TOO_LARGE), leaving the run `running` with its lease.
@@ -72,10 +73,10 @@ describe.each(STORES)('push dispatch [%s]', (dialect) => {
     expect(await readLeases(t, runId)).toEqual([]);
   });
 
-  it('a "yielded" answer without a yield is a retryable PUSH_DISPATCH_FAILED failure, not a run left running', async () => {
+  it('a "yielded" answer without a yield is a retryable REPORT_REJECTED failure, not a run left running', async () => {
     answer = { status: 200, body: { status: 'yielded', steps: [] } };
     const runId = await dispatchOnce();
-    expect(await readRun(t, runId)).toMatchObject({ status: 'waiting_for_capacity', attempt: 2, error: { code: 'PUSH_DISPATCH_FAILED', retryable: true } });
+    expect(await readRun(t, runId)).toMatchObject({ status: 'waiting_for_capacity', attempt: 2, error: { code: 'REPORT_REJECTED', retryable: true } });
     expect(await readLeases(t, runId)).toEqual([]);
   });
 
@@ -85,7 +86,7 @@ describe.each(STORES)('push dispatch [%s]', (dialect) => {
     const run = await readRun(t, runId);
     // Too large is deterministic: the run fails at once rather than spending its attempts.
     expect(run.status).toBe('failed');
-    expect(run.error).toMatchObject({ code: 'PUSH_DISPATCH_FAILED', retryable: false });
+    expect(run.error).toMatchObject({ code: 'PAYLOAD_TOO_LARGE', retryable: false });
     expect(run.error?.message).toContain('bytes; the limit is');
     expect(await readLeases(t, runId)).toEqual([]);
   });

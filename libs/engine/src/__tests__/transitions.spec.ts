@@ -94,7 +94,7 @@ describe.each(STORES)('run transitions [%s]', (dialect) => {
     expect(next).toMatchObject({ job_id: `${runId}-2`, execution_seq: 2, attempt: 1, step_sequence_base: 2 });
     expect(next.completed_steps).toEqual([
       { step_id: stepId(runId, 'charge'), name: 'charge', output: { ok: true } },
-      { step_id: napId, name: 'nap' },
+      { step_id: napId, name: 'nap', output: null },
     ]);
   });
 

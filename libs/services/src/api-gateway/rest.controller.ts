@@ -26,10 +26,10 @@ export class RestController {
     return this.runtime.engine.api.registerFunction(scopeOf(req), parseJsonBody<RegisterFunctionInput>(body));
   }
 
-  /** Body: `{name, data, idempotencyKey?}` → `{eventId, runIds}`. */
+  /** Body: `{name, data, idempotencyKey?, version?, metadata?}` → `{eventId, runIds}`. */
   @Post('events')
   async emit(@Req() req: Request, @Body() body: Buffer) {
-    const input = parseJsonBody<{ name?: unknown; data?: unknown; idempotencyKey?: unknown; idempotency_key?: unknown }>(body);
+    const input = parseJsonBody<{ name?: unknown; data?: unknown; idempotencyKey?: unknown; idempotency_key?: unknown; version?: unknown; metadata?: unknown }>(body);
     if (typeof input.name !== 'string') throw new EngineError('VALIDATION_ERROR', 'name: the event name is required');
     if (input.data !== undefined && (input.data === null || typeof input.data !== 'object' || Array.isArray(input.data))) {
       throw new EngineError('VALIDATION_ERROR', 'data: a JSON object (as Trigger takes it)');
@@ -40,6 +40,9 @@ export class RestController {
       event: input.name,
       data: input.data ?? {},
       ...(typeof key === 'string' && key !== '' ? { idempotencyKey: key } : {}),
+      // The engine validates both (an integer ≥ 1; a JSON object).
+      ...(input.version !== undefined ? { version: input.version as number } : {}),
+      ...(input.metadata !== undefined ? { metadata: input.metadata as Record<string, unknown> } : {}),
     });
   }
 

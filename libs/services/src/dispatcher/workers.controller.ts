@@ -8,7 +8,7 @@ import { parseJsonBody } from '../http/json-body';
 import { scopeOf } from '../http/scope';
 
 /**
- * Pull workers over REST (WIRE-PROTOCOL.md 3.2, R2–R6). Poll answers `200 {jobs:[…]}` or `204`;
+ * Pull workers over REST (WIRE-PROTOCOL.md 3.2, R2–R6, and ours: `…/jobs/:jobId/release`). Poll answers `200 {jobs:[…]}` or `204`;
  * an unknown worker gets `404 WORKER_NOT_FOUND` (it re-registers); a report that does not hold
  * the live execution's fence gets `409 STALE_EXECUTION`, one for a run no longer running
  * `409 RUN_NOT_RUNNING`. Every route needs the API key when keys are required (`ApiKeyGuard`);
@@ -33,11 +33,12 @@ export class WorkersController {
     return { worker_id: workerId, heartbeat_interval_ms: Math.min(30_000, Math.floor(this.runtime.settings.leaseMs / 3)) };
   }
 
+  /** R3 → `{ok: true, jobs: [{job_id, state: "refreshed" | "lost"}]}`, one entry per listed job (ours; the SDK ignores the body). */
   @Post(':workerId/heartbeat')
   @HttpCode(200)
   async heartbeat(@Req() req: Request, @Param('workerId') workerId: string, @Body() body: Buffer) {
-    await this.runtime.engine.pull.heartbeat(workerId, parseJsonBody<WorkerHeartbeatBody>(body), scopeOf(req));
-    return { ok: true };
+    const { jobs } = await this.runtime.engine.pull.heartbeat(workerId, parseJsonBody<WorkerHeartbeatBody>(body), scopeOf(req));
+    return { ok: true, jobs };
   }
 
   @Get(':workerId/jobs')
@@ -50,6 +51,13 @@ export class WorkersController {
   @Put(':workerId/jobs/:jobId/ack')
   async ack(@Param('workerId') workerId: string, @Param('jobId') jobId: string, @Body() body: Buffer) {
     await this.runtime.engine.pull.ack(workerId, jobId, parseJsonBody<JobAckBody>(body));
+    return { ok: true };
+  }
+
+  /** Ours: the worker gives a job back (it is stopping); body: the fence, as on R6. → `{ok: true}`; 409 when not its live job. */
+  @Put(':workerId/jobs/:jobId/release')
+  async release(@Param('workerId') workerId: string, @Param('jobId') jobId: string, @Body() body: Buffer) {
+    await this.runtime.engine.pull.release(workerId, jobId, parseJsonBody<JobAckBody>(body));
     return { ok: true };
   }
 

@@ -72,6 +72,7 @@ export class EngineRuntime {
         maxPayloadBytes: settings.maxPayloadBytes,
         pushAllowedHosts: settings.pushAllowedHosts,
         cronCatchUpMs: settings.cronCatchUpMs,
+        ...(settings.signingKey ? { signingKey: settings.signingKey } : {}),
       },
     });
     return new EngineRuntime(settings, engine, store, bus, metrics, auditWriter, auditReads);

@@ -20,6 +20,7 @@ import { CLUSTER_ID_PATTERN, DEFAULT_CLUSTER_ID } from '@ironflow/bus';
  * | IRONFLOW_MAX_PAYLOAD_BYTES | 4194304 |
  * | IRONFLOW_CRON_CATCH_UP_MS | 10000 (a cron tick later than this is missed; missed ticks collapse into one run) |
  * | NATS_URL (or IRONFLOW_NATS_URL) | none: the in-process bus (one process); `nats://…` for a cluster |
+ * | IRONFLOW_SIGNING_KEY | none: push requests unsigned; else each carries `X-Ironflow-Signature` (at least 16 characters, no surrounding whitespace) |
  * | IRONFLOW_SECRETS_KEY | none: secrets cannot be set or delivered; 32 bytes as 64 hex digits or base64 |
  * | IRONFLOW_REQUIRE_API_KEY | false: keys are required once the first key exists; true: from the start |
  * | IRONFLOW_ADMIN_KEY | none: the bearer that manages API keys (at least 32 characters) |
@@ -43,6 +44,12 @@ const schema = z.object({
   IRONFLOW_MAX_PAYLOAD_BYTES: z.coerce.number().int().min(1024).default(4 * 1024 * 1024),
   IRONFLOW_CRON_CATCH_UP_MS: z.coerce.number().int().min(0).default(10_000),
   IRONFLOW_NATS_URL: z.string().regex(/^nats:\/\//, 'NATS_URL (or IRONFLOW_NATS_URL) must start with nats://').optional(),
+  IRONFLOW_SIGNING_KEY: z
+    .string()
+    .min(16, 'at least 16 characters')
+    // A key read from a file or a Secret often ends in a newline: the HMAC would silently differ from the app's.
+    .refine((k) => k.trim() === k, 'has leading or trailing whitespace (a newline from a file?)')
+    .optional(),
   IRONFLOW_SECRETS_KEY: z.string().transform((v, ctx) => {
     try {
       return parseSecretsKey(v);
@@ -82,6 +89,8 @@ export interface IronflowSettings {
   cronCatchUpMs: number;
   /** NATS JetStream URL; without it the process uses the in-process bus. */
   natsUrl?: string;
+  /** Key of the push signature (`X-Ironflow-Signature`); without it push requests are unsigned. */
+  signingKey?: string;
   /** The deployment's namespace on NATS: subjects `ifx.{clusterId}.…`, streams `{clusterId}_…` (default `ironflow`). */
   clusterId: string;
   /** SQLite: hold the file exclusively (`ironflow dev`). */
@@ -119,6 +128,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env, overrides: Pa
     maxPayloadBytes: e.IRONFLOW_MAX_PAYLOAD_BYTES,
     cronCatchUpMs: e.IRONFLOW_CRON_CATCH_UP_MS,
     ...(e.IRONFLOW_NATS_URL ? { natsUrl: e.IRONFLOW_NATS_URL } : {}),
+    ...(e.IRONFLOW_SIGNING_KEY ? { signingKey: e.IRONFLOW_SIGNING_KEY } : {}),
     ...(e.IRONFLOW_SECRETS_KEY ? { secretsKey: e.IRONFLOW_SECRETS_KEY } : {}),
     requireApiKey: e.IRONFLOW_REQUIRE_API_KEY,
     ...(e.IRONFLOW_ADMIN_KEY ? { adminKey: e.IRONFLOW_ADMIN_KEY } : {}),

@@ -2,12 +2,12 @@ import { EventRecord, mapEvent, toJson } from '../rows';
 import { Tx } from '../tx';
 
 /**
- * Appends an event to the log. With an idempotency key already used in this project/env, nothing
+ * Appends an event to the log, with its `version` (default 1) and `metadata` (NULL when none). With an idempotency key already used in this project/env, nothing
  * is inserted and the earlier event is returned with `duplicate: true`.
  */
 export async function insertEvent(
   tx: Tx,
-  event: { id: string; project: string; env: string; name: string; data: unknown; idempotencyKey?: string },
+  event: { id: string; project: string; env: string; name: string; data: unknown; idempotencyKey?: string; version?: number; metadata?: Record<string, unknown> | null },
 ): Promise<{ event: EventRecord; duplicate: boolean }> {
   if (event.idempotencyKey) {
     const rows = await tx.query(
@@ -19,9 +19,9 @@ export async function insertEvent(
   // Two triggers with one key racing: the loser's insert does nothing (on PostgreSQL it waits for
   // the winner's commit) and it answers with the winner's event.
   const rows = await tx.query(
-    `INSERT INTO events (id, project, env, name, data, idempotency_key, ts) VALUES ($1, $2, $3, $4, $5, $6, $7)
+    `INSERT INTO events (id, project, env, name, data, idempotency_key, ts, version, metadata) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
      ON CONFLICT (project, env, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING *`,
-    [event.id, event.project, event.env, event.name, toJson(event.data ?? {}), event.idempotencyKey ?? null, tx.now],
+    [event.id, event.project, event.env, event.name, toJson(event.data ?? {}), event.idempotencyKey ?? null, tx.now, event.version ?? 1, event.metadata ? toJson(event.metadata) : null],
   );
   if (rows.length) return { event: mapEvent(rows[0]), duplicate: false };
   const existing = await tx.query(

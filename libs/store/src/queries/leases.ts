@@ -1,29 +1,76 @@
 import { Tx } from '../tx';
 
-/** Inserts the lease of a claimed execution (DESIGN.md "Leases and fencing"): liveness only. */
-export async function insertLease(tx: Tx, runId: string, executionSeq: number, holder: string, lane: string, expiresAt: number): Promise<void> {
+/**
+ * Inserts the lease of a claimed execution (DESIGN.md "Leases and fencing"): liveness
+ * (`expires_at`, extended by heartbeats) and the execution's deadline (`deadline_at`, claim time +
+ * the function's timeout, never extended; `null` for none).
+ */
+export async function insertLease(tx: Tx, runId: string, executionSeq: number, holder: string, lane: string, expiresAt: number, deadlineAt: number | null = null): Promise<void> {
   await tx.execute(
-    `INSERT INTO leases (run_id, execution_seq, holder, lane, expires_at) VALUES ($1, $2, $3, $4, $5)
+    `INSERT INTO leases (run_id, execution_seq, holder, lane, expires_at, deadline_at) VALUES ($1, $2, $3, $4, $5, $6)
      ON CONFLICT (run_id) DO UPDATE SET execution_seq = excluded.execution_seq, holder = excluded.holder,
-       lane = excluded.lane, expires_at = excluded.expires_at`,
-    [runId, executionSeq, holder, lane, expiresAt],
+       lane = excluded.lane, expires_at = excluded.expires_at, deadline_at = excluded.deadline_at`,
+    [runId, executionSeq, holder, lane, expiresAt, deadlineAt],
   );
 }
 
-/** Extends the lease of one execution; touches only the lease row, never the run. */
+/** An execution whose deadline has passed while it still holds its lease. */
+export interface OverdueExecution {
+  runId: string;
+  executionSeq: number;
+  holder: string;
+  deadlineAt: number;
+}
+
+/** Leases whose `deadline_at` has passed, oldest deadline first (partial index `leases_deadline`). */
+export async function listOverdueExecutions(tx: Tx, limit: number): Promise<OverdueExecution[]> {
+  const rows = await tx.query(
+    `SELECT run_id, execution_seq, holder, deadline_at FROM leases WHERE deadline_at IS NOT NULL AND deadline_at <= $1 ORDER BY deadline_at LIMIT $2`,
+    [tx.now, limit],
+  );
+  return rows.map((r) => ({ runId: String(r.run_id), executionSeq: Number(r.execution_seq), holder: String(r.holder), deadlineAt: Number(r.deadline_at) }));
+}
+
+/**
+ * Extends the lease of one execution; touches only the lease row, never the run. A lease that
+ * has already expired is not revived (false): the execution counts as lost, lease recovery
+ * queues it again.
+ */
 export async function refreshLease(tx: Tx, runId: string, executionSeq: number, expiresAt: number, holder?: string): Promise<boolean> {
   const r = await tx.execute(
-    `UPDATE leases SET expires_at = $3, holder = COALESCE($4, holder) WHERE run_id = $1 AND execution_seq = $2`,
-    [runId, executionSeq, expiresAt, holder ?? null],
+    `UPDATE leases SET expires_at = $3, holder = COALESCE($4, holder) WHERE run_id = $1 AND execution_seq = $2 AND expires_at > $5`,
+    [runId, executionSeq, expiresAt, holder ?? null, tx.now],
   );
   return r.affected === 1;
 }
 
-/** Extends a lease only while `holder` holds it (a worker's heartbeat cannot extend another's lease). */
+/**
+ * Records that the worker of an execution had a clock at least `offsetMs` ahead of the store clock
+ * (negative: behind); keeps the largest such bound. Touches only the lease row.
+ */
+export async function noteWorkerClock(tx: Tx, runId: string, executionSeq: number, offsetMs: number): Promise<void> {
+  await tx.execute(
+    `UPDATE leases SET clock_offset_ms = CASE WHEN clock_offset_ms IS NULL OR clock_offset_ms < $3 THEN $3 ELSE clock_offset_ms END
+     WHERE run_id = $1 AND execution_seq = $2`,
+    [runId, executionSeq, Math.round(offsetMs)],
+  );
+}
+
+/** The bound {@link noteWorkerClock} recorded for an execution, or `null`. */
+export async function workerClockOffset(tx: Tx, runId: string, executionSeq: number): Promise<number | null> {
+  const rows = await tx.query<{ clock_offset_ms: unknown }>(`SELECT clock_offset_ms FROM leases WHERE run_id = $1 AND execution_seq = $2`, [runId, executionSeq]);
+  const value = rows[0]?.clock_offset_ms;
+  return value === null || value === undefined ? null : Number(value);
+}
+
+/**
+ * Extends a lease only while `holder` holds it (a worker's heartbeat cannot extend another's
+ * lease) and it has not expired (an expired lease is not revived).
+ */
 export async function refreshLeaseHeldBy(tx: Tx, runId: string, executionSeq: number, holder: string, expiresAt: number): Promise<boolean> {
   const r = await tx.execute(
-    `UPDATE leases SET expires_at = $4 WHERE run_id = $1 AND execution_seq = $2 AND holder = $3`,
-    [runId, executionSeq, holder, expiresAt],
+    `UPDATE leases SET expires_at = $4 WHERE run_id = $1 AND execution_seq = $2 AND holder = $3 AND expires_at > $5`,
+    [runId, executionSeq, holder, expiresAt, tx.now],
   );
   return r.affected === 1;
 }

@@ -3,7 +3,7 @@ import { v1 } from '@ironflow/rpc';
 import { fromHeartbeat, fromJobCompleted, fromJobFailed, fromJobYielded, fromRegister, toEngineMessage } from './stream-mapping';
 
 describe('worker stream mapping', () => {
-  it('sends non-object step outputs and event data wrapped as {value} in the Struct and exact in the *_json twins', () => {
+  it('sends non-object step outputs and event data wrapped as {value} in the Struct and exact in the *_json twins; a valueless step as output_json "null"; event version and metadata', () => {
     const msg = create(v1.EngineMessageSchema, toEngineMessage({
       kind: 'job',
       leaseExpiresAt: Date.parse('2025-01-02T03:04:05.000Z'),
@@ -12,12 +12,12 @@ describe('worker stream mapping', () => {
         run_id: 'run-1',
         function_id: 'f',
         attempt: 1,
-        event: { id: 'e1', name: 'ironflow/function.invoked', data: 5, timestamp: '2025-01-01T00:00:00.000Z', version: 1 },
+        event: { id: 'e1', name: 'ironflow/function.invoked', data: 5, timestamp: '2025-01-01T00:00:00.000Z', version: 3, metadata: { src: 'x' } },
         completed_steps: [
           { step_id: 'run-1:a:0', name: 'a', output: 21 },
           { step_id: 'run-1:b:0', name: 'b', output: { x: 1 } },
           { step_id: 'run-1:c:0', name: 'c', output: null },
-          { step_id: 'run-1:nap:0', name: 'nap' },
+          { step_id: 'run-1:nap:0', name: 'nap', output: null },
         ],
         execution_seq: 2,
         lease_token: 'tok',
@@ -27,11 +27,13 @@ describe('worker stream mapping', () => {
     const job = msg.payload.value as v1.JobAssignment;
     expect(job.event?.data).toEqual({ value: 5 });
     expect(job.eventDataJson).toBe('5');
+    expect(job.event?.version).toBe(3);
+    expect(job.event?.metadata).toEqual({ src: 'x' });
     expect(job.completedSteps.map((s) => [s.output, s.outputJson])).toEqual([
       [{ value: 21 }, '21'],
       [{ x: 1 }, '{"x":1}'],
       [undefined, 'null'],
-      [undefined, ''],
+      [undefined, 'null'],
     ]);
     expect(job.executionSeq).toBe(2n);
     expect(job.leaseToken).toBe('tok');
@@ -67,5 +69,12 @@ describe('worker stream mapping', () => {
       steps: [{ id: 'r:a:0', name: 'a', type: 'invoke', status: 'completed', output: 3, duration_ms: 4 }],
     });
     expect(fromJobYielded(create(v1.JobYieldedSchema, { jobId: 'r-1', yieldJson: 'not json' }))).toEqual({ kind: 'yielded', yield: {}, steps: [] });
+    // Our `sent_at` leaves the yield and becomes the report's send time.
+    expect(fromJobYielded(create(v1.JobYieldedSchema, { jobId: 'r-1', yieldJson: JSON.stringify({ ...y, sent_at: '2025-01-02T03:04:03.000Z' }) }))).toEqual({
+      kind: 'yielded',
+      yield: y,
+      steps: [],
+      sentAt: Date.parse('2025-01-02T03:04:03.000Z'),
+    });
   });
 });

@@ -12,7 +12,7 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import type { InvocationError, JobAssignment, StepResult, WorkerRegisterBody, YieldInfo } from '@ironflow/contracts';
-import type { SegmentReport, StreamActiveJob, StreamEngineMessage, StreamFence, StreamLeaseState } from '@ironflow/engine';
+import { parseSentAt, type SegmentReport, type StreamActiveJob, type StreamEngineMessage, type StreamFence, type StreamLeaseState } from '@ironflow/engine';
 import { toStruct, toTimestamp, v1 } from '@ironflow/rpc';
 
 export type EngineMessageInit = MessageInitShape<typeof v1.EngineMessageSchema>;
@@ -61,13 +61,15 @@ export function fromJobFailed(msg: v1.JobFailed): SegmentReport {
 
 /**
  * `job_yielded` (ours, field 100) → a `yielded` report. `yield_json` is the yield object of
- * WIRE-PROTOCOL.md 1.5; text that is not a JSON object becomes an empty yield, which the engine
- * rejects (`VALIDATION_ERROR`, the attempt then fails retryably).
+ * WIRE-PROTOCOL.md 1.5, plus `sent_at` (the worker's clock when it sent it, ISO-8601), which
+ * becomes the report's `sentAt`; text that is not a JSON object becomes an empty yield, which the
+ * engine rejects (`VALIDATION_ERROR`, the attempt then fails retryably).
  */
 export function fromJobYielded(msg: v1.JobYielded): SegmentReport {
   const parsed = parseJsonText(msg.yieldJson, undefined);
-  const y = (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? parsed : {}) as YieldInfo;
-  return { kind: 'yielded', yield: y, steps: msg.steps.map(fromExecutedStep) };
+  const { sent_at: sentAtText, ...y } = (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? parsed : {}) as YieldInfo & { sent_at?: unknown };
+  const sentAt = parseSentAt(sentAtText);
+  return { kind: 'yielded', yield: y as YieldInfo, steps: msg.steps.map(fromExecutedStep), ...(sentAt !== undefined ? { sentAt } : {}) };
 }
 
 /** ExecutedStep (4.4, + ours `output_json` 100) → StepResult (1.4). */
@@ -117,9 +119,14 @@ export function toEngineMessage(msg: StreamEngineMessage): EngineMessageInit {
   }
 }
 
-/** A pull assignment (3.4) → JobAssignment (4.4): Struct fields wrapped, `*_json` twins exact. */
+/**
+ * A pull assignment (3.4) → JobAssignment (4.4): Struct fields wrapped, `*_json` twins exact. A
+ * completed step without a value (a sleep) has no `output` Struct and `output_json` `"null"`, as
+ * the REST assignment has `"output": null`; the event carries `metadata` (7) and `version` (8).
+ */
 export function toJobAssignment(job: JobAssignment, leaseExpiresAt: number): MessageInitShape<typeof v1.JobAssignmentSchema> {
   const data = toStruct(job.event.data);
+  const metadata = toStruct(job.event.metadata);
   return {
     jobId: job.job_id,
     runId: job.run_id,
@@ -129,6 +136,7 @@ export function toJobAssignment(job: JobAssignment, leaseExpiresAt: number): Mes
       name: job.event.name,
       ...(data ? { data } : {}),
       ...(job.event.timestamp ? { timestamp: toTimestamp(job.event.timestamp) } : {}),
+      ...(metadata ? { metadata } : {}),
       version: job.event.version ?? 1,
     },
     completedSteps: job.completed_steps.map((s) => {

@@ -28,8 +28,10 @@ export interface WorkerServiceOptions {
  * with `unauthenticated` before its first message is read). Stream errors (ended with a Connect
  * error): `invalid_argument` when the first message is not `register` or the registration is
  * invalid; `permission_denied` when its `labels.env` is not its key's env; `deadline_exceeded`
- * when the engine ends a stream that stayed silent past the heartbeat timeout. A stream that
- * ends for any reason forgets its jobs (their leases expire).
+ * when the engine ends a stream that stayed silent past the heartbeat timeout. A stream that ends
+ * forgets its jobs and gives them back (released to the queue at once), except when the engine is
+ * shutting down or ended it over a message too large to read (`resource_exhausted`): then their
+ * leases are kept.
  */
 export function createWorkerServiceImpl(streams: StreamWorkerSystem, options: WorkerServiceOptions = {}): ServiceImpl<typeof v1.WorkerService> {
   return {
@@ -68,6 +70,9 @@ async function* serveStream(
 ): AsyncGenerator<EngineMessageInit> {
   const out = new AsyncQueue<EngineMessageInit>();
   let conn: StreamConnection | undefined;
+  // A stream ended over a message too large to read keeps its jobs' leases: releasing them would
+  // run the job again and again; the worker reports it failed (PAYLOAD_TOO_LARGE) on its next stream.
+  let release = true;
   const onAbort = () => out.close();
   signal.addEventListener('abort', onAbort);
   const reader = (async () => {
@@ -87,9 +92,10 @@ async function* serveStream(
       }
       out.close();
     } catch (err) {
+      if (err instanceof ConnectError && err.code === Code.ResourceExhausted) release = false;
       if (!signal.aborted) out.fail(toConnectError(err));
     } finally {
-      conn?.close();
+      conn?.close(release);
     }
   })();
   try {
@@ -97,7 +103,7 @@ async function* serveStream(
   } finally {
     signal.removeEventListener('abort', onAbort);
     out.close();
-    conn?.close();
+    conn?.close(release);
     void reader;
   }
 }
