@@ -124,6 +124,7 @@ describe('the Nx workspace', () => {
     const FORBIDDEN: [string, string, string, RegExp][] = [
       ['the sdk imports the engine', 'libs/sdk/src/boundary-fixture.ts', "import { Engine } from '@ironflow/engine';", /layer:sdk" can only depend on libs tagged with "layer:sdk", "layer:contracts"/],
       ['the rpc transport imports the engine', 'libs/rpc/src/boundary-fixture.ts', "import { Engine } from '@ironflow/engine';", /layer:rpc" can only depend on libs tagged with "layer:rpc", "layer:contracts", "layer:observability"/],
+      ['the terminal commit imports the bus', 'libs/outcome/src/boundary-fixture.ts', "import { InProcessBus } from '@ironflow/bus';", /layer:outcome" can only depend on libs tagged with "layer:outcome", "layer:contracts", "layer:fencing", "layer:store"/],
       ['the example imports a service module', 'examples/order-fulfilment/src/boundary-fixture.ts', "import { startServer } from '@ironflow/services';", /layer:example" can only depend on/],
       ['the engine imports a service module', 'libs/engine/src/boundary-fixture.ts', "import { startServer } from '@ironflow/services';", /Circular dependency between "engine" and "services"/],
       ['the store imports the engine', 'libs/store/src/boundary-fixture.ts', "import { Engine } from '@ironflow/engine';", /Circular dependency between "store" and "engine"/],

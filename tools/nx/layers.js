@@ -7,9 +7,12 @@
  *   apps → service modules → engine → (outcome, follow-up, fencing) → (store, bus) → contracts;
  *   no lib imports an app; sdk imports only contracts.
  *
- * DESIGN's lib table adds the rest: observability (metrics, logger) sits on contracts and serves
- * the layers above store and bus; rpc (the Connect/gRPC transport) sits on contracts; the test
- * kit, the benchmarks and the e2e tests may use any lib, and no production code uses the test kit.
+ * DESIGN's lib table adds the rest: fencing, outcome and follow-up import only what its table
+ * lists for them; observability (metrics, logger) sits on contracts and serves the engine, the
+ * transport and the service modules; rpc (the Connect/gRPC transport) sits on contracts; apps may
+ * reach below the service modules (the CLI reads the engine's function options for its help, and
+ * the SDK), never the other way; the test kit, the benchmarks and the e2e tests may use any lib,
+ * and no production code uses the test kit.
  */
 const LIBS = ['contracts', 'store', 'bus', 'observability', 'fencing', 'outcome', 'follow-up', 'engine', 'rpc', 'services', 'sdk'];
 
@@ -20,8 +23,8 @@ const MAY_IMPORT = {
   bus: ['contracts'],
   observability: ['contracts'],
   fencing: ['contracts', 'store'],
-  outcome: ['contracts', 'fencing', 'store', 'observability'],
-  'follow-up': ['contracts', 'store', 'bus', 'observability'],
+  outcome: ['contracts', 'fencing', 'store'],
+  'follow-up': ['contracts', 'store', 'bus'],
   engine: ['contracts', 'store', 'bus', 'fencing', 'outcome', 'follow-up', 'observability'],
   rpc: ['contracts', 'observability'],
   services: ['contracts', 'store', 'bus', 'fencing', 'outcome', 'follow-up', 'engine', 'observability', 'rpc'],
