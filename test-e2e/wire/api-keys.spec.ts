@@ -11,6 +11,7 @@
  *   never come back out of the API.
  */
 import { randomBytes } from 'node:crypto';
+import { WebSocket } from 'ws';
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { EngineMessageSchema, IronflowService, WorkerMessageSchema, WorkerService } from '@ironflow/contracts/proto';
 import { envelope, envelopes, h2Request } from '../support/h2-raw';
@@ -211,5 +212,24 @@ describe.each(WIRE_STORES)('wire: API keys and secrets (%s)', (store) => {
     const metadata = await connect(engine.url, 'RegisterFunction', { id: uid('imds'), preferredMode: 'push', endpointUrl: 'http://169.254.169.254/latest' }, withKey());
     expect(metadata.status).toBe(400);
     expect(metadata.json.message).toContain('link-local');
+  });
+  it('the subscription WebSocket (<base>/ws) is refused 401 without a key or with a bad one, and opens with the key as Bearer or as the SDK\'s token query parameter', async () => {
+    const wsBase = engine.url.replace(/^http/, 'ws');
+    const upgrade = (url: string, headers: Record<string, string> = {}) =>
+      new Promise<number>((resolve, reject) => {
+        const ws = new WebSocket(url, { headers });
+        ws.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+        ws.once('open', () => {
+          ws.close();
+          resolve(101);
+        });
+        ws.once('error', (err) => reject(err));
+      });
+    for (const headers of Object.values(BAD_KEYS)) expect(await upgrade(`${wsBase}/ws?env=prod`, headers)).toBe(401);
+    expect(await upgrade(`${wsBase}/ws?env=prod&token=not-a-key`)).toBe(401);
+    expect(await upgrade(`${wsBase}/ws?env=prod`, withKey())).toBe(101);
+    expect(await upgrade(`${wsBase}/ws?env=prod&token=${encodeURIComponent(key)}`)).toBe(101);
+    // The key's env is the subscription's: another env is refused.
+    expect(await upgrade(`${wsBase}/ws?env=staging&token=${encodeURIComponent(key)}`)).toBe(403);
   });
 });
