@@ -134,6 +134,7 @@ describe('the Helm chart', () => {
       expect(paths(grpc)).toEqual([['ironflow.local', '/ironflow.v1.WorkerService', `${RELEASE}-dispatcher`, 'http']]);
       expect(grpc.metadata.annotations).toMatchObject({ 'nginx.ingress.kubernetes.io/backend-protocol': 'GRPC', 'nginx.ingress.kubernetes.io/proxy-read-timeout': '3600' });
       expect(ingresses.get(RELEASE)!.metadata.annotations?.['nginx.ingress.kubernetes.io/backend-protocol']).toBeUndefined();
+      expect(ingresses.get(RELEASE)!.metadata.annotations).toMatchObject({ 'nginx.ingress.kubernetes.io/proxy-read-timeout': '3600' });
       const services = byKind(manifests, 'Service');
       for (const s of services.values()) expect(s.spec.ports).toEqual([{ name: 'http', port: 9123, targetPort: 'http', protocol: 'TCP', appProtocol: 'kubernetes.io/h2c' }]);
     });
@@ -167,7 +168,7 @@ describe('the Helm chart', () => {
       expect(monitor.metadata.labels).toMatchObject({ release: 'kube-prometheus-stack' });
       expect(monitor.spec.endpoints).toEqual([{ port: 'http', path: '/metrics', interval: '30s' }]);
       for (const ing of byKind(manifests, 'Ingress').values()) expect(ing.spec.tls).toEqual([{ secretName: 'ironflow-tls', hosts: ['ironflow.example.com'] }]);
-      expect(byKind(manifests, 'Ingress').get(`${RELEASE}-grpc`)!.metadata.annotations?.['nginx.ingress.kubernetes.io/proxy-read-timeout']).toBe('7200');
+      for (const ing of byKind(manifests, 'Ingress').values()) expect(ing.metadata.annotations?.['nginx.ingress.kubernetes.io/proxy-read-timeout']).toBe('7200');
     });
 
     it('installs deploy/prometheus/rules.yml as the PrometheusRule, unchanged', () => {

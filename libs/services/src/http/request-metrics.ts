@@ -1,10 +1,10 @@
 import type * as http from 'node:http';
 import type * as http2 from 'node:http2';
-import { IronflowService, WorkerService } from '@ironflow/contracts/proto';
+import { IronflowService, PubSubService, WorkerService } from '@ironflow/contracts/proto';
 import { EngineMetrics } from '@ironflow/observability';
 
-/** `/ironflow.v1.IronflowService/Trigger`…: the RPC paths, a bounded set of route labels. */
-const RPC_PATHS = new Set([IronflowService, WorkerService].flatMap((service) => service.methods.map((m) => `/${service.typeName}/${m.name}`)));
+/** `/ironflow.v1.IronflowService/Trigger`…: the RPC paths of every service, a bounded set of route labels. */
+const RPC_PATHS = new Set([IronflowService, WorkerService, PubSubService].flatMap((service) => service.methods.map((m) => `/${service.typeName}/${m.name}`)));
 
 /** A request as Express leaves it: the matched route's template, if any. */
 interface RoutedRequest {
