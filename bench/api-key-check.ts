@@ -14,6 +14,7 @@
  * interleaved rounds, so the machine's busy moments weigh on each alike. Prints a table and
  * writes bench/results/api-key-check.json.
  */
+import { createProcessLogger } from '@ironflow/observability';
 import { randomBytes } from 'node:crypto';
 import { IronflowSettings, RunningServer, SERVICES, loadSettings, startServer } from '@ironflow/services';
 import { scratchDatabase } from '@ironflow/testing';
@@ -54,14 +55,15 @@ async function main(): Promise<void> {
   const settings = (databaseUrl: string, extra: Partial<IronflowSettings> = {}) =>
     loadSettings({}, { databaseUrl, port: 0, host: '127.0.0.1', poolSize: 4, adminKey: randomBytes(24).toString('hex'), ...extra });
   const servers: RunningServer[] = [];
+  const quiet = { logger: createProcessLogger({ service: 'bench', level: 'error' }) };
   const startedAt = new Date().toISOString();
   let modes: Mode[] = [];
   try {
-    const open = await startServer(settings(openDb.url), SERVICES, ['error']);
+    const open = await startServer(settings(openDb.url), SERVICES, quiet);
     servers.push(open);
-    const keyed = await startServer(settings(keyedDb.url), SERVICES, ['error']);
+    const keyed = await startServer(settings(keyedDb.url), SERVICES, quiet);
     servers.push(keyed);
-    const uncached = await startServer(settings(keyedDb.url, { apiKeyCacheMs: 0 }), SERVICES, ['error']);
+    const uncached = await startServer(settings(keyedDb.url, { apiKeyCacheMs: 0 }), SERVICES, quiet);
     servers.push(uncached);
     const { key } = await keyed.runtime.engine.apiKeys.create({ name: 'bench' });
     const bearer = { authorization: `Bearer ${key}` };

@@ -1,3 +1,4 @@
+import { createProcessLogger } from '@ironflow/observability';
 import { createServer, Server } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { AddressInfo } from 'node:net';
@@ -47,7 +48,7 @@ describe('two deployments on one NATS server (IRONFLOW_CLUSTER_ID)', () => {
       { IRONFLOW_CLUSTER_ID: clusterId },
       { databaseUrl: db.url, natsUrl: natsUrl(), port: 0, host: '127.0.0.1', dispatchPollMs: 100, tickMs: 100, scanMs: 200, poolSize: 6, nodeId: clusterId },
     );
-    const server = await startServer(settings, SERVICES, ['error']);
+    const server = await startServer(settings, SERVICES, { logger: createProcessLogger({ service: clusterId, level: 'error' }) });
     const push = createServer(serve({ functions: [work] }));
     await new Promise<void>((r) => push.listen(0, '127.0.0.1', r));
     await createClient({ serverUrl: server.url }).registerFunction(work, { endpointUrl: `http://127.0.0.1:${(push.address() as AddressInfo).port}/` });

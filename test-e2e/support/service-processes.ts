@@ -6,6 +6,9 @@ const ROOT = resolve(__dirname, '../..');
 
 export type ServiceApp = 'api-gateway' | 'dispatcher' | 'scheduler' | 'capacity-scanner' | 'audit-writer';
 
+/** `ironflow dev` (every service in one process) as a `ServiceProcess` app, on the SQLite file `db`. */
+export const devApp = (db: string) => ({ script: 'ironflow', args: ['dev', '--db', db] });
+
 export function freePort(): Promise<number> {
   return new Promise((res, rej) => {
     const s = createServer();
@@ -41,39 +44,48 @@ export function clusterEnv(databaseUrl: string, leaseMs: number, extra: Record<s
  */
 export class ServiceProcess {
   private child?: ChildProcess;
-  private exited?: Promise<number | null>;
+  private exitedAt?: Promise<number | null>;
   readonly log: string[] = [];
+  /** stdout alone, as written. */
+  readonly stdout: string[] = [];
 
   constructor(
-    readonly app: ServiceApp,
+    readonly app: ServiceApp | ReturnType<typeof devApp>,
     readonly port: number,
     private readonly env: Record<string, string>,
   ) {}
+
+  /** The exit code once the process exited (null when killed by a signal), else undefined. */
+  get exitCode(): number | null | undefined {
+    return this.child?.exitCode ?? (this.child?.signalCode ? null : undefined);
+  }
 
   get url(): string {
     return `http://127.0.0.1:${this.port}`;
   }
 
   async start(): Promise<void> {
-    const child = spawn(process.execPath, [resolve(ROOT, `dist/apps/${this.app}/src/main.js`)], {
+    const script = typeof this.app === 'string' ? this.app : this.app.script;
+    const args = typeof this.app === 'string' ? [] : [...this.app.args, '--port', String(this.port)];
+    const child = spawn(process.execPath, [resolve(ROOT, `dist/apps/${script}/src/main.js`), ...args], {
       env: { ...process.env, ...this.env, IRONFLOW_PORT: String(this.port), IRONFLOW_HOST: '127.0.0.1' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.child = child;
-    child.stdout!.on('data', (d) => this.log.push(String(d)));
+    child.stdout!.on('data', (d) => { this.log.push(String(d)); this.stdout.push(String(d)); });
     child.stderr!.on('data', (d) => this.log.push(String(d)));
-    this.exited = new Promise((res) => child.on('exit', (code) => res(code)));
+    this.exitedAt = new Promise((res) => child.on('exit', (code) => res(code)));
     // Generous: two cluster suites can boot a dozen processes at once on a loaded 2-core machine.
     const deadline = Date.now() + 60_000;
     for (;;) {
-      if (child.exitCode !== null) throw new Error(`${this.app} exited with ${child.exitCode}: ${this.log.join('').slice(-2000)}`);
+      if (child.exitCode !== null) throw new Error(`${script} exited with ${child.exitCode}: ${this.log.join('').slice(-2000)}`);
       try {
         const res = await fetch(`${this.url}/ready`);
         if (res.status === 200) return;
       } catch {
         // not listening yet
       }
-      if (Date.now() > deadline) throw new Error(`${this.app} not ready after 60 s: ${this.log.join('').slice(-2000)}`);
+      if (Date.now() > deadline) throw new Error(`${script} not ready after 60 s: ${this.log.join('').slice(-2000)}`);
       await new Promise((r) => setTimeout(r, 50));
     }
   }
@@ -81,14 +93,24 @@ export class ServiceProcess {
   /** SIGKILL: no drain, no follow-ups, connections cut. */
   async kill9(): Promise<void> {
     this.child?.kill('SIGKILL');
-    await this.exited;
+    await this.exitedAt;
   }
 
   /** SIGTERM and wait for the drain. Resolves with the exit code. */
   async stop(): Promise<number | null> {
     if (!this.child || this.child.exitCode !== null) return this.child?.exitCode ?? null;
     this.child.kill('SIGTERM');
-    return this.exited!;
+    return this.exited;
+  }
+
+  /** Sends SIGTERM and returns at once; `exited` resolves with the exit code. */
+  terminate(): void {
+    this.child?.kill('SIGTERM');
+  }
+
+  /** Resolves with the exit code when the process exited. */
+  get exited(): Promise<number | null> {
+    return this.exitedAt ?? Promise.resolve(null);
   }
 
   async restart(): Promise<void> {

@@ -19,6 +19,8 @@ import { connect, PushEndpoint, rest, startPushEndpoint, startWireEngine, uid, w
 
 const ADMIN_KEY = `admin-${randomBytes(24).toString('hex')}`;
 const OPEN_ROUTES = ['/health', '/ready', '/metrics'];
+/** The runs UI's page and assets carry no data and answer without a key (its API calls send one): the status each answers. */
+const UI_ROUTES: Record<string, number> = { '/': 200, '/ui/config.json': 200, '/ui/x-1': 404 };
 const BAD_KEYS: Record<string, Record<string, string>> = {
   'no key': {},
   'a malformed key': { authorization: 'Bearer not-a-key' },
@@ -66,7 +68,7 @@ describe.each(WIRE_STORES)('wire: API keys and secrets (%s)', (store) => {
     }
   });
 
-  it.each(Object.keys(BAD_KEYS))('with %s, every HTTP/1 route answers 401 with a code (REST: UNAUTHENTICATED; Connect JSON: unauthenticated), except /health, /ready, /metrics', async (which) => {
+  it.each(Object.keys(BAD_KEYS))('with %s, every HTTP/1 route answers 401 with a code (REST: UNAUTHENTICATED; Connect JSON: unauthenticated), except /health, /ready, /metrics and the runs UI page and its assets', async (which) => {
     const headers = BAD_KEYS[which];
     let checked = 0;
     for (const route of engine.routes) {
@@ -80,6 +82,10 @@ describe.each(WIRE_STORES)('wire: API keys and secrets (%s)', (store) => {
         const body = await res.text();
         if (OPEN_ROUTES.includes(path)) {
           expect([path, res.status]).toEqual([path, 200]);
+          continue;
+        }
+        if (path in UI_ROUTES) {
+          expect([path, res.status]).toEqual([path, UI_ROUTES[path]]);
           continue;
         }
         expect([route.method, path, res.status]).toEqual([route.method, path, 401]);

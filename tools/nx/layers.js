@@ -10,9 +10,9 @@
  * DESIGN's lib table adds the rest: fencing, outcome and follow-up import only what its table
  * lists for them; observability (metrics, logger) sits on contracts and serves the engine, the
  * transport and the service modules; rpc (the Connect/gRPC transport) sits on contracts; apps may
- * reach below the service modules (the CLI reads the engine's function options for its help, and
- * the SDK), never the other way; the test kit, the benchmarks and the e2e tests may use any lib,
- * and no production code uses the test kit.
+ * reach any lib below the service modules (the CLI's dev command reads the engine's option list
+ * and the bus's run events), never the other way; the test kit, the benchmarks and the e2e tests
+ * may use any lib, and no production code uses the test kit.
  */
 const LIBS = ['contracts', 'store', 'bus', 'observability', 'fencing', 'outcome', 'follow-up', 'engine', 'rpc', 'services', 'sdk'];
 
@@ -29,7 +29,10 @@ const MAY_IMPORT = {
   rpc: ['contracts', 'observability'],
   services: ['contracts', 'store', 'bus', 'fencing', 'outcome', 'follow-up', 'engine', 'observability', 'rpc'],
   sdk: ['contracts'],
-  app: ['contracts', 'engine', 'observability', 'services', 'sdk'],
+  // Apps sit on top: any lib below them (the CLI's `ironflow dev` reads the engine's option list
+  // for its help and follows run events on the bus; its client commands use the SDK), never the
+  // test kit; nothing imports an app.
+  app: LIBS,
   example: ['contracts', 'sdk'],
   // Browser code (the runs UI): it talks to the API over HTTP and imports none of our libs.
   ui: [],

@@ -1,4 +1,4 @@
-import { ListRunsOutput, RunView } from '@ironflow/contracts';
+import { FunctionDefinition, ListEventsOutput, ListRunsOutput, RunView } from '@ironflow/contracts';
 import { InvokeResult, IronflowClientError, IronflowError, RunCancelledError, RunFailedError, RunSteps } from '@ironflow/sdk';
 
 /** Where the CLI writes: `out` for results (stdout), `err` for errors (stderr); one call per line group, newline added. */
@@ -64,15 +64,15 @@ export function formatError(error: { code: string; message: string }, json: bool
  * `timeoutMs` passed) → `timed out after <ms> ms: run <id> (<function>) is <status>` (JSON: the
  * result as is), 3.
  */
-export function runResultOutput(res: InvokeResult & { eventId?: string }, timeoutMs: number, json: boolean): { text: string; exitCode: number } {
+export function runResultOutput(res: InvokeResult & { eventId?: string }, timeoutMs: number, json: boolean, indent: number = 2): { text: string; exitCode: number } {
   if (res.status === 'completed') {
     return {
-      text: json ? JSON.stringify(res, null, 2) : `run ${res.runId} (${res.functionId}) completed in ${res.durationMs} ms\noutput: ${JSON.stringify(res.output, null, 2)}`,
+      text: json ? JSON.stringify(res, null, indent) : `run ${res.runId} (${res.functionId}) completed in ${res.durationMs} ms\noutput: ${JSON.stringify(res.output, null, 2)}`,
       exitCode: EXIT_CODES.ok,
     };
   }
   return {
-    text: json ? JSON.stringify(res, null, 2) : `timed out after ${timeoutMs} ms: run ${res.runId} (${res.functionId}) is ${res.status}`,
+    text: json ? JSON.stringify(res, null, indent) : `timed out after ${timeoutMs} ms: run ${res.runId} (${res.functionId}) is ${res.status}`,
     exitCode: EXIT_CODES.timedOut,
   };
 }
@@ -82,18 +82,38 @@ export function runResultOutput(res: InvokeResult & { eventId?: string }, timeou
  * `run <id> (<function>) was cancelled`. JSON: `{"status":"failed","runId","functionId","error":{"message","code"}}`
  * (`code` only when the run's error has one) or `{"status":"cancelled","runId","functionId"}`.
  */
-export function runEndedOutput(err: RunFailedError | RunCancelledError, json: boolean): string {
+export function runEndedOutput(err: RunFailedError | RunCancelledError, json: boolean, indent: number = 2): string {
   if (err instanceof RunCancelledError) {
-    return json ? JSON.stringify({ status: 'cancelled', runId: err.runId, functionId: err.functionId }, null, 2) : `run ${err.runId} (${err.functionId}) was cancelled`;
+    return json ? JSON.stringify({ status: 'cancelled', runId: err.runId, functionId: err.functionId }, null, indent) : `run ${err.runId} (${err.functionId}) was cancelled`;
   }
   const message = err.runError?.message ?? 'unknown error';
   const code = err.runError?.code;
-  if (json) return JSON.stringify({ status: 'failed', runId: err.runId, functionId: err.functionId, error: { message, ...(code ? { code } : {}) } }, null, 2);
+  if (json) return JSON.stringify({ status: 'failed', runId: err.runId, functionId: err.functionId, error: { message, ...(code ? { code } : {}) } }, null, indent);
   return `run ${err.runId} (${err.functionId}) failed: ${code ? `[${code}] ` : ''}${message}`;
 }
 
-/** Human-readable `run get`: the run, its steps, its child runs and its history. */
-export function printRun(run: RunView, detail: RunSteps, out: (text: string) => void = consoleIO.out): void {
+/** How many characters of a value `run get` shows without `--full`. */
+export const RUN_GET_VALUE_CHARS = 200;
+
+/**
+ * `text` cut to `limit` characters (`Infinity` keeps all) with `… (N more characters)`, plus
+ * `; --full shows all` when `fullHint`.
+ */
+export function cut(text: string, limit: number, fullHint = true): string {
+  return text.length <= limit ? text : `${text.slice(0, limit)}… (${text.length - limit} more characters${fullHint ? '; --full shows all' : ''})`;
+}
+
+/** A value as `run get` shows it: its JSON, {@link cut} to `limit` characters. */
+export function shownValue(value: unknown, limit: number): string {
+  return cut(JSON.stringify(value) ?? 'undefined', limit);
+}
+
+/**
+ * Human-readable `run get`: the run, its steps, its child runs and its history. Input, output and
+ * errors longer than `valueChars` (default {@link RUN_GET_VALUE_CHARS}) are cut (`--full`: `Infinity`).
+ */
+export function printRun(run: RunView, detail: RunSteps, out: (text: string) => void = consoleIO.out, valueChars: number = RUN_GET_VALUE_CHARS): void {
+  const shown = (value: unknown) => shownValue(value, valueChars);
   const lines = [
     `run ${run.id}`,
     `  function   ${run.functionId} (v${run.functionVersion}, ${run.executionMode})`,
@@ -102,12 +122,15 @@ export function printRun(run: RunView, detail: RunSteps, out: (text: string) => 
     `  created    ${run.createdAt}${run.endedAt ? `   ended ${run.endedAt}` : ''}`,
   ];
   if (run.parentRunId) lines.push(`  parent     ${run.parentRunId} (step ${run.parentStepId})`);
-  if (run.output !== undefined) lines.push(`  output     ${JSON.stringify(run.output)}`);
-  if (run.error) lines.push(`  error      ${run.error.code ? `[${run.error.code}] ` : ''}${run.error.message}`);
+  lines.push(`  input      ${shown(run.input)}`);
+  if (run.output !== undefined) lines.push(`  output     ${shown(run.output)}`);
+  if (run.error) {
+    lines.push(`  error      ${run.error.code ? `[${run.error.code}] ` : ''}${cut(run.error.message, valueChars)}`);
+  }
   lines.push('', `steps (${detail.steps.length})`);
   for (const s of detail.steps) {
     const extra = s.childRunId ? ` child ${s.childRunId}` : s.wakeAt ? ` until ${s.wakeAt}` : '';
-    const value = s.output !== undefined ? ` → ${JSON.stringify(s.output)}` : s.error !== undefined ? ` ✗ ${JSON.stringify(s.error)}` : '';
+    const value = s.output !== undefined ? ` → ${shown(s.output)}` : s.error !== undefined ? ` ✗ ${shown(s.error)}` : '';
     lines.push(`  ${String(s.sequence).padStart(2)} ${s.type.padEnd(14)} ${s.name.padEnd(20)} ${s.status.padEnd(9)}${extra}${value}`);
   }
   if (detail.children.length) {
@@ -125,4 +148,19 @@ export function printRun(run: RunView, detail: RunSteps, out: (text: string) => 
 export function printRunList(res: ListRunsOutput, out: (text: string) => void = consoleIO.out): void {
   for (const r of res.runs) out(`${r.id}  ${r.functionId.padEnd(24)} ${r.status.padEnd(20)} ${r.createdAt}`);
   out(`${res.runs.length} of ${res.totalCount} run(s)${res.nextCursor ? `; next page: --cursor ${res.nextCursor}` : ''}`);
+}
+
+/** Human-readable `function list`: one line per function (id, mode, version, triggers, endpoint). */
+export function printFunctionList(functions: (FunctionDefinition & { version: number })[], out: (text: string) => void = consoleIO.out): void {
+  for (const f of functions) {
+    const triggers = f.triggers.map((t) => t.event ?? t.cron ?? t.expression).filter(Boolean).join(', ') || '(invoke only)';
+    out(`${f.id.padEnd(28)} ${f.mode.padEnd(4)} v${String(f.version).padEnd(3)} ${triggers}${f.endpointUrl ? `  → ${f.endpointUrl}` : ''}`);
+  }
+  out(`${functions.length} function(s)`);
+}
+
+/** Human-readable `event list`: one line per event (id, time, name, data cut to 80 characters), then the next page's cursor. */
+export function printEventList(res: ListEventsOutput, out: (text: string) => void = consoleIO.out): void {
+  for (const e of res.events) out(`${e.id}  ${e.ts}  ${e.name.padEnd(24)} ${cut(JSON.stringify(e.data) ?? '', 80, false)}`);
+  out(`${res.events.length} event(s)${res.nextCursor ? `; next page: --cursor ${res.nextCursor}` : ''}`);
 }

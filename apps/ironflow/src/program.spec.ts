@@ -55,18 +55,59 @@ describe('ironflow CLI', () => {
       expect(JSON.parse(json.out[0])).toEqual({ runId: 'run-2', functionId: 'pay', status: 'running', durationMs: 500 });
     });
 
-    it('emit --wait: a run waiting at the timeout prints "timed out" and exits 3', async () => {
-      replies.TriggerSync = () => ({ status: 200, body: { eventId: 'evt-1', results: [{ runId: 'run-3', functionId: 'ship', status: 'waiting', durationMs: 250 }] } });
-      expect(await cli(server.url, 'emit', 'order.placed', '--wait', '--timeout', '250')).toEqual({ code: 3, out: ['timed out after 250 ms: run run-3 (ship) is waiting'], err: [] });
-      expect(server.requests[0].body).toEqual({ event: 'order.placed', data: {}, timeout_ms: 250 });
+    const runView = (over: Record<string, unknown>) => ({
+      id: 'run-3', functionId: 'ship', functionVersion: 1, eventId: 'evt-1', executionMode: 'push', status: 'running', attempt: 1, maxAttempts: 3, input: {},
+      createdAt: '2026-01-01T00:00:00.000Z', updatedAt: '2026-01-01T00:00:00.000Z', startedAt: '2026-01-01T00:00:00.000Z', ...over,
     });
 
-    it('a failed run prints "run <id> (<function>) failed: [CODE] message" and exits 2; --json prints status, ids and error', async () => {
-      replies.TriggerSync = () => ({ status: 200, body: { eventId: 'e', results: [{ runId: 'run-4', functionId: 'ship', status: 'failed', error: { message: 'carrier down', code: 'STEP_FAILED' } }] } });
-      expect(await cli(server.url, 'emit', 'order.placed', '--wait')).toEqual({ code: 2, out: ['run run-4 (ship) failed: [STEP_FAILED] carrier down'], err: [] });
+    it('emit --wait prints the event and run ids as soon as Trigger answers, before the outcome is known', async () => {
+      replies.Trigger = () => ({ status: 200, body: { eventId: 'evt-1', runIds: ['run-3'] } });
+      let reads = 0;
+      const printed: string[] = [];
+      let printedBeforeEnd: string[] = [];
+      replies.GetRun = () => {
+        reads += 1;
+        if (reads === 2) printedBeforeEnd = [...printed];
+        return { status: 200, body: runView(reads < 3 ? {} : { status: 'completed', output: { ok: 1 }, endedAt: '2026-01-01T00:00:00.040Z' }) };
+      };
+      const code = await runCli(['node', 'ironflow', '--server', server.url, 'emit', 'order.placed', '--wait'], { out: (t) => printed.push(t), err: (t) => printed.push(t) });
+      expect(code).toBe(0);
+      expect(printedBeforeEnd).toEqual(['event evt-1 started 1 run(s)\n  run-3']);
+      expect(printed).toEqual(['event evt-1 started 1 run(s)\n  run-3', 'run run-3 (ship) completed in 40 ms\noutput: {\n  "ok": 1\n}']);
+      expect(server.requests[0].body).toEqual({ event: 'order.placed', data: {} });
+    });
+
+    it('emit --wait: a run waiting at the timeout prints "timed out" and exits 3', async () => {
+      replies.Trigger = () => ({ status: 200, body: { eventId: 'evt-1', runIds: ['run-3'] } });
+      replies.GetRun = () => ({ status: 200, body: runView({ status: 'waiting' }) });
+      const res = await cli(server.url, 'emit', 'order.placed', '--wait', '--timeout', '250');
+      expect(res).toEqual({ code: 3, out: ['event evt-1 started 1 run(s)\n  run-3', 'timed out after 250 ms: run run-3 (ship) is waiting'], err: [] });
+    });
+
+    it('emit --wait keeps reading through a draining engine (unavailable) and reports the outcome', async () => {
+      replies.Trigger = () => ({ status: 200, body: { eventId: 'evt-1', runIds: ['run-3'] } });
+      let reads = 0;
+      replies.GetRun = () =>
+        ++reads === 1 ? { status: 503, body: { code: 'unavailable', message: 'the engine is shutting down', ironflowCode: 'UNAVAILABLE' } } : { status: 200, body: runView({ status: 'cancelled' }) };
+      expect(await cli(server.url, 'emit', 'order.placed', '--wait')).toEqual({ code: 2, out: ['event evt-1 started 1 run(s)\n  run-3', 'run run-3 (ship) was cancelled'], err: [] });
+    });
+
+    it('emit --wait for an event that starts no run: error NO_RESULTS, exit 1', async () => {
+      replies.Trigger = () => ({ status: 200, body: { eventId: 'evt-9', runIds: [] } });
+      const res = await cli(server.url, 'emit', 'nobody.listens', '--wait');
+      expect(res).toEqual({ code: 1, out: ['event evt-9 started 0 run(s)'], err: ['error [NO_RESULTS]: event "nobody.listens" started no run (no function is triggered by it)'] });
+    });
+
+    it('a failed run prints "run <id> (<function>) failed: [CODE] message" and exits 2; --json prints JSON lines: the ids, then status, ids and error', async () => {
+      replies.Trigger = () => ({ status: 200, body: { eventId: 'e', runIds: ['run-4'] } });
+      replies.GetRun = () => ({ status: 200, body: runView({ id: 'run-4', status: 'failed', error: { message: 'carrier down', code: 'STEP_FAILED' } }) });
+      expect(await cli(server.url, 'emit', 'order.placed', '--wait')).toEqual({ code: 2, out: ['event e started 1 run(s)\n  run-4', 'run run-4 (ship) failed: [STEP_FAILED] carrier down'], err: [] });
       const json = await cli(server.url, 'emit', 'order.placed', '--wait', '--json');
       expect(json.code).toBe(2);
-      expect(JSON.parse(json.out[0])).toEqual({ status: 'failed', runId: 'run-4', functionId: 'ship', error: { message: 'carrier down', code: 'STEP_FAILED' } });
+      expect(json.out.map((line) => JSON.parse(line))).toEqual([
+        { eventId: 'e', runIds: ['run-4'] },
+        { status: 'failed', runId: 'run-4', functionId: 'ship', error: { message: 'carrier down', code: 'STEP_FAILED' } },
+      ]);
     });
 
     it('a cancelled run exits 2', async () => {
@@ -99,6 +140,63 @@ describe('ironflow CLI', () => {
         expect(help).toContain('3  timed out');
         expect(help).toContain('1  error');
       }
+    });
+  });
+
+  describe('reading functions, events and runs', () => {
+    it('function list prints one line per function and the count', async () => {
+      replies['GET /api/v1/functions'] = () => ({
+        status: 200,
+        body: { functions: [
+          { id: 'order.process', name: 'order.process', mode: 'pull', triggers: [{ event: 'order.placed' }], retry: {}, timeoutMs: 1, cancelOn: [], version: 2 },
+          { id: 'payment.charge', name: 'payment.charge', mode: 'push', endpointUrl: 'http://w:3400/', triggers: [], retry: {}, timeoutMs: 1, cancelOn: [], version: 1 },
+        ] },
+      });
+      const res = await cli(server.url, 'function', 'list');
+      expect(res.code).toBe(0);
+      expect(res.out).toEqual([
+        `${'order.process'.padEnd(28)} pull v2   order.placed`,
+        `${'payment.charge'.padEnd(28)} push v1   (invoke only)  → http://w:3400/`,
+        '2 function(s)',
+      ]);
+      const json = await cli(server.url, 'function', 'list', '--json');
+      expect(JSON.parse(json.out[0]).functions).toHaveLength(2);
+    });
+
+    it('event list passes the filters to GET /api/v1/events and prints the events and the next cursor', async () => {
+      replies['GET /api/v1/events'] = () => ({
+        status: 200,
+        body: { events: [{ id: 'evt-2', name: 'order.placed', data: { orderId: 'A-7', note: 'x'.repeat(100) }, ts: '2026-01-01T00:00:01.000Z' }], nextCursor: '1767225601000:evt-2' },
+      });
+      const res = await cli(server.url, 'event', 'list', '--name', 'order.placed', '--limit', '1');
+      expect(res.code).toBe(0);
+      expect(server.requests[0].query.toString()).toBe('name=order.placed&limit=1');
+      const data = JSON.stringify({ orderId: 'A-7', note: 'x'.repeat(100) });
+      expect(res.out).toEqual([
+        `evt-2  2026-01-01T00:00:01.000Z  ${'order.placed'.padEnd(24)} ${data.slice(0, 80)}… (${data.length - 80} more characters)`,
+        '1 event(s); next page: --cursor 1767225601000:evt-2',
+      ]);
+    });
+
+    it('run get cuts large values at 200 characters and --full shows them whole', async () => {
+      const big = { blob: 'y'.repeat(500) };
+      replies.GetRun = () => ({ status: 200, body: { id: 'r', functionId: 'f', functionVersion: 1, eventId: 'e', executionMode: 'push', status: 'completed', attempt: 1, maxAttempts: 3, input: {}, output: big, createdAt: 't', updatedAt: 't' } });
+      replies.GetRunSteps = () => ({ status: 200, body: { steps: [{ id: 's', name: 'load', type: 'run', status: 'completed', output: big, sequence: 0, createdAt: 't' }] } });
+      const text = JSON.stringify(big);
+      const cut = await cli(server.url, 'run', 'get', 'r');
+      expect(cut.out[0]).toContain(`  output     ${text.slice(0, 200)}… (${text.length - 200} more characters; --full shows all)`);
+      expect(cut.out[0]).not.toContain(text);
+      const full = await cli(server.url, 'run', 'get', 'r', '--full');
+      expect(full.out[0]).toContain(`  output     ${text}\n`);
+      expect(full.out[0]).toContain(`→ ${text}`);
+    });
+
+    it('dev --help tells how to switch to PostgreSQL and NATS', async () => {
+      const res = await cli(server.url, 'dev', '--help');
+      expect(res.code).toBe(0);
+      const help = res.out.join('\n');
+      expect(help).toContain('IRONFLOW_DATABASE_URL=postgres://');
+      expect(help).toContain('NATS_URL=nats://');
     });
   });
 

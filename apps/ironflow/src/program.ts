@@ -1,5 +1,5 @@
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import { createClient, IronflowClient, RunCancelledError, RunFailedError } from '@ironflow/sdk';
+import { createClient, IronflowClient, IronflowClientError, RunCancelledError, RunFailedError } from '@ironflow/sdk';
 import { devCommand } from './dev-command';
 import { apikeyCommand, secretCommand } from './security-commands';
 import {
@@ -9,8 +9,11 @@ import {
   describeError,
   EXIT_CODES,
   formatError,
+  printEventList,
+  printFunctionList,
   printRun,
   printRunList,
+  RUN_GET_VALUE_CHARS,
   runEndedOutput,
   runResultOutput,
   WAIT_EXIT_CODES_HELP,
@@ -23,9 +26,10 @@ export interface CliState {
 
 /**
  * The `ironflow` CLI: `dev`, `emit`, `invoke`, `publish`, `run get|list|cancel|pause|resume|paused|inject`,
- * `secret set|list|delete`, `apikey create|list|revoke`. Every client command takes `--server URL`
- * (default `$IRONFLOW_SERVER_URL`, else http://localhost:9123), `--env NAME`, `--api-key KEY`
- * (default `$IRONFLOW_API_KEY`) and `--json` (print the API's JSON instead of text).
+ * `function list`, `event list`, `secret set|list|delete`, `apikey create|list|revoke`. Every
+ * client command takes `--server URL` (default `$IRONFLOW_SERVER_URL`, else
+ * http://localhost:9123), `--env NAME`, `--api-key KEY` (default `$IRONFLOW_API_KEY`) and `--json`
+ * (print the API's JSON instead of text).
  *
  * Output goes through `io`: results to `io.out`; errors to `io.err` as `error [CODE]: message`
  * (CODE = the engine's code such as `RUN_NOT_FOUND` when the server sent one, else the Connect
@@ -69,15 +73,18 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
       }
     };
 
-  /** Prints how a waited-for run ended and sets the exit code (0, 2 or 3); rethrows other errors. */
-  const waited = async (wait: () => Promise<Parameters<typeof runResultOutput>[0]>, timeoutMs: number, asJson: boolean): Promise<void> => {
+  /**
+   * Prints how a waited-for run ended and sets the exit code (0, 2 or 3); rethrows other errors.
+   * `indent` is the JSON indentation (0: one line, for `emit --wait --json`'s JSON Lines).
+   */
+  const waited = async (wait: () => Promise<Parameters<typeof runResultOutput>[0]>, timeoutMs: number, asJson: boolean, indent = 2): Promise<void> => {
     try {
-      const { text, exitCode } = runResultOutput(await wait(), timeoutMs, asJson);
+      const { text, exitCode } = runResultOutput(await wait(), timeoutMs, asJson, indent);
       io.out(text);
       state.exitCode = exitCode;
     } catch (err) {
       if (!(err instanceof RunFailedError || err instanceof RunCancelledError)) throw err;
-      io.out(runEndedOutput(err, asJson));
+      io.out(runEndedOutput(err, asJson, indent));
       state.exitCode = EXIT_CODES.runFailed;
     }
   };
@@ -97,21 +104,24 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
     .argument('<name>', 'event name, e.g. order.placed')
     .option('--data <json>', 'event data, a JSON object (default {})')
     .option('--idempotency-key <key>', 'an event with a key already used starts nothing new')
-    .option('--wait', 'wait for the first run to finish and print its outcome')
+    .option('--wait', 'print the event and run ids at once, then wait for the first run to finish and print its outcome')
     .option('--timeout <ms>', 'how long --wait waits, ms', parsePositiveInt, 30_000)
     .option('--json', 'print JSON')
-    .addHelpText('after', `${WAIT_EXIT_CODES_HELP}\n(without --wait: 0 when the event was accepted, 1 on error)`)
+    .addHelpText('after', `${WAIT_EXIT_CODES_HELP}\n(without --wait: 0 when the event was accepted, 1 on error)\nWith --wait --json: two JSON lines, {"eventId","runIds"} at once, then the outcome.`)
     .action(
       action(async (name: string, o: { data?: string; idempotencyKey?: string; wait?: boolean; timeout: number; json?: boolean }) => {
         const data = parseData(o.data);
         const c = client();
-        if (!o.wait) {
-          const res = await c.emit(name, data, { idempotencyKey: o.idempotencyKey });
-          if (o.json) io.out(JSON.stringify(res, null, 2));
-          else io.out(`event ${res.eventId} started ${res.runIds.length} run(s)${res.runIds.map((id) => `\n  ${id}`).join('')}`);
-          return;
-        }
-        await waited(() => c.emitSync(name, data, { timeoutMs: o.timeout, idempotencyKey: o.idempotencyKey }), o.timeout, o.json === true);
+        const started = Date.now();
+        const res = await c.emit(name, data, { idempotencyKey: o.idempotencyKey });
+        if (o.json) io.out(JSON.stringify(res, null, o.wait ? 0 : 2));
+        else io.out(`event ${res.eventId} started ${res.runIds.length} run(s)${res.runIds.map((id) => `\n  ${id}`).join('')}`);
+        if (!o.wait) return;
+        // The ids are out before the wait: a developer (or a script) knows the run even if the wait is cut.
+        const [first] = res.runIds;
+        if (!first) throw new IronflowClientError(`event "${name}" started no run (no function is triggered by it)`, 'NO_RESULTS', 200);
+        const timeoutMs = Math.max(1, o.timeout - (Date.now() - started));
+        await waited(async () => ({ eventId: res.eventId, ...(await c.waitForRun(first, { timeoutMs })) }), o.timeout, o.json === true, o.json ? 0 : 2);
       }),
     );
 
@@ -135,13 +145,14 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
     .command('get')
     .description('show a run with its steps, child runs and history (retries)')
     .argument('<id>', 'run id')
-    .option('--json', 'print JSON')
+    .option('--full', `show input, outputs and errors whole (else each is cut at ${RUN_GET_VALUE_CHARS} characters)`)
+    .option('--json', 'print JSON (always whole)')
     .action(
-      action(async (id: string, o: { json?: boolean }) => {
+      action(async (id: string, o: { json?: boolean; full?: boolean }) => {
         const c = client();
         const [r, steps] = await Promise.all([c.getRun(id), c.getRunSteps(id)]);
         if (o.json) io.out(JSON.stringify({ run: r, ...steps }, null, 2));
-        else printRun(r, steps, io.out);
+        else printRun(r, steps, io.out, o.full ? Infinity : RUN_GET_VALUE_CHARS);
       }),
     );
   run
@@ -237,6 +248,37 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
         const r = await client().publish(topic, o.data === undefined ? {} : parseJsonValue('--data', o.data), { idempotencyKey: o.idempotencyKey });
         if (o.json) io.out(JSON.stringify(r, null, 2));
         else io.out(`published ${r.eventId} to ${topic} (sequence ${r.sequence}${r.duplicate ? ', a duplicate: nothing stored' : ''})`);
+      }),
+    );
+
+  program
+    .command('function')
+    .description('read registered functions')
+    .command('list')
+    .description('list the registered functions: id, mode, version, triggers, endpoint')
+    .option('--json', 'print JSON')
+    .action(
+      action(async (o: { json?: boolean }) => {
+        const functions = await client().listFunctions();
+        if (o.json) io.out(JSON.stringify({ functions }, null, 2));
+        else printFunctionList(functions, io.out);
+      }),
+    );
+
+  program
+    .command('event')
+    .description('read the event log')
+    .command('list')
+    .description('list events, newest first')
+    .option('--name <name>', 'only events of this name')
+    .option('--limit <n>', 'page size', parsePositiveInt, 20)
+    .option('--cursor <cursor>', 'the nextCursor of the previous page')
+    .option('--json', 'print JSON')
+    .action(
+      action(async (o: { name?: string; limit: number; cursor?: string; json?: boolean }) => {
+        const res = await client().listEvents({ name: o.name, limit: o.limit, cursor: o.cursor });
+        if (o.json) io.out(JSON.stringify(res, null, 2));
+        else printEventList(res, io.out);
       }),
     );
   return program;

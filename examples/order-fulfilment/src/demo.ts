@@ -36,7 +36,7 @@ async function main(): Promise<void> {
     process.exitCode = ok ? 0 : 1;
     return;
   }
-  console.log(`\nIronflow dev keeps running at ${serverUrl} (Ctrl-C stops it). Try:\n  npm run ironflow -- run list\n  npm run ironflow -- emit order.placed --data '{"orderId":"A-2000","customer":"you","items":[{"sku":"x","quantity":1,"unitPrice":5}]}' --wait`);
+  console.log(`\nIronflow dev keeps running at ${serverUrl} (Ctrl-C stops it); the runs UI is at ${serverUrl}/. Try:\n  npm run ironflow -- run list\n  npm run ironflow -- emit order.placed --data '{"orderId":"A-2000","customer":"you","items":[{"sku":"x","quantity":1,"unitPrice":5}]}' --wait`);
   console.log('(the example workers have stopped: start one with `node dist/examples/order-fulfilment/src/pull-worker.js`)');
   process.on('SIGINT', () => dev.kill('SIGINT'));
   dev.on('exit', () => process.exit(ok ? 0 : 1));

@@ -129,6 +129,28 @@ export interface ListRunsOutput {
   totalCount: number;
 }
 
+/** An event of the event log as the API lists it. `ts` is ISO-8601 (the store's clock). */
+export interface EventView {
+  id: string;
+  name: string;
+  data: unknown;
+  idempotencyKey?: string;
+  ts: string;
+}
+
+/** Filter and page of `listEvents`: `name` exact; `limit` 1–500 (default 50); `cursor` = a previous `nextCursor`. */
+export interface ListEventsInput {
+  name?: string;
+  limit?: number;
+  cursor?: string;
+}
+
+/** A page of events, newest first; `nextCursor` is `""` on the last page. */
+export interface ListEventsOutput {
+  events: EventView[];
+  nextCursor: string;
+}
+
 /**
  * Options the Ironflow SDK can send at registration (WIRE-PROTOCOL.md 5.3) that the engine does
  * not act on yet. They are carried to the registry so it can refuse them by name

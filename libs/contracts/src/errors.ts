@@ -19,6 +19,8 @@ export const ERROR_HTTP_STATUS = {
   SECRET_NOT_FOUND: 404,
   API_KEY_NOT_FOUND: 404,
   SECRETS_NOT_CONFIGURED: 503,
+  /** The engine is shutting down (drain): retry on another replica; the message names the runs. */
+  UNAVAILABLE: 503,
   /** TriggerSync of an event that starts a debounced function (WIRE-PROTOCOL.md 5.2): Connect `failed_precondition`. */
   FUNCTION_DEBOUNCED: 400,
   INTERNAL_ERROR: 500,

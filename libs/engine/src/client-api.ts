@@ -3,6 +3,8 @@ import {
   ClientApi,
   EngineError,
   FunctionDefinition,
+  ListEventsInput,
+  ListEventsOutput,
   ListRunsInput,
   ListRunsOutput,
   RegisterFunctionInput,
@@ -14,14 +16,15 @@ import {
   isTerminalRunStatus,
 } from '@ironflow/contracts';
 import { subjects } from '@ironflow/bus';
-import { FunctionRecord, RunRecord, auditSql, runsSql, stepsSql } from '@ironflow/store';
+import { FunctionRecord, RunRecord, auditSql, eventsSql, runsSql, stepsSql } from '@ironflow/store';
 import { CancelSystem } from './cancel-system';
 import { PauseSystem } from './pause-system';
 import { FunctionRegistry } from './function-registry';
 import { EngineResources } from './resources';
+import { SyncWaits, drainedError } from './sync-waits';
 import { TriggerSystem } from './trigger-system';
 import { refuseNul } from './payload-limits';
-import { toRunResultView, toRunView, toStepView } from './views';
+import { toEventView, toRunResultView, toRunView, toStepView } from './views';
 
 /**
  * The engine's implementation of the client API (WIRE-PROTOCOL.md section 5), transport-free.
@@ -29,6 +32,9 @@ import { toRunResultView, toRunView, toStepView } from './views';
  * holding U+0000 is a `VALIDATION_ERROR` on every store.
  */
 export class EngineClientApi implements ClientApi {
+  /** The sync calls in flight; `Engine.stop` drains them. */
+  readonly syncWaits = new SyncWaits();
+
   constructor(
     private readonly r: EngineResources,
     private readonly functions: FunctionRegistry,
@@ -57,7 +63,7 @@ export class EngineClientApi implements ClientApi {
       const started = await this.triggers.trigger(scope, input, { sync: true });
       eventId = started.eventId;
       return started.runIds;
-    });
+    }, () => eventId);
     return { eventId, results };
   }
 
@@ -72,9 +78,12 @@ export class EngineClientApi implements ClientApi {
    * Starts runs with `start` and waits for their outcomes: it listens for their RESULTS frames and
    * reads the stored runs every `syncPollMs` (100 ms), so a lost frame costs latency, never the
    * result. At the deadline (`timeoutMs`, default 30000) it answers with each run as it stands.
-   * A frame that arrives while a store read is in flight skips the next wait.
+   * A frame that arrives while a store read is in flight skips the next wait. During a drain
+   * ({@link SyncWaits}) a new call is refused with `UNAVAILABLE` before starting anything, and a
+   * call whose runs are still going at the drain deadline throws `UNAVAILABLE` naming them.
    */
-  private async startAndWait(scope: CallScope, timeoutMs: number | undefined, start: () => Promise<string[]>): Promise<RunResultView[]> {
+  private async startAndWait(scope: CallScope, timeoutMs: number | undefined, start: () => Promise<string[]>, eventIdOf: () => string = () => ''): Promise<RunResultView[]> {
+    const end = this.syncWaits.begin();
     const deadline = Date.now() + (timeoutMs && timeoutMs > 0 ? timeoutMs : this.r.config.syncDefaultTimeoutMs);
     let wanted = new Set<string>();
     let nudged = false;
@@ -95,15 +104,18 @@ export class EngineClientApi implements ClientApi {
           const byId = new Map(runs.map((run) => [run.id, run]));
           return runIds.map((id) => byId.get(id)).filter((run): run is RunRecord => !!run).map(toRunResultView);
         }
+        const drainDeadline = this.syncWaits.drainDeadline ?? Infinity;
+        if (Date.now() >= drainDeadline) throw drainedError(runs.filter((run) => !isTerminalRunStatus(run.status)), eventIdOf());
         if (nudged) continue;
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(done, Math.min(this.r.config.syncPollMs, Math.max(0, deadline - Date.now())));
+          const timer = setTimeout(done, Math.min(this.r.config.syncPollMs, Math.max(0, Math.min(deadline, drainDeadline) - Date.now())));
           function done() { clearTimeout(timer); wake = undefined; resolve(); }
           wake = done;
         });
       }
     } finally {
       sub.unsubscribe();
+      end();
     }
   }
 
@@ -115,13 +127,27 @@ export class EngineClientApi implements ClientApi {
     if (input.status !== undefined && !isRunStatus(input.status)) throw new EngineError('VALIDATION_ERROR', `status ${JSON.stringify(input.status)} is not a run status`);
     refuseNul('functionId', input.functionId);
     refuseNul('cursor', input.cursor);
-    const limit = Math.min(Math.max(input.limit && input.limit > 0 ? input.limit : 50, 1), 500);
+    const limit = pageSize(input.limit);
     const cursor = decodeCursor(input.cursor);
     const { runs, total } = await this.r.store.read('listRuns', (tx) =>
       runsSql.listRuns(tx, scope.project, scope.env, { functionId: input.functionId || undefined, status: input.status, limit, cursor }),
     );
     const last = runs[runs.length - 1];
     return { runs: runs.map(toRunView), nextCursor: runs.length === limit && last ? `${last.createdAt}:${last.id}` : '', totalCount: total };
+  }
+
+  /**
+   * Lists the event log, newest first (REST `GET /api/v1/events`; not a Connect RPC). Throws
+   * `VALIDATION_ERROR` for a cursor this API did not return.
+   */
+  async listEvents(scope: CallScope, input: ListEventsInput): Promise<ListEventsOutput> {
+    const limit = pageSize(input.limit);
+    const cursor = decodeCursor(input.cursor);
+    const events = await this.r.store.read('listEvents', (tx) =>
+      eventsSql.listEvents(tx, scope.project, scope.env, { name: input.name || undefined, limit, cursor: cursor && { ts: cursor.createdAt, id: cursor.id } }),
+    );
+    const last = events[events.length - 1];
+    return { events: events.map(toEventView), nextCursor: events.length === limit && last ? `${last.ts}:${last.id}` : '' };
   }
 
   async getRunSteps(scope: CallScope, id: string) {
@@ -174,6 +200,11 @@ export class EngineClientApi implements ClientApi {
 
 function withVersion(record: FunctionRecord): FunctionDefinition & { version: number } {
   return { ...record.definition, version: record.version };
+}
+
+/** A page size: `limit` within 1–500, default 50. */
+function pageSize(limit: number | undefined): number {
+  return Math.min(Math.max(limit && limit > 0 ? limit : 50, 1), 500);
 }
 
 function decodeCursor(cursor: string | undefined): { createdAt: number; id: string } | undefined {

@@ -214,9 +214,19 @@ export class Engine {
    * stream workers get `shutdown` and drain (up to 25000 ms), then waits
    * for follow-ups (at least `followUpDrainMs`), so an outcome committed during shutdown is still
    * announced; then stops the audit recorder (rows still waiting are dropped and counted, requests
-   * running are answered within their budget). Does not close the store or the bus: their owner does.
+   * running are answered within their budget). Sync calls (TriggerSync…) in flight answer by
+   * `drainMs` (`UNAVAILABLE` naming their runs when these are still going) and new ones are
+   * refused. Does not close the store or the bus: their owner does.
    */
-  async stop(drainMs = 30_000): Promise<void> {
+  stop(drainMs = 30_000): Promise<void> {
+    // Once: a second call (the runtime closing after the server drained) waits for the first.
+    return (this.stopOnce ??= this.drainAndStop(drainMs));
+  }
+
+  private stopOnce?: Promise<void>;
+
+  private async drainAndStop(drainMs: number): Promise<void> {
+    this.api.syncWaits.drain(Date.now() + drainMs);
     this.stopped = true;
     this.stopping.abort();
     clearTimeout(this.tickTimer);

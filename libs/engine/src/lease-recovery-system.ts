@@ -1,3 +1,4 @@
+import { runFields } from '@ironflow/observability';
 import { RUN_ERROR_CODES } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
 import { RunRecord, leaseRecoverySql, leasesSql, runsSql } from '@ironflow/store';
@@ -32,7 +33,7 @@ export class LeaseRecoverySystem {
       try {
         effects.push(await this.recover(lease.runId, lease.executionSeq));
       } catch (err) {
-        this.r.logger.warn('lease recovery failed; the next scan tries again', { runId: lease.runId, error: String(err) });
+        this.r.logger.warn('lease recovery failed; the next scan tries again', { ...runFields({ id: lease.runId, executionSeq: lease.executionSeq }), error: String(err) });
         effects.push('none');
       }
     }

@@ -1,3 +1,4 @@
+import { runFields } from '@ironflow/observability';
 import { subjects } from '@ironflow/bus';
 import { RunRecord, deadLettersSql } from '@ironflow/store';
 import { EngineResources } from './resources';
@@ -57,7 +58,7 @@ export class OutcomeAnnouncer {
       await this.r.bus.publish(subjects.result(run.project, run.env, run.id), toRunResultView(run), { msgId: `result-${run.id}` });
     } catch (err) {
       this.r.metrics.resultPublishFailures.inc();
-      this.r.logger.warn('RESULTS frame not published; sync callers read the stored run', { runId: run.id, error: String(err) });
+      this.r.logger.warn('RESULTS frame not published; sync callers read the stored run', { ...runFields(run), error: String(err) });
     }
   }
 

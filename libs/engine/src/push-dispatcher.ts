@@ -1,3 +1,4 @@
+import { runFields } from '@ironflow/observability';
 import { fetch } from 'undici';
 import { EngineError, PushResponse, RUN_ERROR_CODES, SIGNATURE_HEADER, signPushBody } from '@ironflow/contracts';
 import { ExecutionFence } from '@ironflow/fencing';
@@ -120,7 +121,7 @@ export class PushDispatcher {
       // PAYLOAD_TOO_LARGE), so the run never waits for its lease to expire.
       await this.reports.apply(run.id, fence, report);
     } catch (err) {
-      this.r.logger.warn('push report not applied', { runId: run.id, error: String(err) });
+      this.r.logger.warn('push report not applied', { ...runFields(run), error: String(err) });
     }
   }
 

@@ -1,5 +1,5 @@
-import { RunResultView, RunView, StepView, isTerminalRunStatus } from '@ironflow/contracts';
-import { RunRecord, StepRecord } from '@ironflow/store';
+import { EventView, RunResultView, RunView, StepView, isTerminalRunStatus } from '@ironflow/contracts';
+import { EventRecord, RunRecord, StepRecord } from '@ironflow/store';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -52,5 +52,16 @@ export function toStepView(step: StepRecord): StepView {
     createdAt: iso(step.createdAt),
     ...(step.endedAt !== null ? { endedAt: iso(step.endedAt) } : {}),
     ...(step.injected ? { injected: true } : {}),
+  };
+}
+
+/** The API's view of an event of the log. */
+export function toEventView(event: EventRecord): EventView {
+  return {
+    id: event.id,
+    name: event.name,
+    data: event.data,
+    ...(event.idempotencyKey ? { idempotencyKey: event.idempotencyKey } : {}),
+    ts: iso(event.ts),
   };
 }

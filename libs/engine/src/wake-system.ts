@@ -1,3 +1,4 @@
+import { runFields } from '@ironflow/observability';
 import { RunError, isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
 import { RunRecord, runsSql, stepsSql } from '@ironflow/store';
@@ -94,7 +95,7 @@ export class WakeSystem {
       if (signal?.aborted) break;
       const release = await this.r.wakeSlots.tryAcquire();
       if (!release) {
-        this.r.logger.warn('waiting-run pass: no slot free; the wake waits for the next pass', { childRunId: child.id });
+        this.r.logger.warn('waiting-run pass: no slot free; the wake waits for the next pass', { ...runFields(child), parent_run_id: child.parentRunId });
         continue;
       }
       started += 1;

@@ -1,2 +1,4 @@
 export * from './metrics';
 export * from './logger';
+export * from './log-fields';
+export * from './process-logger';

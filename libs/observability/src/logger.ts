@@ -1,15 +1,14 @@
-/** The logger port the libs log through; apps pass Nest's logger, tests a silent one. */
+import { LogFields } from './log-fields';
+
+/**
+ * The logger port the libs log through: services pass the process's pino logger
+ * ({@link createProcessLogger}), tests a silent one. `fields` are the line's structured fields
+ * ({@link LogFields}: fixed snake_case names for run, execution, function, step and worker).
+ */
 export interface EngineLogger {
-  log(message: string, meta?: Record<string, unknown>): void;
-  warn(message: string, meta?: Record<string, unknown>): void;
-  error(message: string, meta?: Record<string, unknown>): void;
+  log(message: string, fields?: LogFields): void;
+  warn(message: string, fields?: LogFields): void;
+  error(message: string, fields?: LogFields): void;
 }
 
 export const silentLogger: EngineLogger = { log: () => undefined, warn: () => undefined, error: () => undefined };
-
-/** One JSON line per entry on stdout/stderr. */
-export const consoleLogger: EngineLogger = {
-  log: (message, meta) => console.log(JSON.stringify({ level: 'info', message, ...meta })),
-  warn: (message, meta) => console.warn(JSON.stringify({ level: 'warn', message, ...meta })),
-  error: (message, meta) => console.error(JSON.stringify({ level: 'error', message, ...meta })),
-};

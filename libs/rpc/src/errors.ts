@@ -14,7 +14,8 @@ export const IRONFLOW_ERROR_CODE_HEADER = 'ironflow-error-code';
  * The Connect code for each engine code. 404 → not_found; 400 and 413 → invalid_argument;
  * 409 → aborted for a lost fence (STALE_EXECUTION, retry after re-reading) and
  * failed_precondition for a state conflict (RUN_NOT_RUNNING, FUNCTION_DEBOUNCED); 401 →
- * unauthenticated; 403 → permission_denied; 503 (SECRETS_NOT_CONFIGURED) → unavailable.
+ * unauthenticated; 403 → permission_denied; 503 (SECRETS_NOT_CONFIGURED, and UNAVAILABLE during a
+ * drain) → unavailable, which clients retry.
  */
 export function connectCodeOf(code: EngineErrorCode): Code {
   switch (code) {
@@ -40,6 +41,7 @@ export function connectCodeOf(code: EngineErrorCode): Code {
     case 'PERMISSION_DENIED':
       return Code.PermissionDenied;
     case 'SECRETS_NOT_CONFIGURED':
+    case 'UNAVAILABLE':
       return Code.Unavailable;
     case 'INTERNAL_ERROR':
       return Code.Internal;

@@ -36,8 +36,11 @@ export interface OnePortOptions {
 export interface OnePortServer {
   /** The bound port (the real one when `port` was 0). */
   port: number;
-  /** Stops accepting and ends every connection and HTTP/2 session; resolves when all are gone. */
-  close(): Promise<void>;
+  /**
+   * Stops accepting and ends every connection and HTTP/2 session; resolves when all are gone.
+   * Requests in flight get up to `graceMs` (default the `closeGraceMs` option) to finish.
+   */
+  close(graceMs?: number): Promise<void>;
 }
 
 /**
@@ -109,7 +112,7 @@ export async function listenOnePort(options: OnePortOptions): Promise<OnePortSer
   });
   const port = (server.address() as net.AddressInfo).port;
 
-  const close = (): Promise<void> => {
+  const close = (graceMs = closeGraceMs): Promise<void> => {
     closing ??= (async () => {
       const serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
       for (const session of sessions) session.close();
@@ -118,7 +121,7 @@ export async function listenOnePort(options: OnePortOptions): Promise<OnePortSer
         // Idle HTTP/1 connections and connections still being peeked end now.
         if (inFlight === 0 || (inFlight === undefined && !http2Sockets.has(socket))) socket.destroy();
       }
-      await waitUntil(() => sockets.size === 0, closeGraceMs);
+      await waitUntil(() => sockets.size === 0, graceMs);
       for (const session of sessions) session.destroy();
       for (const socket of sockets) socket.destroy();
       h1.off('request', onHttp1Request);

@@ -411,6 +411,13 @@ describe('client RPC transport on one port', () => {
       expect(internalErrors).toEqual([]);
     });
 
+    it('a drain (UNAVAILABLE) is 503 unavailable, the retryable Connect code, with the run ids in the details', async () => {
+      api.failWith = new EngineError('UNAVAILABLE', 'the engine is shutting down before the outcome: run r-1 (orders) is running', { runIds: ['r-1'] });
+      const res = await post('TriggerSync', { event: 'e' });
+      expect(res.status).toBe(503);
+      expect(res.body).toMatchObject({ code: 'unavailable', ironflowCode: 'UNAVAILABLE', details: [expect.objectContaining({ debug: { code: 'UNAVAILABLE', details: { runIds: ['r-1'] } } })] });
+    });
+
     it('routes other HTTP/1.1 traffic to the HTTP/1 server', async () => {
       const res = await fetch(`${baseUrl}/api/v1/functions`);
       expect(res.status).toBe(404);
@@ -461,6 +468,14 @@ describe('client RPC transport on one port', () => {
       expect(timestampDate(run.createdAt!).toISOString()).toBe('2025-01-02T03:04:05.678Z');
       expect(run.output).toBeUndefined();
       expect(api.lastCall('getRun')?.scope).toEqual({ project: 'default', env: 'prod' });
+    });
+
+    it('a drain answers gRPC UNAVAILABLE (retryable) naming the run, with our code in the trailers', async () => {
+      api.failWith = new EngineError('UNAVAILABLE', 'the engine is shutting down before the outcome: run r-1 (orders) is running');
+      const err = (await getRun('r-1').catch((e) => e)) as grpc.ServiceError;
+      expect(err.code).toBe(grpc.status.UNAVAILABLE);
+      expect(err.details).toContain('run r-1 (orders) is running');
+      expect(err.metadata.get(IRONFLOW_ERROR_CODE_HEADER)).toEqual(['UNAVAILABLE']);
     });
 
     it('GetRun of an unknown run fails with NOT_FOUND and our code in the trailers', async () => {

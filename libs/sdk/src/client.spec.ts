@@ -208,4 +208,45 @@ describe('createClient', () => {
       if (saved !== undefined) process.env.IRONFLOW_ENV = saved;
     }
   });
+
+  describe('waitForRun', () => {
+    const view = (status: string, over: Record<string, unknown> = {}) => ({ id: 'r-1', functionId: 'ship', status, createdAt: '2026-01-01T00:00:00.000Z', startedAt: '2026-01-01T00:00:00.100Z', ...over });
+
+    it('reads the run until it ends and answers like invoke', async () => {
+      let reads = 0;
+      replies.GetRun = () => ({ status: 200, body: ++reads < 3 ? view('running') : view('completed', { output: { ok: true }, endedAt: '2026-01-01T00:00:00.300Z' }) });
+      expect(await client().waitForRun('r-1', { pollMs: 10 })).toEqual({ runId: 'r-1', functionId: 'ship', status: 'completed', output: { ok: true }, durationMs: 200 });
+      expect(reads).toBe(3);
+      expect(server.requests.map((r) => r.body)).toEqual([{ id: 'r-1' }, { id: 'r-1' }, { id: 'r-1' }]);
+    });
+
+    it('throws RunFailedError for a failed run, and answers the status as it stands at the deadline', async () => {
+      replies.GetRun = () => ({ status: 200, body: view('failed', { error: { message: 'no', code: 'X' } }) });
+      await expect(client().waitForRun('r-1')).rejects.toBeInstanceOf(RunFailedError);
+      replies.GetRun = () => ({ status: 200, body: view('waiting') });
+      expect(await client().waitForRun('r-1', { timeoutMs: 50, pollMs: 10 })).toMatchObject({ runId: 'r-1', status: 'waiting' });
+    });
+
+    it('reads again after unavailable (a draining replica) but not after another error', async () => {
+      let reads = 0;
+      replies.GetRun = () => (++reads === 1 ? { status: 503, body: { code: 'unavailable', message: 'draining' } } : { status: 200, body: view('cancelled') });
+      await expect(client().waitForRun('r-1', { pollMs: 10 })).rejects.toBeInstanceOf(RunCancelledError);
+      replies.GetRun = () => ({ status: 404, body: { code: 'not_found', message: 'run r-2 does not exist', ironflowCode: 'RUN_NOT_FOUND' } });
+      await expect(client().waitForRun('r-2', { pollMs: 10 })).rejects.toMatchObject({ code: 'not_found', engineCode: 'RUN_NOT_FOUND' });
+    });
+  });
+
+  it('listEvents GETs /api/v1/events with the filters and the auth headers; listFunctions GETs /api/v1/functions', async () => {
+    replies['GET /api/v1/events'] = () => ({ status: 200, body: { events: [{ id: 'e-1', name: 'a', data: {}, ts: 't' }], nextCursor: 'c' } });
+    expect(await client().listEvents({ name: 'a', limit: 5 })).toEqual({ events: [{ id: 'e-1', name: 'a', data: {}, ts: 't' }], nextCursor: 'c' });
+    expect(server.requests[0].query.toString()).toBe('name=a&limit=5');
+    expect(server.requests[0].headers['authorization']).toBe('Bearer k-1');
+    expect(server.requests[0].headers['x-ironflow-environment']).toBe('prod');
+
+    replies['GET /api/v1/functions'] = () => ({ status: 200, body: { functions: [{ id: 'f', version: 3 }] } });
+    expect(await client().listFunctions()).toEqual([{ id: 'f', version: 3 }]);
+
+    replies['GET /api/v1/events'] = () => ({ status: 400, body: { code: 'VALIDATION_ERROR', message: 'cursor: not a cursor this API returned' } });
+    await expect(client().listEvents({ cursor: 'x' })).rejects.toMatchObject({ code: 'VALIDATION_ERROR', message: 'GET /api/v1/events: cursor: not a cursor this API returned' });
+  });
 });

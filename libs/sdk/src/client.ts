@@ -1,7 +1,7 @@
-import type { ApiKeyView, ListRunsOutput, RunHistoryEntry, RunStatus, RunView, SecretView, StepView } from '@ironflow/contracts';
+import type { ApiKeyView, EventView, FunctionDefinition, ListEventsOutput, ListRunsOutput, RunHistoryEntry, RunStatus, RunView, SecretView, StepView } from '@ironflow/contracts';
 import { IronflowClientError, RunCancelledError, RunErrorInfo, RunFailedError } from './errors';
 import type { FunctionConfig, IronflowFunction } from './function';
-import { RawResponse, baseHeaders, connectUnary, httpError, networkError, parseJson, sendRaw } from './http';
+import { RawResponse, baseHeaders, connectUnary, httpError, networkError, parseJson, restGet, sendRaw } from './http';
 import { PublishResult, createPublisher } from './publish';
 import { SubscribeOptions, Subscription, openSubscription } from './subscribe';
 import { REGISTER_FUNCTION_PROCEDURE, clientRegistrationBody } from './register-function';
@@ -59,6 +59,19 @@ export interface ListRunsFilter {
   cursor?: string;
 }
 
+/** Filter of `listEvents`: `name` exact; `limit` a page size (1–500, default 50). */
+export interface ListEventsFilter {
+  name?: string;
+  limit?: number;
+  cursor?: string;
+}
+
+/** Options of `waitForRun`: how long to wait (default 30000 ms) and how often to read the run (default 250 ms). */
+export interface WaitForRunOptions {
+  timeoutMs?: number;
+  pollMs?: number;
+}
+
 /** What `getRunSteps` answers: step rows, the run's history and its child runs. */
 export interface RunSteps {
   steps: StepView[];
@@ -99,6 +112,18 @@ export interface IronflowClient {
    * {@link RunCancelledError} like `emitSync`, `not_found` for an unknown function.
    */
   invoke<T = unknown>(functionId: string, input?: unknown, options?: { timeoutMs?: number }): Promise<InvokeResult<T>>;
+  /**
+   * Waits for a run's outcome by reading it (`GetRun`) every `pollMs` until it ends or `timeoutMs`
+   * passes; resolves like `invoke` (`completed`, or the run's status at the deadline) and throws
+   * {@link RunFailedError} / {@link RunCancelledError} when it failed or was cancelled. A read that
+   * fails retryably (the engine unreachable or `unavailable`, e.g. a replica draining) is tried
+   * again until the deadline, so a wait survives a rolling restart.
+   */
+  waitForRun<T = unknown>(runId: string, options?: WaitForRunOptions): Promise<InvokeResult<T>>;
+  /** Lists the registered functions with their versions (REST `GET /api/v1/functions`). */
+  listFunctions(): Promise<(FunctionDefinition & { version: number })[]>;
+  /** Lists the event log, newest first (REST `GET /api/v1/events`); page with `cursor` = the previous `nextCursor`. */
+  listEvents(filter?: ListEventsFilter): Promise<ListEventsOutput>;
   /** Reads a run (`GetRun`); `not_found` error when it does not exist. */
   getRun(id: string): Promise<RunView>;
   /** Lists runs, newest first (`ListRuns`); page with `cursor` = the previous `nextCursor`. */
@@ -179,6 +204,10 @@ function runResult<T>(result: Record<string, unknown>): InvokeResult<T> {
   return { runId, functionId, status: result.status as string, output: result.output as T, durationMs: Number(result.durationMs ?? 0) };
 }
 const DEFAULT_TIMEOUT_MS = 30_000;
+const DEFAULT_WAIT_POLL_MS = 250;
+/** Errors a read may hit while the engine restarts or a replica drains: tried again. */
+const RETRYABLE_READ_CODES = new Set(['NETWORK_ERROR', 'TIMEOUT', 'unavailable']);
+const TERMINAL_STATUSES = new Set(['completed', 'failed', 'cancelled']);
 const SYNC_DEADLINE_SLACK_MS = 5_000;
 
 /**
@@ -243,6 +272,34 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
 
     async getRun(id) {
       return (await call('GetRun', { id })) as unknown as RunView;
+    },
+
+    async waitForRun<T = unknown>(runId: string, opts: WaitForRunOptions = {}): Promise<InvokeResult<T>> {
+      const deadline = Date.now() + (opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+      const pollMs = opts.pollMs ?? DEFAULT_WAIT_POLL_MS;
+      let run: RunView | undefined;
+      for (;;) {
+        try {
+          run = (await call('GetRun', { id: runId }, Math.max(1000, Math.min(timeoutMs, deadline - Date.now())))) as unknown as RunView;
+        } catch (err) {
+          if (!(err instanceof IronflowClientError && RETRYABLE_READ_CODES.has(err.code)) || (Date.now() >= deadline && !run)) throw err;
+        }
+        if (run && (TERMINAL_STATUSES.has(run.status) || Date.now() >= deadline)) {
+          const durationMs = run.endedAt ? Date.parse(run.endedAt) - Date.parse(run.startedAt ?? run.createdAt) : Date.now() - Date.parse(run.startedAt ?? run.createdAt);
+          return runResult<T>({ runId: run.id, functionId: run.functionId, status: run.status, output: run.output, error: run.error, durationMs });
+        }
+        await new Promise((resolve) => setTimeout(resolve, Math.max(0, Math.min(pollMs, deadline - Date.now()))));
+      }
+    },
+
+    async listFunctions() {
+      const res = await restGet(serverUrl, 'api/v1/functions', {}, { headers, timeoutMs });
+      return Array.isArray(res.functions) ? (res.functions as (FunctionDefinition & { version: number })[]) : [];
+    },
+
+    async listEvents(filter = {}) {
+      const res = await restGet(serverUrl, 'api/v1/events', { name: filter.name, limit: filter.limit, cursor: filter.cursor }, { headers, timeoutMs });
+      return { events: Array.isArray(res.events) ? (res.events as EventView[]) : [], nextCursor: typeof res.nextCursor === 'string' ? res.nextCursor : '' };
     },
 
     async listRuns(filter = {}) {

@@ -109,3 +109,33 @@ export async function connectUnary(
   }
   return parsed as Record<string, unknown>;
 }
+
+/**
+ * REST GET (`GET <baseUrl>/<path>?<query>`; WIRE-PROTOCOL.md 5.6): query parameters that are
+ * `undefined` or `""` are left out. Resolves to the parsed JSON object; throws
+ * {@link IronflowClientError} like {@link connectUnary} (the REST error body `{code, message}`
+ * gives `code`).
+ */
+export async function restGet(
+  baseUrl: string,
+  path: string,
+  query: Record<string, string | number | undefined>,
+  options: { headers: Record<string, string>; timeoutMs?: number },
+): Promise<Record<string, unknown>> {
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(query)) if (value !== undefined && value !== '') params.set(key, String(value));
+  const url = `${baseUrl}/${path}${params.size ? `?${params}` : ''}`;
+  const what = `GET /${path}`;
+  let response: RawResponse;
+  try {
+    response = await sendRaw(url, { method: 'GET', headers: options.headers, timeoutMs: options.timeoutMs });
+  } catch (err) {
+    throw networkError(what, err);
+  }
+  if (response.status < 200 || response.status >= 300) throw httpError(what, response);
+  const parsed = parseJson(response.text);
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw new IronflowClientError(`${what}: response is not a JSON object`, 'INVALID_RESPONSE', response.status);
+  }
+  return parsed as Record<string, unknown>;
+}

@@ -40,7 +40,7 @@ export type { StreamWorker, StreamWorkerOptions } from './stream-worker';
 
 export { createClient } from './client';
 export type { ApiKeyInfo, SecretInfo } from './client';
-export type { ClientOptions, EmitOptions, EmitSyncOptions, EmitSyncResult, InvokeResult, FunctionRegistration, IronflowClient, ListRunsFilter, PausedState, RunSteps, TopicInfo } from './client';
+export type { ClientOptions, EmitOptions, EmitSyncOptions, EmitSyncResult, InvokeResult, FunctionRegistration, IronflowClient, ListEventsFilter, ListRunsFilter, PausedState, RunSteps, TopicInfo, WaitForRunOptions } from './client';
 export { createPublisher } from './publish';
 export type { PublishResult, PublishTarget, Publisher } from './publish';
 export type { SubscribeOptions, Subscription, SubscriptionEvent } from './subscribe';

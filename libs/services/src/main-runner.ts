@@ -1,32 +1,28 @@
-import { Logger } from '@nestjs/common';
-import { loadSettings } from './runtime/settings';
+import { createProcessLogger } from '@ironflow/observability';
+import { loadSettings, SettingsError } from './runtime/settings';
 import { RunningServer, ServiceName, startServer } from './server';
+import { exitOnSignals } from './shutdown';
 
 /**
  * The `main` of a service process: reads and validates settings from the environment, starts
- * `services`, logs the URL, and on SIGTERM/SIGINT drains and exits 0. A start failure (bad
- * configuration, unreachable store, port taken) is logged and exits 1.
+ * `services`, logs the URL (JSON lines on stdout, service `name`), and on SIGTERM/SIGINT drains
+ * and exits within the shutdown cap (`exitOnSignals`). A start failure exits 1 after one log line:
+ * for a {@link SettingsError} (bad value, unreachable store or NATS, port in use) the line names
+ * the variable and carries no stack.
  */
 export async function runServiceMain(name: string, services: readonly ServiceName[]): Promise<RunningServer | undefined> {
-  const logger = new Logger(name);
+  let logger = createProcessLogger({ service: name });
   try {
-    const server = await startServer(loadSettings(), services);
-    logger.log(`${name} ready at ${server.url} (node ${server.runtime.settings.nodeId})`);
-    let stopping = false;
-    const stop = (signal: string) => {
-      if (stopping) return;
-      stopping = true;
-      logger.log(`${signal}: draining`);
-      server.close().then(
-        () => process.exit(0),
-        (err: unknown) => { logger.error(`shutdown failed: ${String(err)}`); process.exit(1); },
-      );
-    };
-    process.on('SIGTERM', () => stop('SIGTERM'));
-    process.on('SIGINT', () => stop('SIGINT'));
+    const settings = loadSettings();
+    logger = logger.child({ node_id: settings.nodeId });
+    logger.level = settings.logLevel;
+    const server = await startServer(settings, services, { logger });
+    logger.log(`${name} ready at ${server.url}`, { url: server.url });
+    exitOnSignals(server, logger);
     return server;
   } catch (err) {
-    logger.error(`${name} could not start: ${err instanceof Error ? err.message : String(err)}`);
+    if (err instanceof SettingsError) logger.fatal(`${name} could not start: ${err.message}`);
+    else logger.fatal(`${name} could not start: ${err instanceof Error ? err.message : String(err)}`, { stack: err instanceof Error ? err.stack : undefined });
     process.exitCode = 1;
     return undefined;
   }

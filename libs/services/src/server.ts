@@ -1,8 +1,9 @@
 import 'reflect-metadata';
-import { INestApplication, LogLevel, Module, Type } from '@nestjs/common';
+import { INestApplication, Module, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { BusNamespace } from '@ironflow/bus';
-import { createPubSubServiceImpl, createRpcHandlers, listenOnePort } from '@ironflow/rpc';
+import { ProcessLogger, createProcessLogger } from '@ironflow/observability';
+import { OnePortServer, createPubSubServiceImpl, createRpcHandlers, listenOnePort } from '@ironflow/rpc';
 import { PubSubService } from '@ironflow/contracts/proto';
 import { attachSubscriptionGateway } from './api-gateway/subscription-gateway';
 import { ApiGatewayModule } from './api-gateway/api-gateway.module';
@@ -18,9 +19,10 @@ import { rawBodyMiddleware } from './http/raw-body.middleware';
 import { observeHttp1Requests, observeHttp2Requests } from './http/request-metrics';
 import { CoreModule } from './runtime/core.module';
 import { EngineRuntime } from './runtime/engine-runtime';
-import { IronflowSettings } from './runtime/settings';
-import { ENGINE_RUNTIME } from './runtime/tokens';
+import { NestPinoLogger } from './runtime/nest-logger';
+import { IronflowSettings, SettingsError } from './runtime/settings';
 import { SchedulerModule } from './scheduler/scheduler.module';
+import { drainPlan } from './shutdown';
 
 export const SERVICES = ['api-gateway', 'dispatcher', 'scheduler', 'capacity-scanner', 'audit-writer'] as const;
 export type ServiceName = (typeof SERVICES)[number];
@@ -36,64 +38,96 @@ const SERVICE_MODULES: Record<ServiceName, Type<unknown>> = {
 export interface RunningServer {
   app: INestApplication;
   runtime: EngineRuntime;
+  logger: ProcessLogger;
   /** The bound port (the real one when `settings.port` is 0). */
   port: number;
   url: string;
-  /** Drains and stops: the engine's loops and follow-ups, then HTTP, then the store. */
+  /**
+   * Drains and stops within `settings.shutdownTimeoutMs` (README "Shutdown"): `/ready` answers 503
+   * at once; HTTP keeps being served while the engine drains (push calls, stream workers,
+   * follow-ups) and sync calls in flight get their outcome or `UNAVAILABLE` naming their runs by
+   * the drain deadline; then the listener closes, letting answers in flight finish, and the store
+   * and bus close. Idempotent. The hard cap itself (exit whatever is left) is the process's:
+   * see `exitOnSignals`.
+   */
   close(): Promise<void>;
+}
+
+export interface StartServerOptions {
+  /** The process logger; default JSON lines on stdout at `settings.logLevel`, service `ironflow`. */
+  logger?: ProcessLogger;
 }
 
 /**
  * Starts a process serving `services` over one shared core (DESIGN.md "Deployables"): one Nest
  * app, one port for REST, Connect JSON (HTTP/1.1) and gRPC / Connect binary (h2c). `ironflow dev`
- * passes all five. Throws when the store cannot be opened or the port is taken.
+ * passes all five. Throws {@link SettingsError} naming the variable when the store or NATS cannot
+ * be opened or the port is taken.
  */
-export async function startServer(settings: IronflowSettings, services: readonly ServiceName[], logLevels: LogLevel[] = ['log', 'warn', 'error']): Promise<RunningServer> {
-  @Module({ imports: [CoreModule.forRoot(settings), ...services.map((s) => SERVICE_MODULES[s])] })
-  class RootModule {}
+export async function startServer(settings: IronflowSettings, services: readonly ServiceName[], options: StartServerOptions = {}): Promise<RunningServer> {
+  const logger = options.logger ?? createProcessLogger({ service: 'ironflow', level: settings.logLevel });
+  const runtime = await EngineRuntime.open(settings, logger);
+  let app: INestApplication | undefined;
+  let listener: OnePortServer;
+  let subscriptions: ReturnType<typeof attachSubscriptionGateway> | undefined;
+  try {
+    @Module({ imports: [CoreModule.forRoot(runtime), ...services.map((s) => SERVICE_MODULES[s])] })
+    class RootModule {}
 
-  const app = await NestFactory.create(RootModule, { bodyParser: false, logger: logLevels });
-  // A job update refused as too large still fails its attempt (dispatcher routes only).
-  const onTooLarge = services.includes('dispatcher')
-    ? (req: Parameters<typeof failOversizedJobUpdate>[1]) => failOversizedJobUpdate(app.get<EngineRuntime>(ENGINE_RUNTIME), req, settings.maxPayloadBytes)
-    : undefined;
-  app.use(rawBodyMiddleware(settings.maxPayloadBytes, onTooLarge));
-  app.useGlobalFilters(new EngineErrorFilter());
-  await app.init();
-  const runtime = app.get<EngineRuntime>(ENGINE_RUNTIME);
-  if (services.includes('audit-writer') && settings.natsUrl) {
-    // Subjects and queue group in the deployment's namespace: `ifx.{clusterId}.ironflow.*.*.audit.write`, `{clusterId}-audit-writer`.
-    app.connectMicroservice({ strategy: new NamespacedNatsServer(new BusNamespace(settings.clusterId), { servers: settings.natsUrl.split(','), queue: 'audit-writer' }) });
-    await app.startAllMicroservices();
+    app = await NestFactory.create(RootModule, { bodyParser: false, logger: new NestPinoLogger(logger), abortOnError: false });
+    // A job update refused as too large still fails its attempt (dispatcher routes only).
+    const onTooLarge = services.includes('dispatcher')
+      ? (req: Parameters<typeof failOversizedJobUpdate>[1]) => failOversizedJobUpdate(runtime, req, settings.maxPayloadBytes)
+      : undefined;
+    app.use(rawBodyMiddleware(settings.maxPayloadBytes, onTooLarge));
+    app.useGlobalFilters(new EngineErrorFilter());
+    await app.init();
+    if (services.includes('audit-writer') && settings.natsUrl) {
+      // Subjects and queue group in the deployment's namespace: `ifx.{clusterId}.ironflow.*.*.audit.write`, `{clusterId}-audit-writer`.
+      app.connectMicroservice({ strategy: new NamespacedNatsServer(new BusNamespace(settings.clusterId), { servers: settings.natsUrl.split(','), queue: 'audit-writer' }) });
+      await app.startAllMicroservices();
+    }
+    // The dispatcher serves the worker stream (`WorkerService.Connect`) on the HTTP/2 side. Every
+    // HTTP/2 call passes the API key check once, in the router's interceptor (HTTP/1: ApiKeyGuard).
+    const authenticate = (headers: Headers) => authenticateHeaders(runtime.engine.apiKeys, headers);
+    const streamOptions = { authenticate, logger: runtime.engine.resources.logger, maxBodyBytes: settings.maxPayloadBytes };
+    const routes = services.includes('dispatcher') ? workerServiceRoutes(runtime.engine.streams, streamOptions) : undefined;
+    const pubsub = createPubSubServiceImpl({ pubsub: runtime.engine.pubsub, api: runtime.engine.api });
+    const http2Handler = services.includes('api-gateway')
+      ? createRpcHandlers(runtime.engine.api, authenticate, { maxBodyBytes: settings.maxPayloadBytes, routes: (router) => { routes?.(router); router.service(PubSubService, pubsub); } }).http2Handler
+      : routes
+        ? workerServiceHttp2Handler(runtime.engine.streams, streamOptions)
+        : (_req: unknown, res: { statusCode: number; end(): void }) => { res.statusCode = 404; res.end(); };
+    // The api-gateway serves subscriptions (`<base>/ws`) on the HTTP/1.1 side.
+    subscriptions = services.includes('api-gateway') ? attachSubscriptionGateway(app.getHttpServer(), { bus: runtime.engine.resources.bus, scopeOf: (req) => authenticateSubscription(runtime.engine.apiKeys, req) }) : undefined;
+    observeHttp1Requests(app.getHttpServer(), runtime.metrics);
+    listener = await listenOnePort({ port: settings.port, host: settings.host, http1: app.getHttpServer(), http2Handler: observeHttp2Requests(http2Handler, runtime.metrics) }).catch((err: NodeJS.ErrnoException) => {
+      throw err.code === 'EADDRINUSE' || err.code === 'EACCES'
+        ? new SettingsError(`IRONFLOW_PORT: cannot listen on ${settings.host}:${settings.port}: ${err.code === 'EADDRINUSE' ? 'the port is in use' : 'permission denied'}`)
+        : err;
+    });
+  } catch (err) {
+    await subscriptions?.close();
+    if (app) await app.close();
+    else await runtime.close();
+    throw err;
   }
-  // The dispatcher serves the worker stream (`WorkerService.Connect`) on the HTTP/2 side. Every
-  // HTTP/2 call passes the API key check once, in the router's interceptor (HTTP/1: ApiKeyGuard).
-  const authenticate = (headers: Headers) => authenticateHeaders(runtime.engine.apiKeys, headers);
-  const streamOptions = { authenticate, logger: runtime.engine.resources.logger, maxBodyBytes: settings.maxPayloadBytes };
-  const routes = services.includes('dispatcher') ? workerServiceRoutes(runtime.engine.streams, streamOptions) : undefined;
-  const pubsub = createPubSubServiceImpl({ pubsub: runtime.engine.pubsub, api: runtime.engine.api });
-  const http2Handler = services.includes('api-gateway')
-    ? createRpcHandlers(runtime.engine.api, authenticate, { maxBodyBytes: settings.maxPayloadBytes, routes: (router) => { routes?.(router); router.service(PubSubService, pubsub); } }).http2Handler
-    : routes
-      ? workerServiceHttp2Handler(runtime.engine.streams, streamOptions)
-      : (_req: unknown, res: { statusCode: number; end(): void }) => { res.statusCode = 404; res.end(); };
-  // The api-gateway serves subscriptions (`<base>/ws`) on the HTTP/1.1 side.
-  const subscriptions = services.includes('api-gateway') ? attachSubscriptionGateway(app.getHttpServer(), { bus: runtime.engine.resources.bus, scopeOf: (req) => authenticateSubscription(runtime.engine.apiKeys, req) }) : undefined;
-  observeHttp1Requests(app.getHttpServer(), runtime.metrics);
-  const listener = await listenOnePort({ port: settings.port, host: settings.host, http1: app.getHttpServer(), http2Handler: observeHttp2Requests(http2Handler, runtime.metrics) });
   const host = settings.host === '0.0.0.0' ? 'localhost' : settings.host;
+  const nest = app;
   let closing: Promise<void> | undefined;
   return {
-    app,
+    app: nest,
     runtime,
+    logger,
     port: listener.port,
     url: `http://${host}:${listener.port}`,
     close: () => (closing ??= (async () => {
+      const plan = drainPlan(settings.shutdownTimeoutMs);
       runtime.draining = true;
-      await runtime.engine.stop();
+      await Promise.all([runtime.engine.stop(plan.drainMs), runtime.engine.api.syncWaits.idle()]);
       await subscriptions?.close();
-      await listener.close();
-      await app.close();
+      await listener.close(plan.graceLeft());
+      await nest.close();
     })()),
   };
 }

@@ -11,6 +11,7 @@ export * as eventsSql from './queries/events';
 export * as workersSql from './queries/workers';
 export * as auditSql from './queries/audit';
 export type { NewRun, ClaimFilter, RunFilter } from './queries/runs';
+export type { EventFilter } from './queries/events';
 export type { NewWaitStep } from './queries/steps';
 export type { AuditRow } from './queries/audit';
 export * as correlationsSql from './queries/correlations';

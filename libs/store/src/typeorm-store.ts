@@ -13,6 +13,7 @@ import { LeaseClockOffset1734100000002 } from './migrations/lease-clock-offset';
 import { CronAndDebounce1734200000000 } from './migrations/cron-and-debounce';
 import { ApiKeysAndSecrets1734300000000 } from './migrations/api-keys-and-secrets';
 import { PauseAndTopics1734400000000 } from './migrations/pause-and-topics';
+import { EventsListingIndex1734500000000 } from './migrations/events-listing-index';
 
 const MIGRATIONS = [
   InitialSchema1732900000000,
@@ -24,6 +25,7 @@ const MIGRATIONS = [
   CronAndDebounce1734200000000,
   ApiKeysAndSecrets1734300000000,
   PauseAndTopics1734400000000,
+  EventsListingIndex1734500000000,
 ];
 
 export interface StoreOptions {

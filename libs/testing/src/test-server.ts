@@ -1,3 +1,4 @@
+import { createProcessLogger } from '@ironflow/observability';
 import { IronflowSettings, RunningServer, SERVICES, loadSettings, startServer } from '@ironflow/services';
 import { Dialect } from '@ironflow/store';
 import { scratchDatabase } from './scratch-database';
@@ -19,7 +20,7 @@ export async function startTestServer(dialect: Dialect, prefix: string, settings
   const server = await startServer(
     loadSettings({}, { databaseUrl: db.url, port: 0, host: '127.0.0.1', dispatchPollMs: 50, tickMs: 50, poolSize: 4, ...settings }),
     SERVICES,
-    ['error'],
+    { logger: createProcessLogger({ service: 'test-server', level: 'error' }) },
   );
   let closed: Promise<void> | undefined;
   return { server, databaseUrl: db.url, close: () => (closed ??= server.close().finally(db.drop)) };

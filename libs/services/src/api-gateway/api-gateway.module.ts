@@ -4,7 +4,8 @@ import { ClientRpcController } from './client-rpc.controller';
 import { RestController } from './rest.controller';
 import { SecretsController } from './secrets.controller';
 import { PubSubRpcController } from './pubsub-rpc.controller';
+import { UiController } from '../ui/ui.controller';
 
-/** The api-gateway service: the client API (Connect unary JSON + REST), publish/subscribe, secrets and API key management. */
-@Module({ controllers: [ClientRpcController, PubSubRpcController, RestController, SecretsController, ApiKeysController] })
+/** The api-gateway service: the client API (Connect unary JSON + REST), publish/subscribe, secrets and API key management, and the runs UI at `/`. */
+@Module({ controllers: [ClientRpcController, PubSubRpcController, RestController, SecretsController, ApiKeysController, UiController] })
 export class ApiGatewayModule {}

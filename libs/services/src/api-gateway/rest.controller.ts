@@ -46,6 +46,16 @@ export class RestController {
     });
   }
 
+  /**
+   * The event log, newest first. Query: `name` (exact), `limit` (1–500, default 50), `cursor` (a
+   * previous `nextCursor`) → `{events: [{id, name, data, idempotencyKey?, ts}], nextCursor}`
+   * (`nextCursor` `""` on the last page). A bad cursor → 400 `VALIDATION_ERROR`.
+   */
+  @Get('events')
+  async listEvents(@Req() req: Request, @Query() q: Record<string, string | undefined>) {
+    return this.runtime.engine.api.listEvents(scopeOf(req), { name: q.name, limit: q.limit ? Number(q.limit) : undefined, cursor: q.cursor });
+  }
+
   /** Query: `functionId`, `status` (lowercase), `limit`, `cursor` → `{runs, nextCursor, totalCount}`. */
   @Get('runs')
   async listRuns(@Req() req: Request, @Query() q: Record<string, string | undefined>) {

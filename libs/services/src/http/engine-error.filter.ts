@@ -34,7 +34,8 @@ export class EngineErrorFilter implements ExceptionFilter {
       res.status(status).json({ code: status === 404 ? 'NOT_FOUND' : 'HTTP_ERROR', message: err.message });
       return;
     }
-    this.logger.error(err instanceof Error ? err.stack ?? err.message : String(err));
+    if (err instanceof Error) this.logger.error(err.message, err.stack);
+    else this.logger.error(String(err));
     res.status(500).json({ code: 'INTERNAL_ERROR', message: 'internal error' });
   }
 }

@@ -5,7 +5,7 @@ import { AuditSink, AuditWriter, InProcessAuditSink, NatsAuditSink, SlotSet, slo
 import { Engine } from '@ironflow/engine';
 import { EngineLogger, EngineMetrics } from '@ironflow/observability';
 import { Store, openStore } from '@ironflow/store';
-import { IronflowSettings } from './settings';
+import { IronflowSettings, SettingsError } from './settings';
 
 /**
  * The one core a process shares across its service modules (DESIGN.md "Deployables"): one
@@ -35,7 +35,7 @@ export class EngineRuntime {
     const { store, clock } = await openStore({ url: settings.databaseUrl, poolSize: settings.poolSize, exclusive: settings.exclusiveStore }).catch((err: unknown) => {
       const reason = err instanceof Error ? err.message : String(err);
       const hint = /locked|busy/i.test(reason) ? ' (is another ironflow dev using this file? stop it, or use --db)' : '';
-      throw new Error(`IRONFLOW_DATABASE_URL: cannot open the store at ${redact(settings.databaseUrl)}: ${reason}${hint}`);
+      throw new SettingsError(`IRONFLOW_DATABASE_URL: cannot open the store at ${redact(settings.databaseUrl)}: ${reason}${hint}`);
     });
     // `run get` reads audit rows through a pool of its own (PostgreSQL), never the engine's.
     const auditReads = store.dialect === 'postgres' ? (await openStore({ url: settings.databaseUrl, poolSize: AUDIT_READ_POOL_SIZE }).catch(async (err: unknown) => { await store.close(); throw err; })).store : store;
@@ -47,7 +47,7 @@ export class EngineRuntime {
     } catch (err) {
       await store.close();
       if (auditReads !== store) await auditReads.close();
-      throw new Error(`NATS_URL: cannot connect to NATS at ${settings.natsUrl}: ${err instanceof Error ? err.message : String(err)}`);
+      throw new SettingsError(`NATS_URL: cannot connect to NATS at ${settings.natsUrl}: ${err instanceof Error ? err.message : String(err)}`);
     }
     const metrics = new EngineMetrics({ defaultMetrics: true });
     const auditWriter = new AuditWriter(store, new SlotSet(slotsFor(store.dialect, settings.poolSize)));

@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { parseAllowedHosts, parseSecretsKey } from '@ironflow/engine';
 import { CLUSTER_ID_PATTERN, DEFAULT_CLUSTER_ID } from '@ironflow/bus';
+import { LOG_LEVELS, LogLevel } from '@ironflow/observability';
 
 /**
  * Process settings from the environment, validated at start (a bad value stops the process
@@ -20,6 +21,8 @@ import { CLUSTER_ID_PATTERN, DEFAULT_CLUSTER_ID } from '@ironflow/bus';
  * | IRONFLOW_MAX_PAYLOAD_BYTES | 4194304 |
  * | IRONFLOW_CRON_CATCH_UP_MS | 10000 (a cron tick later than this is missed; missed ticks collapse into one run) |
  * | NATS_URL (or IRONFLOW_NATS_URL) | none: the in-process bus (one process); `nats://…` for a cluster |
+ * | IRONFLOW_LOG_LEVEL | info (trace, debug, info, warn, error, fatal, silent) |
+ * | IRONFLOW_SHUTDOWN_TIMEOUT_MS | 30000: after SIGTERM the process exits within this, drained or not |
  * | IRONFLOW_SIGNING_KEY | none: push requests unsigned; else each carries `X-Ironflow-Signature` (at least 16 characters, no surrounding whitespace) |
  * | IRONFLOW_SECRETS_KEY | none: secrets cannot be set or delivered; 32 bytes as 64 hex digits or base64 |
  * | IRONFLOW_REQUIRE_API_KEY | false: keys are required once the first key exists; true: from the start |
@@ -42,6 +45,8 @@ const schema = z.object({
   IRONFLOW_DISPATCH_POLL_MS: z.coerce.number().int().min(10).default(1000),
   IRONFLOW_SCAN_MS: z.coerce.number().int().min(10).default(1000),
   IRONFLOW_MAX_PAYLOAD_BYTES: z.coerce.number().int().min(1024).default(4 * 1024 * 1024),
+  IRONFLOW_LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
+  IRONFLOW_SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).default(30_000),
   IRONFLOW_CRON_CATCH_UP_MS: z.coerce.number().int().min(0).default(10_000),
   IRONFLOW_NATS_URL: z.string().regex(/^nats:\/\//, 'NATS_URL (or IRONFLOW_NATS_URL) must start with nats://').optional(),
   IRONFLOW_SIGNING_KEY: z
@@ -89,6 +94,9 @@ export interface IronflowSettings {
   cronCatchUpMs: number;
   /** NATS JetStream URL; without it the process uses the in-process bus. */
   natsUrl?: string;
+  logLevel: LogLevel;
+  /** The hard cap of a shutdown (SIGTERM → exit), ms; see `startServer`'s `close`. */
+  shutdownTimeoutMs: number;
   /** Key of the push signature (`X-Ironflow-Signature`); without it push requests are unsigned. */
   signingKey?: string;
   /** The deployment's namespace on NATS: subjects `ifx.{clusterId}.…`, streams `{clusterId}_…` (default `ironflow`). */
@@ -106,13 +114,25 @@ export interface IronflowSettings {
   pushAllowedHosts: string[];
 }
 
-/** Reads and validates settings; throws an Error listing every bad variable. */
+/**
+ * A start-up problem the operator fixes in the environment (a bad value, a store or NATS that
+ * cannot be reached, a port in use): its message names the variable, and a service logs it as one
+ * line, without a stack.
+ */
+export class SettingsError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SettingsError';
+  }
+}
+
+/** Reads and validates settings; throws a {@link SettingsError} listing every bad variable. */
 export function loadSettings(env: NodeJS.ProcessEnv = process.env, overrides: Partial<IronflowSettings> = {}): IronflowSettings {
   const vars = Object.fromEntries(Object.entries(env).filter(([k, v]) => k.startsWith('IRONFLOW_') && v !== ''));
   if (!vars.IRONFLOW_NATS_URL && env.NATS_URL) vars.IRONFLOW_NATS_URL = env.NATS_URL;
   const parsed = schema.safeParse(vars);
   if (!parsed.success) {
-    throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    throw new SettingsError(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   }
   const e = parsed.data;
   return {
@@ -126,6 +146,8 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env, overrides: Pa
     dispatchPollMs: e.IRONFLOW_DISPATCH_POLL_MS,
     scanMs: e.IRONFLOW_SCAN_MS,
     maxPayloadBytes: e.IRONFLOW_MAX_PAYLOAD_BYTES,
+    logLevel: e.IRONFLOW_LOG_LEVEL,
+    shutdownTimeoutMs: e.IRONFLOW_SHUTDOWN_TIMEOUT_MS,
     cronCatchUpMs: e.IRONFLOW_CRON_CATCH_UP_MS,
     ...(e.IRONFLOW_NATS_URL ? { natsUrl: e.IRONFLOW_NATS_URL } : {}),
     ...(e.IRONFLOW_SIGNING_KEY ? { signingKey: e.IRONFLOW_SIGNING_KEY } : {}),

@@ -51,3 +51,25 @@ export async function getEvent(tx: Tx, id: string): Promise<EventRecord | null> 
   const rows = await tx.query(`SELECT * FROM events WHERE id = $1`, [id]);
   return rows.length ? mapEvent(rows[0]) : null;
 }
+
+export interface EventFilter {
+  /** Only events of this name. */
+  name?: string;
+  limit: number;
+  /** The last event of the previous page (newest first). */
+  cursor?: { ts: number; id: string };
+}
+
+/** A page of the event log of `project`/`env`, newest first (by `ts`, then `id`). */
+export async function listEvents(tx: Tx, project: string, env: string, filter: EventFilter): Promise<EventRecord[]> {
+  const where = ['project = $1', 'env = $2'];
+  const params: unknown[] = [project, env];
+  if (filter.name) { params.push(filter.name); where.push(`name = $${params.length}`); }
+  if (filter.cursor) {
+    params.push(filter.cursor.ts, filter.cursor.id);
+    where.push(`(ts < $${params.length - 1} OR (ts = $${params.length - 1} AND id < $${params.length}))`);
+  }
+  params.push(filter.limit);
+  const rows = await tx.query(`SELECT * FROM events WHERE ${where.join(' AND ')} ORDER BY ts DESC, id DESC LIMIT $${params.length}`, params);
+  return rows.map(mapEvent);
+}

@@ -1,0 +1,58 @@
+import { EngineError } from '@ironflow/contracts';
+import { RunRecord } from '@ironflow/store';
+
+/**
+ * The sync calls (TriggerSync, InvokeFunctionSync) waiting for outcomes, and the drain that ends
+ * them (README "Shutdown"). Once `drain(deadline)` was called, a new sync call is refused with
+ * `UNAVAILABLE` before it starts anything (it can be retried on another replica as it is), and a
+ * call already waiting keeps waiting until its runs end or `deadline` passes, then answers
+ * `UNAVAILABLE` naming the runs still going ({@link drainedError}).
+ */
+export class SyncWaits {
+  private waiting = 0;
+  private deadline?: number;
+  private idleWaiters: (() => void)[] = [];
+
+  /** Registers a sync call; call the returned `end` when it answered. Throws `UNAVAILABLE` while draining. */
+  begin(): () => void {
+    if (this.deadline !== undefined) throw new EngineError('UNAVAILABLE', 'the engine is shutting down: retry the call (another replica takes it)');
+    this.waiting += 1;
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      this.waiting -= 1;
+      if (this.waiting === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
+    };
+  }
+
+  /** The drain deadline (epoch ms) once the drain began, else undefined. */
+  get drainDeadline(): number | undefined {
+    return this.deadline;
+  }
+
+  /** Starts the drain: sync calls in flight answer by `deadline` (epoch ms); new ones are refused. */
+  drain(deadline: number): void {
+    this.deadline = Math.min(this.deadline ?? Infinity, deadline);
+  }
+
+  /** Resolves when no sync call is waiting. */
+  idle(): Promise<void> {
+    if (this.waiting === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+}
+
+/**
+ * The answer of a sync call still waiting at the drain deadline: `UNAVAILABLE` (Connect
+ * `unavailable`, HTTP 503, which clients retry) whose message names each run still going and its
+ * status, with `details.runIds` (and `details.eventId` for TriggerSync). Retrying TriggerSync with
+ * the same idempotency key waits for the same runs; else read them with GetRun.
+ */
+export function drainedError(runs: RunRecord[], eventId?: string): EngineError {
+  const going = runs.map((run) => `run ${run.id} (${run.functionId}) is ${run.status}`).join('; ');
+  return new EngineError('UNAVAILABLE', `the engine is shutting down before the outcome: ${going}; read it with GetRun, or retry with the same idempotency key`, {
+    runIds: runs.map((run) => run.id),
+    ...(eventId ? { eventId } : {}),
+  });
+}
