@@ -18,6 +18,7 @@ module.exports = {
   transformIgnorePatterns: ['/node_modules/(?!@marcbachmann/cel-js/)'],
   moduleNameMapper: {
     '^@ironflow/contracts/proto$': '<rootDir>/libs/contracts/src/proto.ts',
+    '^@ironflow/sdk/testing$': '<rootDir>/libs/sdk/src/testing/fake-server.ts',
     '^@ironflow/(.*)$': '<rootDir>/libs/$1/src/index.ts',
   },
   testMatch: ['<rootDir>/libs/**/*.spec.ts', '<rootDir>/apps/**/*.spec.ts', '<rootDir>/test-e2e/**/*.spec.ts'],

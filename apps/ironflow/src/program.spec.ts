@@ -1,5 +1,5 @@
 import { FUNCTION_OPTIONS } from '@ironflow/engine';
-import { FakeReply, FakeServer, RecordedRequest, startFakeServer } from '../../../libs/sdk/src/test-support';
+import { FakeReply, FakeServer, RecordedRequest, startFakeServer } from '@ironflow/sdk/testing';
 import { createClient } from '@ironflow/sdk';
 import { runCli } from './program';
 import { secretCommand } from './security-commands';

@@ -2,13 +2,23 @@
 app.kubernetes.io/name: ironflow
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
-{{/* The Secret holding IRONFLOW_SIGNING_KEY: the given one, else the chart's own. */}}
-{{- define "ironflow.signingKeySecretName" -}}
-{{- if .Values.signingKeySecret }}{{ .Values.signingKeySecret.name }}{{ else }}{{ .Release.Name }}-signing-key{{ end -}}
+{{/* The selector of one service's pods; call with (dict "root" $ "name" $name). */}}
+{{- define "ironflow.selector" -}}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .name }}
 {{- end -}}
 
-{{- define "ironflow.signingKeySecretKey" -}}
-{{- if .Values.signingKeySecret }}{{ .Values.signingKeySecret.key }}{{ else }}key{{ end -}}
+{{/* The Secret every credential comes from (README "Install with Helm"). */}}
+{{- define "ironflow.secretName" -}}
+{{- .Values.secrets.name | default (printf "%s-ironflow" .Release.Name) -}}
+{{- end -}}
+
+{{/* Seconds Kubernetes waits before SIGKILL: the preStop sleep, the shutdown cap, a margin. */}}
+{{- define "ironflow.terminationGracePeriodSeconds" -}}
+{{- $s := .Values.shutdown -}}
+{{- add (int $s.preStopSleepSeconds) (div (add (int64 $s.timeoutMs) 999) 1000) (int $s.marginSeconds) -}}
 {{- end -}}

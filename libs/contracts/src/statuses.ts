@@ -30,4 +30,5 @@ export type StepType = 'run' | 'sleep' | 'wait_for_event' | 'invoke';
 export type StepStatus = 'completed' | 'failed' | 'waiting' | 'timed_out';
 
 /** How a function's runs reach a worker. */
-export type ExecutionMode = 'push' | 'pull';
+export const EXECUTION_MODES = ['push', 'pull'] as const;
+export type ExecutionMode = (typeof EXECUTION_MODES)[number];

@@ -34,6 +34,8 @@ import { ApiKeySystem, ApiKeySystemOptions } from './api-key-system';
 import { PushEndpointPolicy } from './push-endpoint-policy';
 import { SecretCipher } from './secret-cipher';
 import { SecretSystem } from './secret-system';
+import { countOutcomeCommitErrors } from './outcome-commit-errors';
+import { sampleBacklog } from './backlog-sample';
 
 export interface EngineOptions {
   store: Store;
@@ -129,7 +131,7 @@ export class Engine {
     const auditSink = options.auditSink ?? new InProcessAuditSink(new AuditWriter(options.store, new SlotSet(slots)));
     const config = { ...DEFAULT_ENGINE_CONFIG, ...options.config };
     this.resources = {
-      store: options.store,
+      store: countOutcomeCommitErrors(options.store, metrics),
       clock: options.clock,
       bus: options.bus,
       config,
@@ -181,6 +183,7 @@ export class Engine {
     this.pull = new PullWorkerSystem(r, this.dispatch, this.reports, this.releases);
     this.push = new PushDispatcher(r, this.dispatch, this.reports, hints, this.pushEndpoints);
     this.streams = new StreamWorkerSystem(r, this.dispatch, this.reports, this.pull, hints, this.releases);
+    metrics.countStreamConnections(() => this.streams.connectionCount);
     this.pauses = new PauseSystem(r, announcer, hints);
     this.pubsub = new PubSubSystem(r);
     this.api = new EngineClientApi(r, this.functions, this.triggers, this.cancels, this.pauses);
@@ -197,7 +200,10 @@ export class Engine {
       this.ticking = true;
       this.scheduleTick();
     }
-    if (roles.scanner && !this.scanRunning) this.scheduleScan();
+    if (roles.scanner && !this.scanRunning) {
+      this.resources.metrics.exportBacklog(() => sampleBacklog(this.resources));
+      this.scheduleScan();
+    }
   }
 
   private scheduleScan(): void {

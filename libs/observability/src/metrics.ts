@@ -1,5 +1,21 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { AUDIT_EVENT_TYPES } from '@ironflow/contracts';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { AUDIT_EVENT_TYPES, EXECUTION_MODES, ExecutionMode, TERMINAL_RUN_STATUSES } from '@ironflow/contracts';
+import { memoizedSample } from './memoized-sample';
+
+/** What the capacity scanner samples at scrape time (see {@link EngineMetrics.exportBacklog}). */
+export interface BacklogSample {
+  /** Per mode: runs ready to be claimed, and the store time (ms) the oldest of them became ready. */
+  queued: { mode: ExecutionMode; count: number; oldestAvailableAt: number | null }[];
+  /** Registered workers (pull and stream) seen within the lease. */
+  activeWorkers: number;
+  /** The store clock when the sample was read (ms). */
+  now: number;
+}
+
+/** How long a scrape waits for a backlog sample before it answers with the last one. */
+const BACKLOG_SAMPLE_DEADLINE_MS = 5000;
+/** Scrapes within this of a sample reuse it (one query for the three backlog gauges). */
+const BACKLOG_SAMPLE_REUSE_MS = 1000;
 
 /**
  * Every metric the engine defines, on one registry per process (registering a metric twice
@@ -26,8 +42,82 @@ export class EngineMetrics {
   readonly triggerExpressionErrors = new Counter({ name: 'ironflow_trigger_expression_errors_total', help: 'Trigger expressions that failed on an event (no run was started for that trigger)', labelNames: ['function_id'], registers: [this.registry] });
   readonly staleMutationsRejected = new Counter({ name: 'ironflow_capacity_stale_mutations_rejected_total', help: 'Reports dropped because their execution is no longer live', registers: [this.registry] });
 
+  /**
+   * A unit of work that commits outcomes (a report, a cancel, a lease recovery, a step timeout, a
+   * parent wake failing its parent) ended with an error instead of committing: the run did not
+   * end; its writer retries or a pass comes back. By store unit name.
+   */
+  readonly outcomeCommitErrors = new Counter({ name: 'ironflow_outcome_commit_errors_total', help: 'Units of work that commit run outcomes and failed with an error (nothing committed; retried by the reporter or the next pass)', labelNames: ['unit'], registers: [this.registry] });
+  /** Every HTTP request (REST, Connect JSON on HTTP/1.1, gRPC and Connect on h2c), by route template. */
+  readonly httpRequestDuration = new Histogram({ name: 'ironflow_http_request_duration_seconds', help: 'HTTP request duration by route template (REST) or RPC path, method and status', labelNames: ['route', 'method', 'status'], buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: [this.registry] });
+  /** Open `WorkerService.Connect` streams on this process (0 outside dispatchers); set by the engine. */
+  readonly streamConnections: Gauge = new Gauge({ name: 'ironflow_stream_connections', help: 'Open WorkerService streams on this process', registers: [this.registry], collect: () => this.streamConnections.set(this.streamConnectionCount()) });
+  private streamConnectionCount: () => number = () => 0;
+  private backlogExported = false;
+
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics) collectDefaultMetrics({ register: this.registry });
+    // Label values known in advance start at 0, so a dashboard shows 0 rather than "No data".
     for (const eventType of AUDIT_EVENT_TYPES) this.auditWriteFailures.inc({ event_type: eventType }, 0);
+    for (const status of TERMINAL_RUN_STATUSES) {
+      this.runOutcomes.inc({ status }, 0);
+      this.runEventPublishFailures.inc({ event: status }, 0);
+    }
+    for (const mode of EXECUTION_MODES) this.segmentsDispatched.inc({ mode }, 0);
+    for (const effect of ['requeued', 'exhausted', 'released']) this.leaseRecoveries.inc({ effect }, 0);
+    for (const path of ['commit', 'pass']) this.parentWakes.inc({ path }, 0);
+    for (const code of ['STALE_EXECUTION', 'RUN_NOT_RUNNING']) this.reportsRejected.inc({ code }, 0);
+  }
+
+  /** Where {@link streamConnections} reads its value at scrape time. */
+  countStreamConnections(count: () => number): void {
+    this.streamConnectionCount = count;
+  }
+
+  /**
+   * Registers the backlog gauges, read from `sample` at scrape time (the capacity scanner calls
+   * this once, so one service kind exports them and a cluster's value is one query, not one per
+   * process): `ironflow_queued_runs{mode}`, `ironflow_oldest_queued_run_age_seconds{mode}` (0 when
+   * nothing is queued) and `ironflow_workers_active`. A sample is reused for 1 s across the three
+   * gauges; a sample that fails or takes over 5 s leaves the last values. Calling it again does
+   * nothing.
+   */
+  exportBacklog(sample: () => Promise<BacklogSample>): void {
+    if (this.backlogExported) return;
+    this.backlogExported = true;
+    const latest = memoizedSample(sample, { reuseMs: BACKLOG_SAMPLE_REUSE_MS, deadlineMs: BACKLOG_SAMPLE_DEADLINE_MS });
+    const queuedRuns: Gauge<'mode'> = new Gauge({
+      name: 'ironflow_queued_runs',
+      help: 'Runs ready to be claimed (waiting_for_capacity, available_at passed), by mode; from the capacity scanner',
+      labelNames: ['mode'],
+      registers: [this.registry],
+      collect: async () => {
+        const s = await latest();
+        if (s) for (const mode of EXECUTION_MODES) queuedRuns.set({ mode }, s.queued.find((q) => q.mode === mode)?.count ?? 0);
+      },
+    });
+    const oldestAge: Gauge<'mode'> = new Gauge({
+      name: 'ironflow_oldest_queued_run_age_seconds',
+      help: 'How long the oldest run ready to be claimed has waited, by mode (0 when none); from the capacity scanner',
+      labelNames: ['mode'],
+      registers: [this.registry],
+      collect: async () => {
+        const s = await latest();
+        if (!s) return;
+        for (const mode of EXECUTION_MODES) {
+          const oldest = s.queued.find((q) => q.mode === mode)?.oldestAvailableAt;
+          oldestAge.set({ mode }, oldest == null ? 0 : Math.max(0, (s.now - oldest) / 1000));
+        }
+      },
+    });
+    const activeWorkers: Gauge = new Gauge({
+      name: 'ironflow_workers_active',
+      help: 'Registered workers (pull and stream) seen within the lease; from the capacity scanner',
+      registers: [this.registry],
+      collect: async () => {
+        const s = await latest();
+        if (s) activeWorkers.set(s.activeWorkers);
+      },
+    });
   }
 }

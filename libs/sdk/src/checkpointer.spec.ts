@@ -1,6 +1,6 @@
 import type { StepResult } from '@ironflow/contracts';
 import { Checkpointer } from './checkpointer';
-import { deferred, waitFor } from './test-support';
+import { deferred, waitFor } from './testing/fake-server';
 
 const step = (i: number): StepResult => ({ id: `run-1:s:${i}`, name: 's', type: 'invoke', status: 'completed', output: i });
 

@@ -1,7 +1,7 @@
 import { createClient } from './client';
 import { IronflowClientError, RunCancelledError, RunFailedError } from './errors';
 import { createFunction } from './function';
-import { FakeReply, FakeServer, RecordedRequest, startFakeServer } from './test-support';
+import { FakeReply, FakeServer, RecordedRequest, startFakeServer } from './testing/fake-server';
 
 const PREFIX = '/ironflow.v1.IronflowService/';
 

@@ -4,7 +4,7 @@ import { EngineMessage, EngineMessageSchema, JobAssignmentSchema, WorkerMessage,
 import { createFunction } from './function';
 import { CONNECT_METHOD_PATH } from './stream-codec';
 import { DEFAULT_MAX_REPORT_BYTES, StreamWorker, StreamWorkerOptions, createStreamWorker, messageLimitOf } from './stream-worker';
-import { deferred, waitFor } from './test-support';
+import { deferred, waitFor } from './testing/fake-server';
 
 type EngineInit = MessageInitShape<typeof EngineMessageSchema>;
 type Payload<C extends WorkerMessage['payload']['case']> = Extract<WorkerMessage['payload'], { case: C }>['value'];

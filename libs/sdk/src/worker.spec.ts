@@ -2,7 +2,7 @@ import type { JobAssignment } from '@ironflow/contracts';
 import { createHash } from 'node:crypto';
 import { IronflowClientError } from './errors';
 import { createFunction, Handler } from './function';
-import { FakeReply, FakeServer, RecordedRequest, deferred, startFakeServer, waitFor } from './test-support';
+import { FakeReply, FakeServer, RecordedRequest, deferred, startFakeServer, waitFor } from './testing/fake-server';
 import { Worker, WorkerOptions, createWorker } from './worker';
 
 const silent = { warn: () => undefined, error: () => undefined };

@@ -16,6 +16,7 @@ import { workerServiceHttp2Handler, workerServiceRoutes } from './dispatcher/str
 import { EngineErrorFilter } from './http/engine-error.filter';
 import { authenticateHeaders, authenticateSubscription } from './http/api-key.guard';
 import { rawBodyMiddleware } from './http/raw-body.middleware';
+import { observeHttp1Requests, observeHttp2Requests } from './http/request-metrics';
 import { CoreModule } from './runtime/core.module';
 import { EngineRuntime } from './runtime/engine-runtime';
 import { NestPinoLogger } from './runtime/nest-logger';
@@ -99,7 +100,8 @@ export async function startServer(settings: IronflowSettings, services: readonly
         : (_req: unknown, res: { statusCode: number; end(): void }) => { res.statusCode = 404; res.end(); };
     // The api-gateway serves subscriptions (`<base>/ws`) on the HTTP/1.1 side.
     subscriptions = services.includes('api-gateway') ? attachSubscriptionGateway(app.getHttpServer(), { bus: runtime.engine.resources.bus, scopeOf: (req) => authenticateSubscription(runtime.engine.apiKeys, req) }) : undefined;
-    listener = await listenOnePort({ port: settings.port, host: settings.host, http1: app.getHttpServer(), http2Handler }).catch((err: NodeJS.ErrnoException) => {
+    observeHttp1Requests(app.getHttpServer(), runtime.metrics);
+    listener = await listenOnePort({ port: settings.port, host: settings.host, http1: app.getHttpServer(), http2Handler: observeHttp2Requests(http2Handler, runtime.metrics) }).catch((err: NodeJS.ErrnoException) => {
       throw err.code === 'EADDRINUSE' || err.code === 'EACCES'
         ? new SettingsError(`IRONFLOW_PORT: cannot listen on ${settings.host}:${settings.port}: ${err.code === 'EADDRINUSE' ? 'the port is in use' : 'permission denied'}`)
         : err;

@@ -29,6 +29,7 @@ export * as cronSql from './queries/cron';
 export * as debouncesSql from './queries/debounces';
 export type { CronScheduleRow } from './queries/cron';
 export type { DebounceRow } from './queries/debounces';
+export * as backlogSql from './queries/backlog';
 export * as cancelOnSql from './queries/cancel-on';
 export * as invokesSql from './queries/invokes';
 export type { CancelOnSpecRow, MatchedRun } from './queries/cancel-on';

@@ -1,6 +1,7 @@
 /**
- * Test helpers for the SDK's specs (not exported from the package): a tiny HTTP server that
- * records requests and answers from a route function, and a deadline-bounded condition wait.
+ * Test helpers for the SDK's specs and the CLI's (`@ironflow/sdk/testing`; not exported from the
+ * package, not in the build output): a tiny HTTP server that records requests and answers from a
+ * route function, and a deadline-bounded condition wait.
  */
 import { createServer, IncomingHttpHeaders, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
