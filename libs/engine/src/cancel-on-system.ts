@@ -1,6 +1,7 @@
 import { RunError, WireEvent, isTerminalRunStatus } from '@ironflow/contracts';
 import { EventRecord, RunRecord, Tx, cancelOnSql, eventsSql, runsSql } from '@ironflow/store';
-import { CancelSystem, cancelInTx } from './cancel-system';
+import { commitOutcome } from '@ironflow/outcome';
+import { CancelSystem, closeWaitsOfCancelled } from './cancel-system';
 import { cancelOnConditions, matchValueAt } from './cancel-on-specs';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
@@ -106,9 +107,10 @@ export class CancelOnSystem {
         if (!conditions.some((c) => this.holds(c!, run, own, event))) return null;
       }
       await this.r.pausePoints.reached('cancelOn.afterRead', runId);
-      const cancelled = await cancelInTx(tx, run, cancelOnError(event));
-      if (cancelled) await cancelOnSql.deleteSpecsOfRun(tx, runId);
-      return cancelled;
+      const committed = await commitOutcome(tx, runId, { status: 'cancelled', error: cancelOnError(event) }, { kind: 'not-terminal' });
+      if (!committed) return null;
+      await cancelOnSql.deleteSpecsOfRun(tx, runId);
+      return { committed, awaitedChildren: await closeWaitsOfCancelled(tx, run) };
     });
     if (!result) return null;
     this.cancels.cancelAwaitedChildren(result.committed, result.awaitedChildren);

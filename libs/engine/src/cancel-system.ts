@@ -1,4 +1,4 @@
-import { CallScope, EngineError, RunError, isTerminalRunStatus } from '@ironflow/contracts';
+import { CallScope, EngineError, isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
 import { RunRecord, Tx, correlationsSql, runsSql, stepsSql } from '@ironflow/store';
 import { OutcomeAnnouncer } from './outcome-announcer';
@@ -27,8 +27,13 @@ export class CancelSystem {
       if (!run || run.project !== scope.project || run.env !== scope.env) throw new EngineError('RUN_NOT_FOUND', `run ${runId} does not exist`);
       if (isTerminalRunStatus(run.status)) return { run, committed: false, awaitedChildren: [] as string[] };
       await this.r.pausePoints.reached('cancel.afterRead', runId);
-      const cancelled = await cancelInTx(tx, run, { message: reason || 'cancelled by user', code: 'CANCELLED', retryable: false });
-      if (cancelled) return { run: cancelled.committed, committed: true, awaitedChildren: cancelled.awaitedChildren };
+      const committed = await commitOutcome(
+        tx,
+        runId,
+        { status: 'cancelled', error: { message: reason || 'cancelled by user', code: 'CANCELLED', retryable: false } },
+        { kind: 'not-terminal' },
+      );
+      if (committed) return { run: committed, committed: true, awaitedChildren: await closeWaitsOfCancelled(tx, run) };
       return { run: (await runsSql.getRun(tx, runId))!, committed: false, awaitedChildren: [] as string[] };
     });
     this.cancelAwaitedChildren(result.run, result.awaitedChildren);
@@ -48,15 +53,12 @@ export class CancelSystem {
 }
 
 /**
- * Cancels `run` (read in this unit of work, not terminal) in the caller's unit of work: the
- * terminal commit, the open `waitForEvent` correlations of a run that held a wait (waiting, or
- * paused while waiting) closed. Returns the committed row and the
- * children it waited on through a sync `step.invoke`, or `null` when another outcome won.
+ * In the unit of work that cancelled `run` (as read there, before the cancel): closes the open
+ * `waitForEvent` correlations of a run that held a wait (waiting, or paused while waiting) and
+ * returns the children it waited on through a sync `step.invoke`, for `cancelAwaitedChildren`.
  */
-export async function cancelInTx(tx: Tx, run: RunRecord, error: RunError): Promise<{ committed: RunRecord; awaitedChildren: string[] } | null> {
-  const committed = await commitOutcome(tx, run.id, { status: 'cancelled', error }, { kind: 'not-terminal' });
-  if (!committed) return null;
-  if (!holdsOpenWait(run)) return { committed, awaitedChildren: [] };
+export async function closeWaitsOfCancelled(tx: Tx, run: RunRecord): Promise<string[]> {
+  if (!holdsOpenWait(run)) return [];
   await correlationsSql.closeCorrelationsOfRun(tx, run.id);
-  return { committed, awaitedChildren: await stepsSql.listWaitingInvokeChildren(tx, run.id) };
+  return stepsSql.listWaitingInvokeChildren(tx, run.id);
 }

@@ -209,6 +209,12 @@ export class InvokeAdmission {
     const recovery = path === 'pass' || path === 'sweep';
     const effect = await this.r.store.unitOfWork('admitRun', async (tx) => {
       if (recovery) await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
+      // A run (read here under its row lock) whose admission is refused for good fails, only if unchanged since that read.
+      const refuse = async (read: RunRecord): Promise<RunRecord | null> => {
+        const reason = admissionRefusal(read, await functionsSql.getFunction(tx, read.project, read.env, read.functionId));
+        if (!reason) return null;
+        return commitOutcome(tx, read.id, { status: 'failed', error: refusalError(reason) }, { kind: 'version', status: read.status, version: read.version });
+      };
       const run = await runsSql.getRun(tx, target.run.id, { lock: true });
       const done: AdmissionEffect = { outcome: 'ended' };
       if (run && !isTerminalRunStatus(run.status) && run.held) {
@@ -218,7 +224,7 @@ export class InvokeAdmission {
           if (done.quiet) await runsSql.clearWakePending(tx, run.id);
           done.outcome = 'settled';
         } else {
-          const refused = await refuseInTx(tx, run);
+          const refused = await refuse(run);
           if (refused) {
             done.refused = refused;
             done.outcome = 'refused';
@@ -230,8 +236,15 @@ export class InvokeAdmission {
       } else if (run && !isTerminalRunStatus(run.status)) {
         done.outcome = 'dispatched'; // another admission released it
       }
+      // Settled once; a fire-and-forget parent resumes (its admission) with the settle.
       if (target.invoke && (await invokesSql.settleInvoke(tx, target.invoke.parentRunId, target.invoke.parentStepId)) && target.invoke.async) {
-        await this.resumeParent(tx, target.invoke.parentRunId, done);
+        const parent = await runsSql.getRun(tx, target.invoke.parentRunId, { lock: true });
+        if (parent && holdsOpenWait(parent)) {
+          const refused = await refuse(parent);
+          if (refused) done.parentRefused = refused;
+          // A paused parent keeps its pause and is queued on resume.
+          else if ((await runsSql.queueContinuation(tx, parent.id)) === 'waiting_for_capacity') done.resumed = parent;
+        }
       }
       return done;
     });
@@ -244,15 +257,6 @@ export class InvokeAdmission {
     return effect.outcome;
   }
 
-  /** Resumes a fire-and-forget parent (its admission): queued again from `waiting`, or failed for a refusal no retry can change. */
-  private async resumeParent(tx: Tx, parentRunId: string, done: AdmissionEffect): Promise<void> {
-    const parent = await runsSql.getRun(tx, parentRunId, { lock: true });
-    if (!parent || !holdsOpenWait(parent)) return;
-    const refused = await refuseInTx(tx, parent);
-    if (refused) done.parentRefused = refused;
-    // A paused parent keeps its pause and is queued on resume.
-    else if ((await runsSql.queueContinuation(tx, parent.id)) === 'waiting_for_capacity') done.resumed = parent;
-  }
 }
 
 interface AdmissionEffect {
@@ -295,14 +299,4 @@ export function admissionRefusal(run: RunRecord, fn: FunctionRecord | null): str
 /** The stored error of a run whose admission was refused. */
 export function refusalError(reason: string): RunError {
   return { message: `admission refused: ${reason}`, code: RUN_ERROR_CODES.ADMISSION_REFUSED, retryable: false };
-}
-
-/**
- * In the caller's unit of work, with `run` read there under its row lock: when its admission is
- * refused, fails it (only if it is unchanged since that read) and returns the committed row.
- */
-async function refuseInTx(tx: Tx, run: RunRecord): Promise<RunRecord | null> {
-  const reason = admissionRefusal(run, await functionsSql.getFunction(tx, run.project, run.env, run.functionId));
-  if (!reason) return null;
-  return commitOutcome(tx, run.id, { status: 'failed', error: refusalError(reason) }, { kind: 'version', status: run.status, version: run.version });
 }
