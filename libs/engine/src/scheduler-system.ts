@@ -18,6 +18,7 @@ export interface AdmissionPasses {
   cancelOn: CancelOnSystem;
 }
 import { holdsOpenWait } from './pause-announcer';
+import { InstanceFrozen, assertThawed } from './instance-control';
 
 /**
  * The scheduler's tick (DESIGN.md `scheduler`): the sleep sweep, the invoke and wait timeout
@@ -53,16 +54,28 @@ export class SchedulerSystem {
     }
   }
 
-  /** Wakes runs whose sleep is due. Returns how many were queued. */
+  /**
+   * Wakes runs whose sleep is due. Returns how many were queued. Each wakeup finishes the step and
+   * queues the run in one unit of work that gives up on a lock after `wakeLockTimeoutMs` (the step
+   * row, the run row, the instance authority row) and changes nothing; the sweep moves on to the
+   * next sleep. During a freeze nothing wakes: the sweep stops and its sleeps wait for the thaw.
+   */
   async sleepSweep(): Promise<number> {
     const due = await this.r.store.read('listDueSleeps', (tx) => stepsSql.listDueSleeps(tx, this.r.config.passPageSize));
     let queued = 0;
     for (const step of due) {
-      const run = await this.r.store.unitOfWork('wakeSleep', async (tx) => {
-        if (!(await stepsSql.endWaitingStep(tx, step.runId, step.stepId, 'completed'))) return null;
-        return (await runsSql.queueContinuation(tx, step.runId)) ? runsSql.getRun(tx, step.runId) : null;
-      });
-      if (run) { queued += 1; this.hints.queued(run.project, run.env, run.mode); }
+      try {
+        const run = await this.r.store.unitOfWork('wakeSleep', async (tx) => {
+          await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
+          await assertThawed(tx);
+          if (!(await stepsSql.endWaitingStep(tx, step.runId, step.stepId, 'completed'))) return null;
+          return (await runsSql.queueContinuation(tx, step.runId)) ? runsSql.getRun(tx, step.runId) : null;
+        });
+        if (run) { queued += 1; this.hints.queued(run.project, run.env, run.mode); }
+      } catch (err) {
+        if (err instanceof InstanceFrozen) break;
+        this.r.logger.warn('sleep wakeup gave up; a later sweep wakes it', { run_id: step.runId, step_id: step.stepId, error: String(err) });
+      }
     }
     return queued;
   }
@@ -78,7 +91,14 @@ export class SchedulerSystem {
       ...(await stepsSql.listDueTimeouts(tx, 'invoke', this.r.config.passPageSize)),
       ...(await stepsSql.listDueTimeouts(tx, 'wait_for_event', this.r.config.passPageSize)),
     ]);
-    for (const step of due) await this.timeOut(step);
+    for (const step of due) {
+      try {
+        await this.timeOut(step);
+      } catch (err) {
+        if (err instanceof InstanceFrozen) break;
+        this.r.logger.warn('wait timeout gave up; a later sweep ends it', { run_id: step.runId, step_id: step.stepId, error: String(err) });
+      }
+    }
     return due.length;
   }
 
@@ -90,6 +110,8 @@ export class SchedulerSystem {
    */
   private async timeOut(step: StepRecord): Promise<void> {
     const effect = await this.r.store.unitOfWork('stepTimeout', async (tx) => {
+      await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
+      await assertThawed(tx);
       const run = await runsSql.getRun(tx, step.runId, { lock: true });
       const child = step.type === 'invoke' && step.childRunId ? await runsSql.getRun(tx, step.childRunId, { lock: true }) : null;
       if (child && isTerminalRunStatus(child.status) && run && holdsOpenWait(run)) return { endedChild: child };
