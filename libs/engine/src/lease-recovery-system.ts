@@ -68,7 +68,11 @@ export class LeaseRecoverySystem {
     });
     if (result.effect === 'frozen') return 'frozen';
     if (result.effect !== 'none') this.r.metrics.leaseRecoveries.inc({ effect: result.effect });
-    if (result.effect === 'exhausted' && 'run' in result) void this.announcer.announce(result.run as RunRecord, 'recovery-exhausted');
+    if (result.effect === 'exhausted' && 'run' in result) {
+      // Announced from the committed row: a change after the commit (a resume) alters neither the frame nor the event.
+      await this.r.pausePoints.reached('recovery.afterCommit', runId);
+      void this.announcer.announce(result.run as RunRecord, 'recovery-exhausted');
+    }
     if (result.effect === 'requeued' && 'run' in result) {
       const run = result.run as RunRecord;
       if (run.status === 'paused') this.r.followUps.track('paused-audit', () => announceParked(this.r, this.announcer, run, 'lease-recovery'));
