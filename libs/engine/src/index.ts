@@ -18,4 +18,3 @@ export * from './subscription-session';
 export * from './pause-system';
 export * from './function-options';
 export { parseSentAt } from './sleep-clock';
-export type { InstanceStatus, InstanceTransition } from './instance-control';

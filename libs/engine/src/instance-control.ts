@@ -1,27 +1,6 @@
-import { EngineError } from '@ironflow/contracts';
+import { EngineError, InstanceStatusView, InstanceTransitionView } from '@ironflow/contracts';
 import { AuthorityRecord, AuthorityState, HeldWork, Tx, auditSql, authoritySql } from '@ironflow/store';
 import { EngineResources } from './resources';
-
-/** What `ironflow instance status` shows. */
-export interface InstanceStatus {
-  state: AuthorityState;
-  /** Bumped by every freeze and thaw. */
-  version: number;
-  /** When the current state began (store clock, ISO-8601); `null` when it never changed. */
-  since: string | null;
-  /** Who asked for it (`admin` for the admin key, `anonymous` on an open server); `null` when unknown. */
-  by: string | null;
-  /** The reason given with it; `null` without one. */
-  reason: string | null;
-  /** Work waiting for admission now, by kind, and its total. */
-  held: HeldWork & { total: number };
-}
-
-/** The answer of a freeze or thaw: the status after it, and whether it changed anything. */
-export interface InstanceTransition {
-  changed: boolean;
-  status: InstanceStatus;
-}
 
 /**
  * Freeze and thaw of the instance authority (specification, "A freeze, thaw, reconcile or attest
@@ -43,21 +22,21 @@ export class InstanceControl {
   constructor(private readonly r: EngineResources) {}
 
   /** Freezes the instance; `by` is who asks, `reason` is kept with the state. Throws `UNAVAILABLE` past the lock limit. */
-  freeze(by: string | null, reason: string | null = null): Promise<InstanceTransition> {
+  freeze(by: string | null, reason: string | null = null): Promise<InstanceTransitionView> {
     return this.transition('frozen', by, reason);
   }
 
   /** Thaws the instance; the work held lands on the passes' next ticks. Throws `UNAVAILABLE` past the lock limit. */
-  thaw(by: string | null, reason: string | null = null): Promise<InstanceTransition> {
+  thaw(by: string | null, reason: string | null = null): Promise<InstanceTransitionView> {
     return this.transition('thawed', by, reason);
   }
 
   /** The authority's state and the work waiting for admission (a read; takes no lock). */
-  async status(): Promise<InstanceStatus> {
+  async status(): Promise<InstanceStatusView> {
     return this.r.store.read('instanceStatus', async (tx) => statusOf(await authoritySql.readAuthority(tx), await authoritySql.countHeldWork(tx)));
   }
 
-  private async transition(to: AuthorityState, by: string | null, reason: string | null): Promise<InstanceTransition> {
+  private async transition(to: AuthorityState, by: string | null, reason: string | null): Promise<InstanceTransitionView> {
     if (reason !== null && reason.length > 500) throw new EngineError('VALIDATION_ERROR', 'reason: at most 500 characters');
     let written: AuthorityRecord | null;
     try {
@@ -107,7 +86,7 @@ export function isLockTimeout(err: unknown): boolean {
   return (e?.driverError?.code ?? e?.code) === '55P03';
 }
 
-function statusOf(row: AuthorityRecord, held: HeldWork): InstanceStatus {
+function statusOf(row: AuthorityRecord, held: HeldWork): InstanceStatusView {
   return {
     state: row.state,
     version: row.version,
