@@ -1,6 +1,6 @@
 import { isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
-import { StepRecord, correlationsSql, runsSql, stepsSql } from '@ironflow/store';
+import { StepRecord, authoritySql, correlationsSql, runsSql, stepsSql } from '@ironflow/store';
 import { CronSystem } from './cron-system';
 import { DebounceSystem } from './debounce-system';
 import { DispatchHints } from './dispatch-hints';
@@ -24,7 +24,9 @@ import { InstanceFrozen, assertThawed } from './instance-control';
  * The scheduler's tick (DESIGN.md `scheduler`): the sleep sweep, the invoke and wait timeout
  * sweeps, the cron and debounce passes and the orphan sweep every tick; the waiting-run pass, the
  * pending-invocation pass and the `cancel_on` cleanup every `waitingPassEveryTicks` ticks. Each row is
- * its own unit of work, so a bad row costs only itself (principle 5).
+ * its own unit of work, so a bad row costs only itself (principle 5). While the instance is frozen
+ * the passes that admit work (sleeps, timeouts, orphans, waiting runs, pending invocations) are
+ * skipped; cron and debounce still create runs, which wait in the queue for the thaw.
  */
 export class SchedulerSystem {
   private ticks = 0;
@@ -42,14 +44,21 @@ export class SchedulerSystem {
   /** One tick; `signal` (the engine stopping) ends the passes' loops, not the wakes and admissions they started. */
   async tick(signal?: AbortSignal): Promise<void> {
     this.ticks += 1;
-    await this.guard('sleep sweep', () => this.sleepSweep());
-    await this.guard('timeout sweep', () => this.timeoutSweep());
+    // A frozen instance admits nothing: the passes that admit work wait the freeze out (each of
+    // their units also checks, under the authority row's lock, in case a freeze lands meanwhile).
+    const frozen = await this.r.store.read('readAuthority', (tx) => authoritySql.readAuthority(tx)).then((a) => a.state === 'frozen', () => false);
+    if (!frozen) {
+      await this.guard('sleep sweep', () => this.sleepSweep());
+      await this.guard('timeout sweep', () => this.timeoutSweep());
+    }
     await this.guard('cron pass', () => this.cron.pass());
     await this.guard('debounce pass', () => this.debounces.pass());
-    await this.guard('orphan sweep', () => this.passes.orphans.run(signal));
+    if (!frozen) await this.guard('orphan sweep', () => this.passes.orphans.run(signal));
     if (this.ticks % this.r.config.waitingPassEveryTicks === 0) {
-      await this.guard('waiting-run pass', () => this.wakes.waitingRunPass(signal));
-      await this.guard('pending-invocation pass', () => this.passes.pendingInvokes.run(signal));
+      if (!frozen) {
+        await this.guard('waiting-run pass', () => this.wakes.waitingRunPass(signal));
+        await this.guard('pending-invocation pass', () => this.passes.pendingInvokes.run(signal));
+      }
       await this.guard('cancel_on cleanup', () => this.passes.cancelOn.cleanUp());
     }
   }

@@ -82,6 +82,17 @@ describe.each(STORES)('instance freeze and thaw [%s]', (dialect) => {
     expect((await invocation(t, parentId, stepId))?.settledAt).not.toBeNull();
   });
 
+  it('a scheduler tick during a freeze wakes no sleep; the first tick after the thaw does', async () => {
+    const { runId, stepId } = await dueSleep(t);
+    await t.engine.instance.freeze('admin');
+    await t.engine.scheduler.tick();
+    expect(await readStep(t, runId, stepId)).toMatchObject({ status: 'waiting' });
+    await t.engine.instance.thaw('admin');
+    await t.engine.scheduler.tick();
+    expect(await readStep(t, runId, stepId)).toMatchObject({ status: 'completed' });
+    expect(await readRun(t, runId)).toMatchObject({ status: 'waiting_for_capacity' });
+  });
+
   it('TestInstanceFrozenStaleClaimRecovery: a recovery during a freeze changes nothing, and the claims come back after the thaw', async () => {
     // The stale claims here are execution leases (the capacity scanner's recovery); see README "Freezing an instance".
     const { childId } = await reportInvoke(t, 'A');
