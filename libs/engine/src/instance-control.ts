@@ -59,7 +59,7 @@ export class InstanceControl {
       }
       throw err;
     }
-    if (written) this.r.logger.warn(`instance ${to}`, { by, reason, version: written.version });
+    if (written) this.r.logger.log(`instance ${to}`, { by, reason, version: written.version });
     return { changed: written !== null, status: await this.status() };
   }
 }
