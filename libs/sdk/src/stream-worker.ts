@@ -23,7 +23,7 @@ import {
   yieldJson,
 } from './stream-codec';
 import { EngineMessage, JobAssignment, WorkerMessage } from '@ironflow/contracts/proto';
-import type { StepResult } from '@ironflow/contracts';
+import { STREAM_MAX_MESSAGE_BYTES, type StepResult } from '@ironflow/contracts';
 import { LeaseState } from '@ironflow/contracts/proto';
 import type { Worker, WorkerLogger } from './worker';
 
@@ -228,7 +228,9 @@ class GrpcStreamWorker implements StreamWorker {
     this.startPromise = new Promise<void>((resolve, reject) => (this.settleStart = { resolve, reject }));
     this.state = 'connecting';
     const { target, credentials } = grpcTarget(this.baseUrl);
-    this.client = new grpc.Client(target, credentials);
+    // Assignments carry every memoized step output (twice: Struct and exact JSON); grpc-js would
+    // refuse anything over its 4 MiB default and break the stream, so accept what the engine sends.
+    this.client = new grpc.Client(target, credentials, { 'grpc.max_receive_message_length': STREAM_MAX_MESSAGE_BYTES });
     if (this.handleSignals) this.unregisterSignals = stopOnSignals(() => this.stop());
     this.loop = this.run();
     return this.startPromise;
