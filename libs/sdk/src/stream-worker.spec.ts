@@ -251,7 +251,7 @@ describe('createStreamWorker (gRPC stream)', () => {
     await start({ functions: [fn] });
     const blob = 'b'.repeat(5 * 1024 * 1024);
     const job = jobMessage('job-big', 1, 'tok-big');
-    (job.payload.value as { eventDataJson: string }).eventDataJson = JSON.stringify({ blob });
+    (job.payload!.value as { eventDataJson: string }).eventDataJson = JSON.stringify({ blob });
     engine.streams[0].send(job);
     const [completed] = await waitFor(() => engine.streams[0].all('jobCompleted').length === 1 && engine.streams[0].all('jobCompleted'), 'the big job to complete', 5_000);
     expect(completed).toMatchObject({ jobId: 'job-big', outputJson: JSON.stringify({ length: blob.length }) });
