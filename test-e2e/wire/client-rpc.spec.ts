@@ -643,6 +643,15 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     expect([viaConnect.status, viaConnect.json.code]).toEqual([400, 'invalid_argument']);
   });
 
+  it('REST registration is strict: an unknown key, top-level or nested, is a 400 VALIDATION_ERROR naming it, and nothing is registered', async () => {
+    const id = uid('strict');
+    const res = await rest(engine.url, 'POST', '/api/v1/functions', { id, mode: 'pull', triggers: [{ event: 'x' }], timeout: 5000, retry: { maxAttempts: 2, maxAttemps: 3 } });
+    expect(res.status).toBe(400);
+    expect(res.json).toEqual({ code: 'VALIDATION_ERROR', message: 'unknown field(s), not options of this engine: retry.maxAttemps, timeout' });
+    const listed = await rest(engine.url, 'GET', '/api/v1/functions');
+    expect((listed.json.functions as { id: string }[]).map((f) => f.id)).not.toContain(id);
+  });
+
   it('Emit (IronflowService) takes the Trigger message and answers eventId and runIds', async () => {
     const fnId = uid('emit');
     const event = uid('emit.ev');
