@@ -449,7 +449,7 @@ export class StreamWorkerSystem {
     };
     this.r.logger.warn('stream job assignment over the message limit; attempt failed', { worker_id: conn.workerId, run_id: run.id, execution_seq: run.executionSeq });
     try {
-      await this.reports.apply(run.id, { executionSeq: run.executionSeq, leaseToken: run.leaseToken ?? '' }, { kind: 'failed', error });
+      await this.reports.apply(run.id, { executionSeq: run.executionSeq, leaseToken: run.leaseToken ?? '' }, { kind: 'failed', error, byEngine: true });
     } catch (err) {
       // The execution already ended or moved on (a cancel): its lease is gone or expires.
       this.r.logger.log('oversized stream job not failed', { worker_id: conn.workerId, run_id: run.id, error: String(err) });
@@ -464,7 +464,7 @@ export class StreamWorkerSystem {
       retryable: false,
     };
     try {
-      await this.reports.apply(job.runId, { executionSeq: job.executionSeq, leaseToken: job.leaseToken }, { kind: 'failed', error });
+      await this.reports.apply(job.runId, { executionSeq: job.executionSeq, leaseToken: job.leaseToken }, { kind: 'failed', error, byEngine: true });
     } catch (err) {
       // The execution already ended or moved on (a report that raced the heartbeat, a cancel): nothing to fail.
       this.r.logger.log('dropped stream job not failed', { worker_id: conn.workerId, job_id: job.jobId, run_id: job.runId, error: String(err) });
