@@ -626,6 +626,11 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     for (const [verb, path, body] of [
       ['POST', '/api/v1/events', { name: `e${nul}`, data: {} }],
       ['GET', '/api/v1/runs/r%00', undefined],
+      ['GET', '/api/v1/events?name=e%00', undefined],
+      ['GET', '/api/v1/events?cursor=1%3Ae%00', undefined],
+      ['GET', '/api/v1/events?name=a&name=b', undefined],
+      ['GET', '/api/v1/runs?functionId=f%00', undefined],
+      ['GET', '/api/v1/runs?status=failed&status=running', undefined],
       ['POST', '/api/v1/functions', { id: uid('nul'), mode: 'pull', triggers: [{ event: `x${nul}` }] }],
       ['POST', '/api/v1/workers/w%00/register', { worker_id: 'w', function_ids: [] }],
       ['GET', '/api/v1/workers/w%00/jobs?available=1', undefined],
