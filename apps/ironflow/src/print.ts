@@ -132,6 +132,7 @@ export function printRun(run: RunView, detail: RunSteps, out: (text: string) => 
     const extra = s.childRunId ? ` child ${s.childRunId}` : s.wakeAt ? ` until ${s.wakeAt}` : '';
     const value = s.output !== undefined ? ` → ${shown(s.output)}` : s.error !== undefined ? ` ✗ ${shown(s.error)}` : '';
     lines.push(`  ${String(s.sequence).padStart(2)} ${s.type.padEnd(14)} ${s.name.padEnd(20)} ${s.status.padEnd(9)}${extra}${value}`);
+    lines.push(`     started ${s.startedAt ?? s.createdAt}${s.endedAt ? `  ended ${s.endedAt}` : ''}${s.injected ? '  (output injected)' : ''}`);
   }
   if (detail.children.length) {
     lines.push('', `child runs (${detail.children.length})`);
@@ -139,9 +140,20 @@ export function printRun(run: RunView, detail: RunSteps, out: (text: string) => 
   }
   if (detail.history.length) {
     lines.push('', 'history');
-    for (const h of detail.history) lines.push(`  ${h.ts} ${h.eventType}${h.cause ? `: ${h.cause}` : ''}`);
+    for (const h of detail.history) {
+      const reason = reasonOf(h.data);
+      lines.push(`  ${h.ts} ${h.eventType}${h.cause ? `: ${h.cause}` : ''}${reason ? ` (${cut(reason, valueChars)})` : ''}`);
+    }
   }
   out(lines.join('\n'));
+}
+
+/** The why of a history row: its `reason` (pause, inject) or its error's message (a cancel's reason, a failure). */
+function reasonOf(data: unknown): string | undefined {
+  if (!data || typeof data !== 'object') return undefined;
+  const { reason, error } = data as { reason?: unknown; error?: { message?: unknown } };
+  if (typeof reason === 'string' && reason !== '') return reason;
+  return error && typeof error.message === 'string' && error.message !== '' ? error.message : undefined;
 }
 
 /** Human-readable `run list`: one line per run, then the count and the next page's cursor. */

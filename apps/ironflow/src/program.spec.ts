@@ -126,6 +126,28 @@ describe('ironflow CLI', () => {
       expect(res.out[0]).toContain('2025-01-01T00:00:01.000Z run.cancelled: cancel-on-event');
     });
 
+    it('run get shows a user cancel\'s reason in the history and each step\'s start and end (injected outputs marked)', async () => {
+      replies.GetRun = () => ({ status: 200, body: { id: 'run-7', functionId: 'ship', functionVersion: 1, executionMode: 'pull', eventId: 'evt-0', status: 'cancelled', attempt: 1, maxAttempts: 3, createdAt: '2025-01-01T00:00:00.000Z', updatedAt: '2025-01-01T00:00:09.000Z', error: { message: 'customer called', code: 'CANCELLED' } } });
+      replies.GetRunSteps = () => ({
+        status: 200,
+        body: {
+          steps: [
+            { id: 's1', name: 'load', type: 'run', status: 'completed', output: 1, sequence: 0, createdAt: '2025-01-01T00:00:02.000Z', startedAt: '2025-01-01T00:00:01.250Z', endedAt: '2025-01-01T00:00:02.000Z' },
+            { id: 's2', name: 'price', type: 'run', status: 'completed', output: 12, sequence: 1, createdAt: '2025-01-01T00:00:03.000Z', startedAt: '2025-01-01T00:00:03.000Z', endedAt: '2025-01-01T00:00:04.000Z', injected: true },
+            { id: 's3', name: 'nap', type: 'sleep', status: 'waiting', sequence: 2, createdAt: '2025-01-01T00:00:05.000Z', startedAt: '2025-01-01T00:00:05.000Z', wakeAt: '2025-01-01T01:00:00.000Z' },
+          ],
+          history: [{ eventType: 'run.cancelled', cause: 'user-cancel', data: { status: 'cancelled', attempt: 1, error: { message: 'customer called', code: 'CANCELLED' } }, ts: '2025-01-01T00:00:09.000Z' }],
+        },
+      });
+      const res = await cli(server.url, 'run', 'get', 'run-7');
+      expect(res.code).toBe(0);
+      const lines = res.out[0].split('\n');
+      expect(lines).toContain('     started 2025-01-01T00:00:01.250Z  ended 2025-01-01T00:00:02.000Z');
+      expect(lines).toContain('     started 2025-01-01T00:00:03.000Z  ended 2025-01-01T00:00:04.000Z  (output injected)');
+      expect(lines).toContain('     started 2025-01-01T00:00:05.000Z');
+      expect(lines).toContain('  2025-01-01T00:00:09.000Z run.cancelled: user-cancel (customer called)');
+    });
+
     it('dev --help lists every function registration option with its semantics, refused ones as refused', async () => {
       const res = await cli(server.url, 'dev', '--help');
       expect(res.code).toBe(0);

@@ -54,6 +54,8 @@ export interface StepView {
   wakeAt?: string;
   sequence: number;
   createdAt: string;
+  /** When the step started: a `step.run`'s start on the worker, a wait's `createdAt`. ISO-8601. */
+  startedAt: string;
   endedAt?: string;
   /** Present (true) when the output was set by `InjectStepOutput`. */
   injected?: boolean;

@@ -323,6 +323,7 @@ export function stepToProto(step: StepView): MessageInitShape<typeof StepSchema>
     wakeAt: toTimestamp(step.wakeAt),
     sequence: step.sequence,
     createdAt: toTimestamp(step.createdAt),
+    startedAt: toTimestamp(step.startedAt),
     endedAt: toTimestamp(step.endedAt),
     injected: step.injected === true,
   };
