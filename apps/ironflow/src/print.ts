@@ -45,7 +45,7 @@ export class CliUsageError extends IronflowError {
  * an SDK error's `code`; else `ERROR`.
  */
 export function describeError(err: unknown, serverUrl: string): { code: string; message: string } {
-  if (err instanceof IronflowClientError && err.code === 'NETWORK_ERROR') {
+  if (err instanceof IronflowClientError && (err.code === 'NETWORK_ERROR' || err.code === 'UNREACHABLE')) {
     return { code: 'UNREACHABLE', message: `cannot reach ${serverUrl} (is ironflow dev running? set --server or IRONFLOW_SERVER_URL)` };
   }
   if (err instanceof IronflowClientError) return { code: err.engineCode ?? err.code, message: err.message };

@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createClient } from './client';
 import { IronflowClientError, RunCancelledError, RunFailedError } from './errors';
 import { createFunction } from './function';
@@ -225,6 +227,17 @@ describe('createClient', () => {
       await expect(client().waitForRun('r-1')).rejects.toBeInstanceOf(RunFailedError);
       replies.GetRun = () => ({ status: 200, body: view('waiting') });
       expect(await client().waitForRun('r-1', { timeoutMs: 50, pollMs: 10 })).toMatchObject({ runId: 'r-1', status: 'waiting' });
+    });
+
+    it('throws UNREACHABLE naming the server and the cause when the server cannot be reached until the deadline', async () => {
+      // A port nothing listens on: bound, then closed.
+      const closed = createServer();
+      await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+      const port = (closed.address() as AddressInfo).port;
+      await new Promise((resolve) => closed.close(resolve));
+      const err = await createClient({ serverUrl: `http://127.0.0.1:${port}` }).waitForRun('r-1', { timeoutMs: 300, pollMs: 50 }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ name: 'IronflowClientError', code: 'UNREACHABLE', status: 0, retryable: true });
+      expect((err as Error).message).toMatch(new RegExp(`^server http://127\\.0\\.0\\.1:${port} could not be reached while waiting for run r-1: connect ECONNREFUSED`));
     });
 
     it('reads again after unavailable (a draining replica) but not after another error', async () => {
