@@ -258,6 +258,17 @@ describe('createStreamWorker (gRPC stream)', () => {
     expect(engine.streams).toHaveLength(1);
   });
 
+  it('start() rejects when the engine refuses the register as invalid (invalid_argument before registered), without reconnecting', async () => {
+    engine = await new FakeStreamEngine((stream) => stream.end({ code: grpc.status.INVALID_ARGUMENT, details: 'register: worker id "bad id": letters, digits' })).start();
+    const fn = createFunction({ id: 'orders' }, async () => 'x');
+    worker = createStreamWorker({ serverUrl: engine.url, registerFunctions: false, reconnectDelayMs: 20, logger: recorder().logger, functions: [fn] });
+    const failure = await worker.start().then(() => undefined, (err: unknown) => err);
+    expect(failure).toMatchObject({ name: 'IronflowClientError', code: 'invalid_argument', status: 400 });
+    expect((failure as Error).message).toContain('worker id "bad id"');
+    await worker.stop(); // returns once its loop ended: a refused worker never opens another stream
+    expect(engine.streams).toHaveLength(1);
+  });
+
   it('reads the limit from Connect and gRPC resource_exhausted details', () => {
     expect(messageLimitOf('message size 5242999 is larger than configured readMaxBytes 4194304')).toBe(4_194_304);
     expect(messageLimitOf('message size is larger than configured readMaxBytes 1024')).toBe(1_024);
