@@ -454,6 +454,10 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     const async = await connect(engine.url, 'Trigger', { event, data: {} });
     expect(async.status).toBe(200);
     expect(async.json.runIds).toEqual([]);
+    // Ours (TriggerResponse field 100): the answer says which functions were debounced.
+    expect(async.json.debouncedFunctionIds).toEqual([fnId]);
+    const plain = await connect(engine.url, 'Trigger', { event: uid('nobody'), data: {} });
+    expect(plain.json.debouncedFunctionIds).toEqual([]);
   });
 
   it('Trigger takes an event version and metadata (as `client.emit(name, data, {version, metadata})` sends them), and refuses a version below 1 or metadata that is not an object', async () => {

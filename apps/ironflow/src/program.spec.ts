@@ -98,6 +98,18 @@ describe('ironflow CLI', () => {
       expect(res).toEqual({ code: 1, out: ['event evt-9 started 0 run(s)'], err: ['error [NO_RESULTS]: event "nobody.listens" started no run (no function is triggered by it)'] });
     });
 
+    it('emit says which functions were debounced (Trigger debouncedFunctionIds); with --wait and no run: FUNCTION_DEBOUNCED, exit 1', async () => {
+      replies.Trigger = () => ({ status: 200, body: { eventId: 'evt-d', runIds: [], debouncedFunctionIds: ['search.index'] } });
+      const note = 'function search.index debounced: its run starts once its debounce period passes without another event of its key';
+      expect(await cli(server.url, 'emit', 'doc.changed')).toEqual({ code: 0, out: ['event evt-d started 0 run(s)', note], err: [] });
+      expect(await cli(server.url, 'emit', 'doc.changed', '--wait')).toEqual({
+        code: 1,
+        out: ['event evt-d started 0 run(s)', note],
+        err: ['error [FUNCTION_DEBOUNCED]: event "doc.changed" started no run now: debounced search.index (the run starts after the debounce period; follow it with run list)'],
+      });
+      expect(JSON.parse((await cli(server.url, 'emit', 'doc.changed', '--json')).out[0])).toEqual({ eventId: 'evt-d', runIds: [], debouncedFunctionIds: ['search.index'] });
+    });
+
     it('a failed run prints "run <id> (<function>) failed: [CODE] message" and exits 2; --json prints JSON lines: the ids, then status, ids and error', async () => {
       replies.Trigger = () => ({ status: 200, body: { eventId: 'e', runIds: ['run-4'] } });
       replies.GetRun = () => ({ status: 200, body: runView({ id: 'run-4', status: 'failed', error: { message: 'carrier down', code: 'STEP_FAILED' } }) });
@@ -105,7 +117,7 @@ describe('ironflow CLI', () => {
       const json = await cli(server.url, 'emit', 'order.placed', '--wait', '--json');
       expect(json.code).toBe(2);
       expect(json.out.map((line) => JSON.parse(line))).toEqual([
-        { eventId: 'e', runIds: ['run-4'] },
+        { eventId: 'e', runIds: ['run-4'], debouncedFunctionIds: [] },
         { status: 'failed', runId: 'run-4', functionId: 'ship', error: { message: 'carrier down', code: 'STEP_FAILED' } },
       ]);
     });

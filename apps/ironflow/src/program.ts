@@ -115,10 +115,16 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
         const started = Date.now();
         const res = await c.emit(name, data, { idempotencyKey: o.idempotencyKey });
         if (o.json) io.out(JSON.stringify(res, null, o.wait ? 0 : 2));
-        else io.out(`event ${res.eventId} started ${res.runIds.length} run(s)${res.runIds.map((id) => `\n  ${id}`).join('')}`);
+        else {
+          io.out(`event ${res.eventId} started ${res.runIds.length} run(s)${res.runIds.map((id) => `\n  ${id}`).join('')}`);
+          for (const fn of res.debouncedFunctionIds) io.out(`function ${fn} debounced: its run starts once its debounce period passes without another event of its key`);
+        }
         if (!o.wait) return;
         // The ids are out before the wait: a developer (or a script) knows the run even if the wait is cut.
         const [first] = res.runIds;
+        if (!first && res.debouncedFunctionIds.length > 0) {
+          throw new IronflowClientError(`event "${name}" started no run now: debounced ${res.debouncedFunctionIds.join(', ')} (the run starts after the debounce period; follow it with run list)`, 'FUNCTION_DEBOUNCED', 200);
+        }
         if (!first) throw new IronflowClientError(`event "${name}" started no run (no function is triggered by it)`, 'NO_RESULTS', 200);
         const timeoutMs = Math.max(1, o.timeout - (Date.now() - started));
         await waited(async () => ({ eventId: res.eventId, ...(await c.waitForRun(first, { timeoutMs })) }), o.timeout, o.json === true, o.json ? 0 : 2);

@@ -106,6 +106,12 @@ export interface TriggerInput {
 export interface TriggerOutput {
   eventId: string;
   runIds: string[];
+  /**
+   * Functions the event reached whose `debounce` deferred their run: no run id now; the run
+   * starts once the debounce period passes without another event of its key. Empty for a
+   * repeated (idempotent) event.
+   */
+  debouncedFunctionIds: string[];
 }
 
 /** One entry of TriggerSync's `results[]`: status lowercase, duration in ms. */

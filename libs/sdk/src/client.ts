@@ -97,8 +97,12 @@ export interface IronflowClient {
    * existing definition was updated or unchanged) and the stored `function` as returned.
    */
   registerFunction(def: IronflowFunction<any, any> | FunctionRegistration, options?: { endpointUrl?: string }): Promise<{ created: boolean; function?: unknown }>;
-  /** Emits an event (`Trigger`); resolves to its id and the runs it started (`[]` when none). */
-  emit(event: string, data?: unknown, options?: EmitOptions): Promise<{ eventId: string; runIds: string[] }>;
+  /**
+   * Emits an event (`Trigger`); resolves to its id, the runs it started (`[]` when none) and the
+   * functions whose `debounce` deferred their run (`debouncedFunctionIds`, ours: field 100; the run
+   * starts once the period passes without another event of its key; `[]` from an engine without it).
+   */
+  emit(event: string, data?: unknown, options?: EmitOptions): Promise<{ eventId: string; runIds: string[]; debouncedFunctionIds: string[] }>;
   /**
    * Emits an event and waits for the first run it started (`TriggerSync`, HTTP deadline
    * `timeoutMs + 5000`). Throws {@link RunFailedError} when that run's status is `"failed"`,
@@ -263,7 +267,11 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
       if (opts.idempotencyKey !== undefined) body.idempotencyKey = opts.idempotencyKey;
       if (opts.metadata !== undefined) body.metadata = opts.metadata;
       const res = await call('Trigger', body);
-      return { eventId: String(res.eventId ?? ''), runIds: Array.isArray(res.runIds) ? (res.runIds as string[]) : [] };
+      return {
+        eventId: String(res.eventId ?? ''),
+        runIds: Array.isArray(res.runIds) ? (res.runIds as string[]) : [],
+        debouncedFunctionIds: Array.isArray(res.debouncedFunctionIds) ? (res.debouncedFunctionIds as string[]) : [],
+      };
     },
 
     async emitSync<T = unknown>(event: string, data: unknown = {}, opts: EmitSyncOptions = {}): Promise<EmitSyncResult<T>> {
