@@ -291,10 +291,28 @@ describe('ironflow CLI', () => {
     it('a usage error from the argument parser is JSON too with --json', async () => {
       const res = await cli(server.url, 'invoke', 'pay', '--timeout', 'soon', '--json');
       expect(res.code).toBe(1);
-      expect(res.err.map((line) => JSON.parse(line))).toEqual([{ error: { code: 'INVALID_ARGUMENT', message: "option '--timeout <ms>' argument 'soon' is invalid. a positive whole number" } }]);
+      expect(res.err.map((line) => JSON.parse(line))).toEqual([{ error: { code: 'INVALID_ARGUMENT', message: "option '--timeout <duration>' argument 'soon' is invalid. a duration: 30s, 5m, 1h or a number of ms, more than 0" } }]);
       const text = await cli(server.url, 'invoke', 'pay', '--timeout', 'soon');
       expect(text.code).toBe(1);
-      expect(text.err[0]).toBe("error: option '--timeout <ms>' argument 'soon' is invalid. a positive whole number");
+      expect(text.err[0]).toBe("error: option '--timeout <duration>' argument 'soon' is invalid. a duration: 30s, 5m, 1h or a number of ms, more than 0");
+    });
+
+    it.each([
+      ['1500', 1500],
+      ['30s', 30_000],
+      ['5m', 300_000],
+      ['1.5s', 1500],
+      ['250ms', 250],
+    ])('--timeout %s is %i ms on invoke (emit --wait reads it the same way)', async (flag, timeoutMs) => {
+      replies.InvokeFunctionSync = () => ({ status: 200, body: { runId: 'run-1', functionId: 'pay', status: 'completed', output: {}, durationMs: 1 } });
+      expect((await cli(server.url, 'invoke', 'pay', '--timeout', flag)).code).toBe(0);
+      expect(server.requests[0].body).toMatchObject({ timeoutMs });
+    });
+
+    it.each(['0', '-5', '0s', '5 fortnights', '5mx'])('--timeout %s is refused as a usage error', async (flag) => {
+      const res = await cli(server.url, 'invoke', 'pay', '--timeout', flag);
+      expect(res.code).toBe(1);
+      expect(server.requests).toEqual([]);
     });
   });
 

@@ -1,3 +1,4 @@
+import ms from 'ms';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { createClient, IronflowClient, IronflowClientError, RunCancelledError, RunFailedError } from '@ironflow/sdk';
 import { devCommand } from './dev-command';
@@ -105,7 +106,7 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
     .option('--data <json>', 'event data, a JSON object (default {})')
     .option('--idempotency-key <key>', 'an event with a key already used starts nothing new')
     .option('--wait', 'print the event and run ids at once, then wait for the first run to finish and print its outcome')
-    .option('--timeout <ms>', 'how long --wait waits, ms', parsePositiveInt, 30_000)
+    .option('--timeout <duration>', 'how long --wait waits: 30s, 5m, 1h or a number of ms', parseDurationOption, 30_000)
     .option('--json', 'print JSON')
     .addHelpText('after', `${WAIT_EXIT_CODES_HELP}\n(without --wait: 0 when the event was accepted, 1 on error)\nWith --wait --json: two JSON lines, {"eventId","runIds"} at once, then the outcome.`)
     .action(
@@ -136,7 +137,7 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
     .description('run one function directly and wait for its outcome')
     .argument('<function>', 'function id, e.g. payment.charge')
     .option('--data <json>', 'the input, a JSON object (the run sees it as event.data; default {})')
-    .option('--timeout <ms>', 'how long to wait, ms', parsePositiveInt, 30_000)
+    .option('--timeout <duration>', 'how long to wait: 30s, 5m, 1h or a number of ms', parseDurationOption, 30_000)
     .option('--json', 'print JSON')
     .addHelpText('after', WAIT_EXIT_CODES_HELP)
     .action(
@@ -337,6 +338,18 @@ function parseJsonValue(option: string, text: string): unknown {
   } catch (err) {
     throw new CliUsageError(`${option}: not JSON: ${(err as Error).message}`);
   }
+}
+
+/**
+ * A duration flag, the same on every command: a number of ms (`1500`) or a number with a unit
+ * (`500ms`, `30s`, `5m`, `1h`, `1.5h`, `2d`), parsed by the `ms` package; more than 0, whole ms.
+ */
+function parseDurationOption(value: string): number {
+  const trimmed = value.trim();
+  const parsed = /^\d+(\.\d+)?$/.test(trimmed) ? Number(trimmed) : /^\d+(\.\d+)?\s*[a-z]+$/i.test(trimmed) ? ms(trimmed) : undefined;
+  const rounded = typeof parsed === 'number' && Number.isFinite(parsed) ? Math.round(parsed) : 0;
+  if (rounded <= 0) throw new InvalidArgumentError('a duration: 30s, 5m, 1h or a number of ms, more than 0');
+  return rounded;
 }
 
 function parsePositiveInt(value: string): number {
