@@ -42,7 +42,8 @@ export class CliUsageError extends IronflowError {
  * The code and message the CLI shows for an error: for a refused call the engine's own code
  * (`engineCode`, e.g. `RUN_NOT_FOUND`) when the server sent one, else the Connect code
  * (`not_found`…); `UNREACHABLE` with a hint when the engine could not be reached at `serverUrl`;
- * an SDK error's `code`; else `ERROR`.
+ * an SDK error's `code`; any other error's string `code` (the engine's `EngineError`, a
+ * `SettingsError` of `dev`, Node's `EADDRINUSE`…); else `ERROR`.
  */
 export function describeError(err: unknown, serverUrl: string): { code: string; message: string } {
   if (err instanceof IronflowClientError && (err.code === 'NETWORK_ERROR' || err.code === 'UNREACHABLE')) {
@@ -50,7 +51,9 @@ export function describeError(err: unknown, serverUrl: string): { code: string; 
   }
   if (err instanceof IronflowClientError) return { code: err.engineCode ?? err.code, message: err.message };
   if (err instanceof IronflowError) return { code: err.code, message: err.message };
-  return { code: 'ERROR', message: err instanceof Error ? err.message : String(err) };
+  // The engine's own errors (`EngineError`, `SettingsError` when `dev` cannot start) and Node's carry a string code.
+  const code = (err as { code?: unknown } | null | undefined)?.code;
+  return { code: typeof code === 'string' && code !== '' ? code : 'ERROR', message: err instanceof Error ? err.message : String(err) };
 }
 
 /** `error [CODE]: message`, or with `json` the line `{"error":{"code","message"}}`. */

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { FUNCTION_OPTIONS } from '@ironflow/engine';
 import { FakeReply, FakeServer, RecordedRequest, startFakeServer } from '@ironflow/sdk/testing';
 import { createClient } from '@ironflow/sdk';
@@ -232,6 +235,20 @@ describe('ironflow CLI', () => {
       const full = await cli(server.url, 'run', 'get', 'r', '--full');
       expect(full.out[0]).toContain(`  output     ${text}\n`);
       expect(full.out[0]).toContain(`→ ${text}`);
+    });
+
+    it('dev that cannot start prints the error with its code (a port in use: SETTINGS_ERROR naming IRONFLOW_PORT)', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'ironflow-dev-'));
+      const saved = process.env.IRONFLOW_DATABASE_URL;
+      delete process.env.IRONFLOW_DATABASE_URL;
+      try {
+        const res = await cli(server.url, 'dev', '--port', new URL(server.url).port, '--db', join(dir, 'dev.db'));
+        expect(res.code).toBe(1);
+        expect(res.err).toEqual([expect.stringMatching(/^error \[SETTINGS_ERROR\]: IRONFLOW_PORT: cannot listen on .*: the port is in use$/)]);
+      } finally {
+        if (saved !== undefined) process.env.IRONFLOW_DATABASE_URL = saved;
+        rmSync(dir, { recursive: true, force: true });
+      }
     });
 
     it('dev --help tells how to switch to PostgreSQL and NATS', async () => {

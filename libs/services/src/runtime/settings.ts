@@ -125,6 +125,9 @@ export interface IronflowSettings {
  * line, without a stack.
  */
 export class SettingsError extends Error {
+  /** What the CLI and logs show as the error's code. */
+  readonly code = 'SETTINGS_ERROR';
+
   constructor(message: string) {
     super(message);
     this.name = 'SettingsError';
