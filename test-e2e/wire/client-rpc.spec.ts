@@ -390,10 +390,32 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
       cancelOn: [{ event: 'order.cancelled', match: 'data.orderId' }, { event: 'shop.closed' }],
     });
     expect(reg.status).toBe(200);
-    expect(reg.json.function.cancelOn).toEqual([{ event: 'order.cancelled', match: 'data.orderId' }, { event: 'shop.closed', match: '' }]);
+    expect(reg.json.function.cancelOn).toEqual([{ event: 'order.cancelled', match: 'data.orderId', if: '' }, { event: 'shop.closed', match: '', if: '' }]);
     const list = await connect(engine.url, 'ListFunctions', {});
     const listed = (list.json.functions as { id: string; cancelOn: unknown }[]).find((f) => f.id === fnId);
-    expect(listed?.cancelOn).toEqual([{ event: 'order.cancelled', match: 'data.orderId' }, { event: 'shop.closed', match: '' }]);
+    expect(listed?.cancelOn).toEqual([{ event: 'order.cancelled', match: 'data.orderId', if: '' }, { event: 'shop.closed', match: '', if: '' }]);
+  });
+
+  it('RegisterFunction acts on cancelOn[].if (ours, CancelOnSpec field 100): a bad condition is refused naming it, a good one is kept and gates the cancel', async () => {
+    const bad = await connect(engine.url, 'RegisterFunction', { id: uid('cancel-if'), preferredMode: 'pull', cancelOn: [{ event: 'x', if: 'async.data.reason ==' }] });
+    expect(bad.status).toBe(400);
+    expect(bad.json).toMatchObject({ code: 'invalid_argument', ironflowCode: 'VALIDATION_ERROR' });
+    expect(bad.json.message).toContain('cancelOn.0.if');
+
+    const fnId = uid('cancel-if');
+    const placed = uid('placed');
+    const cancelled = uid('cancelled');
+    const reg = await connect(engine.url, 'RegisterFunction', { id: fnId, preferredMode: 'pull', triggers: [{ event: placed }], cancelOn: [{ event: cancelled, match: 'data.orderId', if: 'async.data.reason != "test"' }] });
+    expect(reg.status).toBe(200);
+    expect(reg.json.function.cancelOn).toEqual([{ event: cancelled, match: 'data.orderId', if: 'async.data.reason != "test"' }]);
+    const run = (await connect(engine.url, 'Trigger', { event: placed, data: { orderId: 'A' } })).json.runIds[0];
+    await connect(engine.url, 'Trigger', { event: cancelled, data: { orderId: 'A', reason: 'test' } });
+    const real = await connect(engine.url, 'Trigger', { event: cancelled, data: { orderId: 'A', reason: 'customer' } });
+    const ended = await waitForRun(engine.url, run, (r) => r.status === 'cancelled');
+    // The event whose condition failed did not cancel: the cause is the second one.
+    expect(ended.error.message).toBe(`cancel_on: ${cancelled} ${real.json.eventId}`);
+    const steps = await connect(engine.url, 'GetRunSteps', { id: run });
+    expect(steps.json.history.filter((h: any) => h.eventType === 'run.cancelled')).toHaveLength(1);
   });
 
   it('a cancelOn event cancels the matching run only; GetRun names the event as the cause and GetRunSteps records cancel-on-event', async () => {
