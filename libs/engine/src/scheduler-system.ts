@@ -22,7 +22,7 @@ import { holdsOpenWait } from './pause-announcer';
 /**
  * The scheduler's tick (DESIGN.md `scheduler`): the sleep sweep, the invoke and wait timeout
  * sweeps, the cron and debounce passes and the orphan sweep every tick; the waiting-run pass, the
- * pending-invocation pass and the `cancel_on` cleanup every `waitingPassEveryTicks` ticks. Each row is
+ * pending-invocation pass and the `cancel_on` cleanup and reconcile every `waitingPassEveryTicks` ticks. Each row is
  * its own unit of work, so a bad row costs only itself (principle 5).
  */
 export class SchedulerSystem {
@@ -50,6 +50,7 @@ export class SchedulerSystem {
       await this.guard('waiting-run pass', () => this.wakes.waitingRunPass(signal));
       await this.guard('pending-invocation pass', () => this.passes.pendingInvokes.run(signal));
       await this.guard('cancel_on cleanup', () => this.passes.cancelOn.cleanUp());
+      await this.guard('cancel_on reconcile', () => this.passes.cancelOn.reconcile());
     }
   }
 
