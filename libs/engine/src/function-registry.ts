@@ -61,19 +61,33 @@ const definitionSchema = z.object({
   recordingRetention: z.unknown(),
   changeReason: z.unknown(),
 })
-  // Every object is strict: a key this engine does not know (a misspelling, another SDK's option,
-  // `preferredMode`, which REST spells `mode`) is refused by name, never stored and ignored.
+  // Every object is strict: a key this engine does not know (a misspelling, another SDK's option)
+  // is refused by name, never stored and ignored.
   .strict();
 
-/** Over REST the mode is `mode`; Connect's `preferred_mode` is mapped before the engine sees it. */
-const KEY_HINTS: Record<string, string> = { preferredMode: 'preferredMode (over REST the key is `mode`)' };
+/** `preferredMode` (the SDK's name, Connect's `preferred_mode`) as REST may send it: `push`/`pull` or the enum names. */
+const PREFERRED_MODES: Record<string, 'push' | 'pull'> = { push: 'push', pull: 'pull', EXECUTION_MODE_PUSH: 'push', EXECUTION_MODE_PULL: 'pull' };
+
+/**
+ * `preferredMode` is another name of `mode` (FUNCTION_OPTIONS "preferredMode / mode"): taken as
+ * `mode`; an unknown value, or one that contradicts `mode`, is `VALIDATION_ERROR`.
+ */
+function withModeAlias(input: RegisterFunctionInput): RegisterFunctionInput {
+  if (!('preferredMode' in input)) return input;
+  const { preferredMode, ...rest } = input as RegisterFunctionInput & { preferredMode?: unknown };
+  if (preferredMode === undefined) return rest;
+  const mode = typeof preferredMode === 'string' ? PREFERRED_MODES[preferredMode] : undefined;
+  if (!mode) throw new EngineError('VALIDATION_ERROR', `preferredMode: "push" or "pull", not ${JSON.stringify(preferredMode)}`);
+  if (rest.mode !== undefined && rest.mode !== mode) throw new EngineError('VALIDATION_ERROR', `preferredMode ${JSON.stringify(preferredMode)} contradicts mode ${JSON.stringify(rest.mode)}`);
+  return { ...rest, mode };
+}
 
 /**
  * The schema's issues as one message: unknown keys named with their full path (`retry.maxAttemps`),
  * the others as `path: message`.
  */
 function describeIssues(issues: readonly z.ZodIssue[]): string {
-  const unknown = issues.flatMap((i) => (i.code === 'unrecognized_keys' ? i.keys.map((k) => KEY_HINTS[[...i.path, k].join('.')] ?? [...i.path, k].join('.')) : []));
+  const unknown = issues.flatMap((i) => (i.code === 'unrecognized_keys' ? i.keys.map((k) => [...i.path, k].join('.')) : []));
   const other = issues.filter((i) => i.code !== 'unrecognized_keys').map((i) => `${i.path.join('.') || 'function'}: ${i.message}`);
   return [...(unknown.length > 0 ? [`unknown field(s), not options of this engine: ${unknown.join(', ')}`] : []), ...other].join('; ');
 }
@@ -102,7 +116,7 @@ export class FunctionRegistry {
   async register(scope: CallScope, input: RegisterFunctionInput): Promise<{ record: FunctionRecord; created: boolean }> {
     refuseNulAnywhere('function', input);
     refuseUnsupportedOptions(input);
-    const parsed = definitionSchema.safeParse(input);
+    const parsed = definitionSchema.safeParse(withModeAlias(input));
     if (!parsed.success) throw new EngineError('VALIDATION_ERROR', describeIssues(parsed.error.issues));
     const d = parsed.data;
     if (d.mode === 'push' && !d.endpointUrl) throw new EngineError('VALIDATION_ERROR', 'endpointUrl: a push function needs the URL the engine calls');

@@ -38,7 +38,6 @@ describe.each(STORES)('function registration options [%s]', (dialect) => {
       id: 'opt-unknown',
       mode: 'pull',
       timeout: 5000,
-      preferredMode: 'push',
       triggers: [{ event: 'x', filter: 'event.data.a > 1' }],
       retry: { maxAttemps: 2 },
       concurrency: { limit: 1, scope: 'fn' },
@@ -49,8 +48,16 @@ describe.each(STORES)('function registration options [%s]', (dialect) => {
     expect(err).toBeInstanceOf(EngineError);
     expect((err as EngineError).code).toBe('VALIDATION_ERROR');
     const named = /^unknown field\(s\), not options of this engine: (.*)$/.exec((err as EngineError).message)?.[1].split(', ');
-    expect(named?.sort()).toEqual(['cancelOn.0.timeout', 'concurrency.scope', 'debounce.period', 'preferredMode (over REST the key is `mode`)', 'retry.maxAttemps', 'timeout', 'triggers.0.filter'].sort());
+    expect(named?.sort()).toEqual(['cancelOn.0.timeout', 'concurrency.scope', 'debounce.period', 'retry.maxAttemps', 'timeout', 'triggers.0.filter'].sort());
     expect((await t.engine.api.listFunctions(SCOPE)).map((f) => f.id)).not.toContain('opt-unknown');
+  });
+
+  it('preferredMode is another name of mode (push, pull or the enum names); an unknown or contradicting value is refused', async () => {
+    const push = { triggers: [{ event: 'x' }], endpointUrl: 'http://127.0.0.1:1/fn' };
+    expect((await t.engine.api.registerFunction(SCOPE, { id: 'opt-alias-push', preferredMode: 'push', ...push } as never)).function.mode).toBe('push');
+    expect((await t.engine.api.registerFunction(SCOPE, { id: 'opt-alias-pull', preferredMode: 'EXECUTION_MODE_PULL' } as never)).function.mode).toBe('pull');
+    await expect(t.engine.api.registerFunction(SCOPE, { id: 'opt-alias-bad', preferredMode: 'sideways' } as never)).rejects.toMatchObject({ code: 'VALIDATION_ERROR', message: 'preferredMode: "push" or "pull", not "sideways"' });
+    await expect(t.engine.api.registerFunction(SCOPE, { id: 'opt-alias-both', mode: 'pull', preferredMode: 'push', ...push } as never)).rejects.toMatchObject({ code: 'VALIDATION_ERROR' });
   });
 });
 
