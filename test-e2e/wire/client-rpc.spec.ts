@@ -103,7 +103,8 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     await registerPull(fnB, event);
     const res = await connect(engine.url, 'Trigger', { event, data: { a: 1 } });
     expect(res.status).toBe(200);
-    expect(Object.keys(res.json).sort()).toEqual(['eventId', 'runIds']);
+    expect(Object.keys(res.json).sort()).toEqual(['debouncedFunctionIds', 'eventId', 'runIds']);
+    expect(res.json.debouncedFunctionIds).toEqual([]);
     expect(typeof res.json.eventId).toBe('string');
     expect(res.json.eventId.length).toBeGreaterThan(0);
     expect(res.json.runIds).toHaveLength(2);
