@@ -26,9 +26,9 @@ describe('createClient', () => {
   const client = (extra: Parameters<typeof createClient>[0] = {}) => createClient({ serverUrl: server.url, apiKey: 'k-1', environment: 'prod', ...extra });
 
   it('emit posts Trigger with camelCase keys and auth/environment headers', async () => {
-    replies.Trigger = () => ({ status: 200, body: { eventId: 'evt-1', runIds: ['run-1', 'run-2'] } });
+    replies.Trigger = () => ({ status: 200, body: { eventId: 'evt-1', runIds: ['run-1', 'run-2'], debouncedFunctionIds: ['search'] } });
     const res = await client().emit('order.created', { orderId: 'o-1' }, { idempotencyKey: 'idem-1' });
-    expect(res).toEqual({ eventId: 'evt-1', runIds: ['run-1', 'run-2'] });
+    expect(res).toEqual({ eventId: 'evt-1', runIds: ['run-1', 'run-2'], debouncedFunctionIds: ['search'] });
     const [req] = server.requests;
     expect(req.method).toBe('POST');
     expect(req.path).toBe('/ironflow.v1.IronflowService/Trigger');
@@ -38,9 +38,9 @@ describe('createClient', () => {
     expect(req.headers['content-type']).toBe('application/json');
   });
 
-  it('emit answers runIds [] when the server omits them', async () => {
+  it('emit answers runIds [] and debouncedFunctionIds [] when the server omits them', async () => {
     replies.Trigger = () => ({ status: 200, body: { eventId: 'evt-2' } });
-    expect(await client().emit('nobody.listens')).toEqual({ eventId: 'evt-2', runIds: [] });
+    expect(await client().emit('nobody.listens')).toEqual({ eventId: 'evt-2', runIds: [], debouncedFunctionIds: [] });
     expect(server.requests[0].body).toEqual({ event: 'nobody.listens', data: {} });
   });
 
