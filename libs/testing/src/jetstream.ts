@@ -21,11 +21,11 @@ export async function countStreamMessages(stream: string, subject: string, names
 }
 
 /**
- * Deletes the JetStream streams of `namespace` (`{clusterId}_EVENTS`, …) from the test NATS: the
- * clean-up of a suite that ran an engine in a namespace of its own. Streams already gone are skipped.
+ * Deletes the JetStream streams of `namespace` (`{clusterId}_EVENTS`, …) from the NATS at `url`
+ * (default IRONFLOW_TEST_NATS_URL): the clean-up of a suite or benchmark that ran an engine in a
+ * namespace of its own. Streams already gone are skipped.
  */
-export async function dropNamespaceStreams(namespace: BusNamespace): Promise<void> {
-  const url = process.env.IRONFLOW_TEST_NATS_URL;
+export async function dropNamespaceStreams(namespace: BusNamespace, url = process.env.IRONFLOW_TEST_NATS_URL): Promise<void> {
   if (!url) throw new Error('IRONFLOW_TEST_NATS_URL is not set');
   const nc = await connect({ servers: url });
   try {
