@@ -117,6 +117,7 @@ async function main(): Promise<void> {
   const events: { at: number; what: string }[] = [];
   const t0 = Date.now();
   let failed: string | undefined;
+  let chaosError: string | undefined;
   const note = (what: string): void => void events.push({ at: Math.round((Date.now() - t0) / 100) / 10, what });
   try {
     console.error(`chaos: database ${dbName}, IRONFLOW_CLUSTER_ID ${clusterId}, env ${env}; starting the services`);
@@ -149,7 +150,13 @@ async function main(): Promise<void> {
         await cluster.killAndRestart(victim);
         note(`${victim.app}:${victim.port} ready again`);
       }
-    })();
+    })().catch((err: unknown) => {
+      // A service that cannot start again, or PostgreSQL that does not come back: the run stops
+      // waiting and fails, saying why.
+      chaosError = String(err);
+      note(`chaos stopped: ${chaosError}`);
+      stopChaos = true;
+    });
 
     // Start the runs, spread over emitSeconds, ten at a time; each emit is repeated until the
     // gateway takes it (an idempotency key per run, so a repeat never starts a second run).
@@ -162,7 +169,10 @@ async function main(): Promise<void> {
         const due = emitStart + (i / runs) * emitSeconds * 1000;
         if (due > Date.now()) await sleep(due - Date.now());
         const kind = kindOf(i);
-        await persist(`emit run ${i}`, () => client.emit(KINDS[kind].event, { n: i, key: `k${i}` }, { idempotencyKey: `run-${i}` }), deadline);
+        if (chaosError) return;
+        await persist(`emit run ${i}`, () => client.emit(KINDS[kind].event, { n: i, key: `k${i}` }, { idempotencyKey: `run-${i}` }), deadline, () => chaosError !== undefined).catch((err) => {
+          if (!chaosError) throw err;
+        });
       }
     };
     const emitting = Promise.all(Array.from({ length: 10 }, emitter));
@@ -170,7 +180,7 @@ async function main(): Promise<void> {
     for (;;) {
       ended = Number((await query<{ n: number }>(db, `SELECT COUNT(*)::int AS n FROM runs WHERE parent_run_id IS NULL AND status IN ${TERMINAL}`, deadline))[0].n);
       bar.update(ended);
-      if (ended >= runs || Date.now() > deadline) break;
+      if (ended >= runs || Date.now() > deadline || chaosError) break;
       await sleep(500);
     }
     bar.stop();
@@ -221,7 +231,8 @@ async function main(): Promise<void> {
       timeline: events,
     });
     console.log(`\nwrote ${path}`);
-    if (failing.length) failed = `not 0: ${failing.map((k) => `${k}=${counters[k]}`).join(', ')} (database ${dbName} kept for inspection)`;
+    if (chaosError) failed = `the chaos could not go on: ${chaosError}`;
+    else if (failing.length) failed = `not 0: ${failing.map((k) => `${k}=${counters[k]}`).join(', ')} (database ${dbName} kept for inspection)`;
   } finally {
     stopChaos = true;
     await chaos?.catch(() => undefined);

@@ -5,6 +5,9 @@ import { ServiceApp, ServiceProcess, freePort } from '@ironflow/testing';
 
 const run = promisify(execFile);
 
+/** How long a service may take to answer `/ready` after it starts (ms): generous, for a loaded machine. */
+const READY_TIMEOUT_MS = 180_000;
+
 /** Settings of the chaos cluster's processes (ms). */
 export interface ChaosClusterOptions {
   databaseUrl: string;
@@ -51,8 +54,12 @@ export class ChaosCluster {
     ];
     for (const [app, node] of apps) this.processes.push(new ServiceProcess(app, await freePort(), this.env(node)));
     // The first process migrates the schema; the others start on it.
-    await this.processes[0].start();
-    await Promise.all(this.processes.slice(1).map((p) => p.start()));
+    // A benchmark that dies leaves no service behind.
+    process.once('exit', () => {
+      for (const p of this.processes) void p.kill9();
+    });
+    await this.processes[0].start(READY_TIMEOUT_MS);
+    await Promise.all(this.processes.slice(1).map((p) => p.start(READY_TIMEOUT_MS)));
     this.scraper = setInterval(() => void this.scrapeAll(), 1000);
   }
 
@@ -72,7 +79,7 @@ export class ChaosCluster {
     };
   }
 
-  /** SIGKILL `victim` (no drain), then start it again; resolves once it answers `/ready`. Throws when it cannot start within two minutes. */
+  /** SIGKILL `victim` (no drain), then start it again; resolves once it answers `/ready`. Throws when it cannot start within 10 minutes. */
   async killAndRestart(victim: ServiceProcess): Promise<void> {
     await this.scrape(victim);
     this.down.add(victim);
@@ -81,13 +88,13 @@ export class ChaosCluster {
     this.lostByEarlierLives.set(victim, (this.lostByEarlierLives.get(victim) ?? 0) + (this.lostNow.get(victim) ?? 0));
     this.lostNow.set(victim, 0);
     // As an orchestrator would: a process that exits while starting (PostgreSQL restarting, say)
-    // is started again, for up to two minutes.
-    const deadline = Date.now() + 120_000;
+    // or is not ready within 3 minutes (a loaded machine) is started again, for up to 10 minutes.
+    const deadline = Date.now() + 600_000;
     for (;;) {
       victim.log.length = 0;
       victim.stdout.length = 0;
       try {
-        await victim.restart();
+        await victim.restart(READY_TIMEOUT_MS);
         break;
       } catch (err) {
         await victim.kill9(); // a start that timed out leaves its process running

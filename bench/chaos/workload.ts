@@ -95,13 +95,16 @@ export class ChaosWorkers {
   }
 }
 
-/** Calls `attempt` until it resolves (the gateway may be down or restarting), at most `deadline`. */
-export async function persist<T>(what: string, attempt: () => Promise<T>, deadline: number): Promise<T> {
+/**
+ * Calls `attempt` until it resolves (the gateway may be down or restarting), at most until
+ * `deadline` (ms since the epoch) or until `abandon()` answers true; then throws the last error.
+ */
+export async function persist<T>(what: string, attempt: () => Promise<T>, deadline: number, abandon: () => boolean = () => false): Promise<T> {
   for (;;) {
     try {
       return await attempt();
     } catch (err) {
-      if (Date.now() > deadline) throw new Error(`${what}: still failing at the deadline: ${String(err)}`);
+      if (Date.now() > deadline || abandon()) throw new Error(`${what}: still failing at the deadline: ${String(err)}`);
       await new Promise((r) => setTimeout(r, 200));
     }
   }

@@ -55,7 +55,8 @@ export class ServiceProcess {
     return `http://127.0.0.1:${this.port}`;
   }
 
-  async start(): Promise<void> {
+  /** Starts the process and resolves once `/ready` answers 200; throws when it exits first or is not ready within `readyTimeoutMs` (default 60000). */
+  async start(readyTimeoutMs = 60_000): Promise<void> {
     const script = typeof this.app === 'string' ? this.app : this.app.script;
     const args = typeof this.app === 'string' ? [] : [...this.app.args, '--port', String(this.port)];
     const child = spawn(process.execPath, [join(repoRoot(), `dist/apps/${script}/src/main.js`), ...args], {
@@ -67,7 +68,7 @@ export class ServiceProcess {
     child.stderr!.on('data', (d) => this.log.push(String(d)));
     this.exitedAt = new Promise((res) => child.on('exit', (code) => res(code)));
     // Generous: two cluster suites can boot a dozen processes at once on a loaded 2-core machine.
-    const deadline = Date.now() + 60_000;
+    const deadline = Date.now() + readyTimeoutMs;
     for (;;) {
       if (child.exitCode !== null) throw new Error(`${script} exited with ${child.exitCode}: ${this.log.join('').slice(-2000)}`);
       try {
@@ -76,7 +77,7 @@ export class ServiceProcess {
       } catch {
         // not listening yet
       }
-      if (Date.now() > deadline) throw new Error(`${script} not ready after 60 s: ${this.log.join('').slice(-2000)}`);
+      if (Date.now() > deadline) throw new Error(`${script} not ready after ${readyTimeoutMs / 1000} s: ${this.log.join('').slice(-2000)}`);
       await new Promise((r) => setTimeout(r, 50));
     }
   }
@@ -104,7 +105,7 @@ export class ServiceProcess {
     return this.exitedAt ?? Promise.resolve(null);
   }
 
-  async restart(): Promise<void> {
-    await this.start();
+  async restart(readyTimeoutMs?: number): Promise<void> {
+    await this.start(readyTimeoutMs);
   }
 }
