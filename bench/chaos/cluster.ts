@@ -54,10 +54,17 @@ export class ChaosCluster {
     ];
     for (const [app, node] of apps) this.processes.push(new ServiceProcess(app, await freePort(), this.env(node)));
     // The first process migrates the schema; the others start on it.
-    // A benchmark that dies leaves no service behind.
-    process.once('exit', () => {
+    // A benchmark that dies or is interrupted leaves no service behind.
+    const killAll = () => {
       for (const p of this.processes) void p.kill9();
-    });
+    };
+    process.once('exit', killAll);
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      process.once(signal, () => {
+        killAll();
+        process.exit(1);
+      });
+    }
     await this.processes[0].start(READY_TIMEOUT_MS);
     await Promise.all(this.processes.slice(1).map((p) => p.start(READY_TIMEOUT_MS)));
     this.scraper = setInterval(() => void this.scrapeAll(), 1000);
