@@ -12,3 +12,4 @@ export * from './faulty-store';
 export * from './blocking-audit-sink';
 export * from './outcome-watch';
 export * from './service-processes';
+export * from './row-locker';
