@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { AddressInfo } from 'node:net';
 import { DataSource } from 'typeorm';
 import { createClient, createFunction, createWorker, serve, Worker } from '@ironflow/sdk';
-import { scratchDatabase } from '@ironflow/testing';
+import { OutcomeWatch, scratchDatabase, waitFor } from '@ironflow/testing';
 import { ServiceProcess, clusterEnv, freePort, startIngress } from '../support/service-processes';
 
 /**
@@ -11,7 +11,9 @@ import { ServiceProcess, clusterEnv, freePort, startIngress } from '../support/s
  * scheduler, capacity-scanner and audit-writer as separate OS processes from the build output,
  * on one PostgreSQL and one NATS, pools of 8, short leases and ticks. A batch of parent/child
  * runs; one dispatcher is killed with SIGKILL mid-batch and restarted. Every run ends with
- * exactly one outcome, every parent is woken once, and no lease row is left after the lease period.
+ * exactly one outcome and every parent is woken once, shown by the run and step rows themselves
+ * (`OutcomeWatch`'s triggers on this cluster's database, not the best-effort audit rows), and no
+ * lease row is left after the lease period.
  *
  * The cluster runs with API keys: the first key is made on the api-gateway with the admin key,
  * and every other service learns it from the database (clients and workers use it; a worker
@@ -33,7 +35,10 @@ describe('cluster of separate service processes on PostgreSQL and NATS', () => {
   const ingresses: { url: string; close(): Promise<void> }[] = [];
   const env = `e2e${randomBytes(4).toString('hex')}`;
   const childCalls = new Map<string, number>();
+  let releaseChildren!: () => void;
+  const childrenHeld = new Promise<void>((r) => (releaseChildren = r));
   let apiKey: string;
+  let watch: OutcomeWatch;
 
   /** Segments of the parent each transport executed. */
   const executedBy = { rest: 0, stream: 0 };
@@ -49,7 +54,7 @@ describe('cluster of separate service processes on PostgreSQL and NATS', () => {
     childCalls.set(run.id, (childCalls.get(run.id) ?? 0) + 1);
     const n = (event.data as { n: number }).n;
     return step.run('work', async () => {
-      await new Promise((r) => setTimeout(r, 150)); // long enough to be cut by the kill
+      await childrenHeld; // every call stays in flight until the kill has cut dispatcher-1's
       return { doubled: n * 2 };
     });
   });
@@ -63,6 +68,7 @@ describe('cluster of separate service processes on PostgreSQL and NATS', () => {
     dispatcher2 = await make('dispatcher', 'dispatcher-2');
     services = [gateway, dispatcher1, dispatcher2, await make('scheduler', 'scheduler-1'), await make('capacity-scanner', 'scanner-1'), await make('audit-writer', 'audit-1')];
     await Promise.all(services.map((s) => s.start()));
+    watch = await OutcomeWatch.install(db.url); // the services migrated the schema
 
     ({ key: apiKey } = await createClient({ serverUrl: gateway.url, apiKey: ADMIN_KEY }).createApiKey({ project: 'e2e', env, name: 'cluster' }));
 
@@ -98,16 +104,17 @@ describe('cluster of separate service processes on PostgreSQL and NATS', () => {
     for (let n = 1; n <= PARENTS; n += 1) runIds.push(...(await client.emit('e2e.go', { n })).runIds);
     expect(runIds).toHaveLength(PARENTS);
 
-    // Mid-batch: some children are running on the dispatchers' push calls.
-    await waitUntil('children in flight', async () => (await client.listRuns({ functionId: 'e2e.child', status: 'running' })).runs.length > 0);
-    const dispatchedBy1 = await pushDispatches(dispatcher1);
+    // Mid-batch: child calls are held in flight until the kill, so once dispatcher-1 claimed one,
+    // the kill cuts at least that call.
+    const dispatchedBy1 = await waitFor('a child call of dispatcher-1 in flight', async () => (await pushDispatches(dispatcher1)) || undefined, 30_000, 50);
     await dispatcher1.kill9();
+    releaseChildren();
     await dispatcher1.restart();
 
-    const finished = await waitUntil('every parent completed', async () => {
+    const finished = await waitFor('every parent completed', async () => {
       const runs = await Promise.all(runIds.map((id) => client.getRun(id)));
       return runs.every((r) => r.status === 'completed') ? runs : undefined;
-    }, 60_000);
+    }, 60_000, 50);
     for (const run of finished) expect(run.output).toEqual({ n: (run.input as { n: number }).n, doubled: 2 * (run.input as { n: number }).n });
 
     const ds = new DataSource({ type: 'postgres', url: db.url });
@@ -117,13 +124,23 @@ describe('cluster of separate service processes on PostgreSQL and NATS', () => {
       expect(children).toHaveLength(PARENTS);
       expect(new Set(children.map((c: { parent_run_id: string }) => c.parent_run_id))).toEqual(new Set(runIds));
       expect(children.every((c: { status: string; wake_pending: number }) => c.status === 'completed' && Number(c.wake_pending) === 0)).toBe(true);
+      // Every child executed at least once (a kill may cut a call, so some twice).
+      for (const c of children as { id: string }[]) expect(childCalls.get(c.id)).toBeGreaterThanOrEqual(1);
+      expect([...childCalls.keys()].sort()).toEqual(children.map((c: { id: string }) => c.id).sort());
+      // The call the kill cut ran again after its lease was recovered.
+      expect([...childCalls.values()].some((n) => n >= 2)).toBe(true);
       const steps = await ds.query(`SELECT run_id, status, output FROM steps WHERE type = 'invoke' AND run_id = ANY($1)`, [runIds]);
       expect(steps).toHaveLength(PARENTS);
       expect(steps.every((s: { status: string }) => s.status === 'completed')).toBe(true);
-      // Exactly one outcome per run: one terminal audit row at most (audit is best effort across a kill).
-      const outcomes = await ds.query(`SELECT run_id, COUNT(*)::int AS n FROM audit_events WHERE event_type = 'run.status_changed' GROUP BY run_id HAVING COUNT(*) > 1`);
-      expect(outcomes).toEqual([]);
-      await waitUntil('no lease left after the lease period', async () => Number((await ds.query(`SELECT COUNT(*)::int AS n FROM leases`))[0].n) === 0, LEASE_MS * 3);
+      // Exactly one outcome per run, from the run rows: each of the 40 runs committed one terminal
+      // status, no ended run was written again (status, output, error, ended_at or version), and
+      // no invoke step was resolved twice; each run's version is the one its commit wrote.
+      const seen = await watch.read();
+      expect(seen).toEqual({ outcomesCommitted: 2 * PARENTS, outcomesReplaced: 0, replacedRunIds: [], parentsWokenTwice: 0, waitsResolvedTwice: 0 });
+      const commits = await ds.query(`SELECT w.run_id, w.new_version, r.version FROM outcome_watch_runs w JOIN runs r ON r.id = w.run_id WHERE w.kind = 'committed'`);
+      expect(new Set(commits.map((c: { run_id: string }) => c.run_id))).toEqual(new Set([...runIds, ...children.map((c: { id: string }) => c.id)]));
+      expect(commits.filter((c: { new_version: number; version: number }) => c.new_version !== c.version)).toEqual([]);
+      await waitFor('no lease left after the lease period', async () => Number((await ds.query(`SELECT COUNT(*)::int AS n FROM leases`))[0].n) === 0, LEASE_MS * 3);
     } finally {
       await ds.destroy();
     }
@@ -131,7 +148,7 @@ describe('cluster of separate service processes on PostgreSQL and NATS', () => {
     expect(executedBy.rest).toBeGreaterThan(0);
     expect(executedBy.stream).toBeGreaterThan(0);
     // Both dispatchers executed runs (dispatcher-1 before it was killed).
-    expect(dispatchedBy1 + (await pushDispatches(dispatcher1))).toBeGreaterThan(0);
+    expect(dispatchedBy1).toBeGreaterThan(0);
     expect(await pushDispatches(dispatcher2)).toBeGreaterThan(0);
   }, 120_000);
 
@@ -159,12 +176,3 @@ async function pushDispatches(service: ServiceProcess): Promise<number> {
   return line ? Number(line.split(' ').pop()) : 0;
 }
 
-async function waitUntil<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined && v !== false) return v as T;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}

@@ -1,24 +1,7 @@
-import { ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
-import { resolve } from 'node:path';
+import { ServiceProcess } from '@ironflow/testing';
 
-const ROOT = resolve(__dirname, '../..');
-
-export type ServiceApp = 'api-gateway' | 'dispatcher' | 'scheduler' | 'capacity-scanner' | 'audit-writer';
-
-/** `ironflow dev` (every service in one process) as a `ServiceProcess` app, on the SQLite file `db`. */
-export const devApp = (db: string) => ({ script: 'ironflow', args: ['dev', '--db', db] });
-
-export function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
-  });
-}
+export type { ServiceApp } from '@ironflow/testing';
+export { ServiceProcess, devApp, freePort } from '@ironflow/testing';
 
 /**
  * The environment every process of a test cluster shares (DESIGN.md "Testing": pools of 8, short
@@ -35,87 +18,6 @@ export function clusterEnv(databaseUrl: string, leaseMs: number, extra: Record<s
     IRONFLOW_DISPATCH_POLL_MS: '100',
     ...extra,
   };
-}
-
-/**
- * One service as its own OS process, started from the build output (`dist/apps/<app>`) and
- * configured by environment, as in a cluster. `kill9()` is a crash; `restart()` starts it again
- * with the same configuration.
- */
-export class ServiceProcess {
-  private child?: ChildProcess;
-  private exitedAt?: Promise<number | null>;
-  readonly log: string[] = [];
-  /** stdout alone, as written. */
-  readonly stdout: string[] = [];
-
-  constructor(
-    readonly app: ServiceApp | ReturnType<typeof devApp>,
-    readonly port: number,
-    private readonly env: Record<string, string>,
-  ) {}
-
-  /** The exit code once the process exited (null when killed by a signal), else undefined. */
-  get exitCode(): number | null | undefined {
-    return this.child?.exitCode ?? (this.child?.signalCode ? null : undefined);
-  }
-
-  get url(): string {
-    return `http://127.0.0.1:${this.port}`;
-  }
-
-  async start(): Promise<void> {
-    const script = typeof this.app === 'string' ? this.app : this.app.script;
-    const args = typeof this.app === 'string' ? [] : [...this.app.args, '--port', String(this.port)];
-    const child = spawn(process.execPath, [resolve(ROOT, `dist/apps/${script}/src/main.js`), ...args], {
-      env: { ...process.env, ...this.env, IRONFLOW_PORT: String(this.port), IRONFLOW_HOST: '127.0.0.1' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    this.child = child;
-    child.stdout!.on('data', (d) => { this.log.push(String(d)); this.stdout.push(String(d)); });
-    child.stderr!.on('data', (d) => this.log.push(String(d)));
-    this.exitedAt = new Promise((res) => child.on('exit', (code) => res(code)));
-    // Generous: two cluster suites can boot a dozen processes at once on a loaded 2-core machine.
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      if (child.exitCode !== null) throw new Error(`${script} exited with ${child.exitCode}: ${this.log.join('').slice(-2000)}`);
-      try {
-        const res = await fetch(`${this.url}/ready`);
-        if (res.status === 200) return;
-      } catch {
-        // not listening yet
-      }
-      if (Date.now() > deadline) throw new Error(`${script} not ready after 60 s: ${this.log.join('').slice(-2000)}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-
-  /** SIGKILL: no drain, no follow-ups, connections cut. */
-  async kill9(): Promise<void> {
-    this.child?.kill('SIGKILL');
-    await this.exitedAt;
-  }
-
-  /** SIGTERM and wait for the drain. Resolves with the exit code. */
-  async stop(): Promise<number | null> {
-    if (!this.child || this.child.exitCode !== null) return this.child?.exitCode ?? null;
-    this.child.kill('SIGTERM');
-    return this.exited;
-  }
-
-  /** Sends SIGTERM and returns at once; `exited` resolves with the exit code. */
-  terminate(): void {
-    this.child?.kill('SIGTERM');
-  }
-
-  /** Resolves with the exit code when the process exited. */
-  get exited(): Promise<number | null> {
-    return this.exitedAt ?? Promise.resolve(null);
-  }
-
-  async restart(): Promise<void> {
-    await this.start();
-  }
 }
 
 /**

@@ -138,10 +138,15 @@ describe.each(WIRE_STORES)('wire: pause, resume, inject and pub/sub (%s)', (stor
     expect((await pubsub(engine.url, 'ListTopics', {}, { 'x-ironflow-environment': uid('other') })).json).toEqual({ topics: [] });
     expect(socket.frames.filter((f) => f.type === 'event' && f.topic === 'invoices.sent')).toEqual([]);
 
+    // The session handles a connection's frames in order, so the answer to a later subscribe means
+    // the unsubscribe was applied; a message published after `after` on that later subscription
+    // arrives behind anything `after` would have delivered (one bus connection, one subscriber).
     socket.send({ type: 'unsubscribe', subscriptionId });
-    await new Promise((r) => setTimeout(r, 50));
+    socket.send({ type: 'subscribe', subscription: { pattern: 'topic:barrier.*' } });
+    expect((await socket.next((f) => f.type === 'subscription_result' && f.results[0].pattern === 'topic:barrier.*')).results[0].status).toBe('ok');
     const after = await pubsub(engine.url, 'Publish', { topic: 'orders.created', data: { id: 3 } }, headers);
-    await new Promise((r) => setTimeout(r, 200));
+    const barrier = await pubsub(engine.url, 'Publish', { topic: 'barrier.reached', data: {} }, headers);
+    await socket.next((f) => f.type === 'event' && f.eventId === barrier.json.eventId);
     expect(socket.frames.find((f) => f.eventId === after.json.eventId)).toBeUndefined();
     socket.ws.close();
   });

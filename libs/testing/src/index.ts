@@ -10,4 +10,6 @@ export * from './test-server';
 export * from './admission';
 export * from './faulty-store';
 export * from './blocking-audit-sink';
+export * from './outcome-watch';
+export * from './service-processes';
 export * from './row-locker';

@@ -30,7 +30,8 @@ export async function scratchDatabase(dialect: Dialect, prefix = 'ironflow_scrat
   return { url: url.toString(), drop: () => withPg(admin, (c) => c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)).then(() => undefined) };
 }
 
-async function withPg<T>(url: string, work: (c: Client) => Promise<T>): Promise<T> {
+/** Runs `work` on a new `pg` client connected to `url`, ending the client afterwards. */
+export async function withPg<T>(url: string, work: (c: Client) => Promise<T>): Promise<T> {
   const c = new Client({ connectionString: url });
   await c.connect();
   try {

@@ -42,9 +42,11 @@ describe.each(STORES)('publish / subscribe over NATS [%s]', (dialect) => {
     await t.engine.pubsub.publish(t.scope, { topic: 'invoices.sent', data: {} });
     await t.bus.publish(subjects.runEvent(t.scope.env, 'run-42', 'completed'), { runId: 'run-42', status: 'completed' });
 
-    await waitFor('both events', () => (received.filter((m) => m.type === 'event').length >= 2 ? true : undefined));
-    await new Promise((r) => setTimeout(r, 200));
-    const events = received.filter((m) => m.type === 'event');
+    // A last message on the subscribed pattern arrives behind anything published before it on
+    // this connection, including what must not be delivered (the other env, the other topic).
+    const barrier = await t.engine.pubsub.publish(t.scope, { topic: 'orders.zz.barrier', data: {} });
+    await waitFor('the barrier message', () => received.some((m) => m.type === 'event' && m.eventId === barrier.eventId) || undefined);
+    const events = received.filter((m) => m.type === 'event' && m.eventId !== barrier.eventId);
     expect(events).toEqual(expect.arrayContaining([
       { type: 'event', subscriptionId: ids[0], topic: 'orders.eu.created', data: { id: 7 }, eventId: published.eventId },
       { type: 'event', subscriptionId: ids[1], topic: 'system.run.run-42.completed', data: { runId: 'run-42', status: 'completed' }, meta: { timestamp: expect.any(String) } },

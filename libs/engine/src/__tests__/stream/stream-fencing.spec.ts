@@ -2,12 +2,13 @@
  * Contract tests of the streaming transport's fencing (seed "Tests that pin this contract";
  * CONTRACT-TESTS.md #5, #6), on SQLite and PostgreSQL, over real gRPC streams to `startServer`.
  * The workers are raw `@grpc/grpc-js` clients sending what the v0.29 worker sends, so each
- * report's timing is the test's choice. Lease recovery is the capacity scanner's transaction,
- * done by the test after moving the store clock past the lease (`recoverLease`).
+ * report's timing is the test's choice. The engine runs on the real NATS JetStream (a namespace of
+ * its own), and lease recovery is the real capacity scanner's (`LeaseRecoverySystem`, every 50 ms
+ * here): the test moves the store clock past the lease and waits for the scanner's requeue.
  */
 import { STORES, waitFor } from '@ironflow/testing';
 import { v1 } from '@ironflow/rpc';
-import { leaseExpiry, RawStreamWorker, recoverLease, SCOPE, startStreamEngine, StreamEngine, uid } from './stream-kit.test';
+import { leaseExpiry, RawStreamWorker, SCOPE, startStreamEngine, StreamEngine, uid } from './stream-kit.test';
 
 const LEASE_MS = 90_000;
 
@@ -16,7 +17,7 @@ describe.each(STORES)('stream fencing on %s', (dialect) => {
   const workers: RawStreamWorker[] = [];
 
   beforeAll(async () => {
-    engine = await startStreamEngine(dialect);
+    engine = await startStreamEngine(dialect, { scanMs: 50 }, { nats: true });
   });
 
   afterEach(() => {
@@ -49,13 +50,17 @@ describe.each(STORES)('stream fencing on %s', (dialect) => {
     });
   }
 
-  /** Moves the store clock past the lease and requeues the execution the way lease recovery does. */
+  /**
+   * Moves the store clock past the lease and waits until the capacity scanner recovered it: one
+   * more `requeued` recovery, and the lease of `executionSeq` gone (the next execution may
+   * already hold a lease of its own).
+   */
   async function loseLease(runId: string, executionSeq: number): Promise<void> {
+    const before = await engine.leaseRecoveries('requeued');
+    expect(await leaseExpiry(engine, runId)).toMatchObject({ executionSeq });
     engine.clock.advance(LEASE_MS + 1_000);
-    await recoverLease(engine, runId, executionSeq);
-    // Whoever requeued it (this call or the real scanner), the execution is no longer live.
-    await engine.waitForRun(runId, (r) => r.status !== 'running', `run ${runId} requeued`);
-    expect(await leaseExpiry(engine, runId)).toBeUndefined();
+    await waitFor(`the scanner requeued run ${runId}`, async () => (await engine.leaseRecoveries('requeued')) === before + 1);
+    expect((await leaseExpiry(engine, runId))?.executionSeq).not.toBe(executionSeq);
   }
 
   it('TestPostCommit_GRPCReportAfterLeaseRecoveryIsDiscarded: a completion or failure sent after the lease was recovered is dropped and counted; the next execution commits', async () => {

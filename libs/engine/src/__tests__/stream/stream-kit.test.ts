@@ -3,8 +3,8 @@
  * build excludes `*.test.ts`): a real server (`startServer`, all five services) on its
  * own SQLite file or PostgreSQL database, a raw `@grpc/grpc-js` client that speaks
  * `WorkerService.Connect` the way the v0.29 worker does (messages built by hand from the
- * generated schema, nothing from `libs/sdk`), and the lease-recovery transaction the capacity
- * scanner performs, done directly so a test decides when it happens.
+ * generated schema, nothing from `libs/sdk`). Lease recovery is left to the real capacity
+ * scanner: a test moves the store clock past a lease and waits for the scanner's count.
  */
 import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
@@ -13,7 +13,8 @@ import { CallScope, RunView } from '@ironflow/contracts';
 import { v1 } from '@ironflow/rpc';
 import { IronflowSettings, RunningServer } from '@ironflow/services';
 import { Dialect, StoreClock } from '@ironflow/store';
-import { startTestServer, waitFor } from '@ironflow/testing';
+import { BusNamespace } from '@ironflow/bus';
+import { dropNamespaceStreams, startTestServer, waitFor } from '@ironflow/testing';
 
 export const SCOPE: CallScope = { project: 'default', env: 'default' };
 
@@ -27,6 +28,8 @@ export interface StreamEngine {
   clock: StoreClock;
   /** Current value of `ironflow_capacity_stale_mutations_rejected_total`. */
   staleRejected(): Promise<number>;
+  /** Current value of `ironflow_lease_recoveries_total{effect}` (the capacity scanner's count). */
+  leaseRecoveries(effect: 'requeued' | 'exhausted' | 'released'): Promise<number>;
   getRun(runId: string): Promise<RunView>;
   waitForRun(runId: string, accept: (run: RunView) => boolean, what: string, timeoutMs?: number): Promise<RunView>;
   /** Registers a pull function triggered by `event`. */
@@ -36,9 +39,20 @@ export interface StreamEngine {
   close(): Promise<void>;
 }
 
-/** Starts the engine with short intervals (dispatch poll and tick 50 ms) on a fresh store of `dialect`; `settings` overrides. */
-export async function startStreamEngine(dialect: Dialect, settings: Partial<IronflowSettings> = {}): Promise<StreamEngine> {
-  const { server, databaseUrl, close } = await startTestServer(dialect, 'ironflow_stream', settings);
+/**
+ * Starts the engine with short intervals (dispatch poll and tick 50 ms) on a fresh store of
+ * `dialect`; `settings` overrides. `nats: true` puts it on the test NATS (IRONFLOW_TEST_NATS_URL)
+ * in a deployment namespace of its own (`IRONFLOW_CLUSTER_ID` `stream-…`), whose streams `close()`
+ * deletes; otherwise the bus is in-process.
+ */
+export async function startStreamEngine(dialect: Dialect, settings: Partial<IronflowSettings> = {}, options: { nats?: boolean } = {}): Promise<StreamEngine> {
+  const namespace = options.nats ? new BusNamespace(uid('stream')) : undefined;
+  const onNats = namespace ? { natsUrl: natsUrl(), clusterId: namespace.clusterId } : {};
+  const { server, databaseUrl, close: closeServer } = await startTestServer(dialect, 'ironflow_stream', { ...onNats, ...settings });
+  const close = async () => {
+    await closeServer();
+    if (namespace) await dropNamespaceStreams(namespace);
+  };
   const engine = server.runtime.engine;
   const getRun = (runId: string) => engine.api.getRun(SCOPE, runId);
   return {
@@ -48,6 +62,7 @@ export async function startStreamEngine(dialect: Dialect, settings: Partial<Iron
     port: server.port,
     clock: engine.resources.clock as StoreClock,
     staleRejected: async () => (await engine.resources.metrics.staleMutationsRejected.get()).values[0]?.value ?? 0,
+    leaseRecoveries: async (effect) => (await engine.resources.metrics.leaseRecoveries.get()).values.find((v) => v.labels.effect === effect)?.value ?? 0,
     getRun,
     waitForRun: (runId, accept, what, timeoutMs = 10_000) => waitFor(what, async () => {
       const run = await getRun(runId);
@@ -65,27 +80,6 @@ export async function startStreamEngine(dialect: Dialect, settings: Partial<Iron
   };
 }
 
-
-/**
- * What the capacity scanner does to an execution whose lease expired (DESIGN.md
- * `capacity-scanner`), as one unit of work: the run goes back to `waiting_for_capacity` with its
- * lease token cleared and `recoveries + 1`, and the lease row is deleted — only while that
- * execution is still the live one. Answers whether this call requeued it (the real scanner may
- * have done it first once the clock is past the lease; the effect is the same).
- */
-export async function recoverLease(engine: StreamEngine, runId: string, executionSeq: number): Promise<boolean> {
-  const store = engine.server.runtime.store;
-  return store.unitOfWork('testRecoverLease', async (tx) => {
-    const r = await tx.execute(
-      `UPDATE runs SET status = 'waiting_for_capacity', lease_token = NULL, recoveries = recoveries + 1,
-         available_at = $2, version = version + 1, updated_at = $2
-       WHERE id = $1 AND status = 'running' AND execution_seq = $3`,
-      [runId, tx.now, executionSeq],
-    );
-    await tx.execute(`DELETE FROM leases WHERE run_id = $1 AND execution_seq = $2`, [runId, executionSeq]);
-    return r.affected === 1;
-  });
-}
 
 /** `expires_at` of a run's lease (ms on the store clock), or undefined without one. */
 export async function leaseExpiry(engine: StreamEngine, runId: string): Promise<{ executionSeq: number; expiresAt: number } | undefined> {
@@ -160,6 +154,12 @@ export class RawStreamWorker {
     this.call.cancel();
     this.client.close();
   }
+}
+
+function natsUrl(): string {
+  const url = process.env.IRONFLOW_TEST_NATS_URL;
+  if (!url) throw new Error('IRONFLOW_TEST_NATS_URL is not set (see libs/testing/src/global-setup.ts)');
+  return url;
 }
 
 /** A unique id usable as a function id, event name or worker id. */

@@ -1,0 +1,177 @@
+import { createServer, Server } from 'node:http';
+import { AddressInfo } from 'node:net';
+import { Pool } from 'pg';
+import { createClient, createFunction, createWorker, serve, Worker } from '@ironflow/sdk';
+
+/** The kinds of runs the chaos run starts, by triggering event, and the outcome each should reach. */
+export const KINDS = {
+  invoke: { event: 'chaos.invoke', functionId: 'chaos.parent', expected: 'completed' },
+  sleep: { event: 'chaos.sleep', functionId: 'chaos.sleeper', expected: 'completed' },
+  wait: { event: 'chaos.wait', functionId: 'chaos.waiter', expected: 'completed' },
+  cancel: { event: 'chaos.cancel', functionId: 'chaos.cancellable', expected: 'cancelled' },
+} as const;
+export type Kind = keyof typeof KINDS;
+
+/** The share of each kind among the runs started (sums to 1). */
+const MIX: [Kind, number][] = [['invoke', 0.4], ['sleep', 0.25], ['wait', 0.25], ['cancel', 0.1]];
+
+/** The kind of the `i`-th run (deterministic, spread evenly). */
+export function kindOf(i: number): Kind {
+  const x = ((i * 0.6180339887) % 1 + 1) % 1;
+  let acc = 0;
+  for (const [kind, share] of MIX) {
+    acc += share;
+    if (x < acc) return kind;
+  }
+  return 'invoke';
+}
+
+const quiet = { warn: () => undefined, error: () => undefined };
+
+/** Handler executions the workers saw, by function (a killed dispatcher may cost a repeat). */
+export const executions = new Map<string, number>();
+const count = (fn: string) => executions.set(fn, (executions.get(fn) ?? 0) + 1);
+
+const child = createFunction({ id: 'chaos.child', mode: 'push' }, async ({ event, step }) => {
+  count('chaos.child');
+  const n = (event.data as { n: number }).n;
+  return step.run('double', async () => ({ doubled: 2 * n }));
+});
+
+const parent = createFunction({ id: 'chaos.parent', mode: 'pull', triggers: [{ event: KINDS.invoke.event }] }, async ({ event, step }) => {
+  count('chaos.parent');
+  const n = (event.data as { n: number }).n;
+  const prepared = await step.run('prepare', async () => ({ n }));
+  const result = (await step.invoke('chaos.child', { n: prepared.n }, { timeout: '30m' })) as { doubled: number };
+  return { n, doubled: result.doubled };
+});
+
+const sleeper = createFunction({ id: 'chaos.sleeper', mode: 'pull', triggers: [{ event: KINDS.sleep.event }] }, async ({ event, step }) => {
+  count('chaos.sleeper');
+  const n = (event.data as { n: number }).n;
+  await step.run('before', async () => n);
+  await step.sleep('nap', 500 + (n % 5) * 500);
+  return { n, slept: true };
+});
+
+const waiter = createFunction({ id: 'chaos.waiter', mode: 'pull', triggers: [{ event: KINDS.wait.event }] }, async ({ event, step }) => {
+  count('chaos.waiter');
+  const n = (event.data as { n: number }).n;
+  const approval = await step.waitForEvent<{ data: { key: string } }>('approval', { event: 'chaos.approved', match: 'data.key', timeout: '30m' });
+  return { n, approvedFor: approval?.data?.key };
+});
+
+const cancellable = createFunction({ id: 'chaos.cancellable', mode: 'pull', triggers: [{ event: KINDS.cancel.event }] }, async ({ event, step }) => {
+  count('chaos.cancellable');
+  await step.run('start', async () => (event.data as { n: number }).n);
+  // Nobody sends this event: the run ends when the benchmark cancels it.
+  await step.waitForEvent('never', { event: 'chaos.never', match: 'data.key', timeout: '30m' });
+  return 'not cancelled';
+});
+
+export const PULL_FUNCTIONS = [parent, sleeper, waiter, cancellable];
+
+/** The workers of the run: a push endpoint for the child, and a stream worker on each dispatcher. */
+export class ChaosWorkers {
+  private push?: Server;
+  private readonly workers: Worker[] = [];
+
+  async start(gatewayUrl: string, env: string, dispatcherUrls: string[]): Promise<void> {
+    this.push = createServer(serve({ functions: [child] }));
+    await new Promise<void>((r) => this.push!.listen(0, '127.0.0.1', r));
+    const client = createClient({ serverUrl: gatewayUrl, environment: env });
+    await client.registerFunction(child, { endpointUrl: `http://127.0.0.1:${(this.push.address() as AddressInfo).port}/` });
+    for (const fn of PULL_FUNCTIONS) await client.registerFunction(fn);
+    for (const url of dispatcherUrls) {
+      const w = createWorker({ transport: 'stream', serverUrl: url, environment: env, functions: PULL_FUNCTIONS, registerFunctions: false, reconnectDelayMs: 200, heartbeatIntervalMs: 1000, maxConcurrentJobs: 32, logger: quiet });
+      await w.start();
+      this.workers.push(w);
+    }
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.workers.map((w) => w.stop().catch(() => undefined)));
+    if (this.push) await new Promise((r) => this.push!.close(r));
+  }
+}
+
+/**
+ * Calls `attempt` until it resolves (the gateway may be down or restarting), at most until
+ * `deadline` (ms since the epoch) or until `abandon()` answers true; then throws the last error.
+ */
+export async function persist<T>(what: string, attempt: () => Promise<T>, deadline: number, abandon: () => boolean = () => false): Promise<T> {
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (err) {
+      if (Date.now() > deadline || abandon()) throw new Error(`${what}: still failing at the deadline: ${String(err)}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
+/**
+ * The drivers beside the workers, on the benchmark's own database reads: approvals for waiters that
+ * reached their `waitForEvent`, and cancels for the cancellable runs (at a random point of their
+ * life: before, during or after their first segment). Each call is repeated until the gateway
+ * takes it; an approval carries an idempotency key, and a cancel of an ended run is a no-op.
+ */
+export class ChaosDrivers {
+  private readonly approved = new Set<string>();
+  private readonly cancelled = new Set<string>();
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<void>;
+  approvals = 0;
+  cancels = 0;
+
+  constructor(
+    private readonly db: Pool,
+    private readonly gatewayUrl: string,
+    private readonly env: string,
+    private readonly deadline: number,
+  ) {}
+
+  start(): void {
+    const loop = () => {
+      this.running = this.pass().catch(() => undefined).finally(() => {
+        if (this.timer !== undefined) this.timer = setTimeout(loop, 300);
+      });
+    };
+    this.timer = setTimeout(loop, 300);
+  }
+
+  async stop(): Promise<void> {
+    const t = this.timer;
+    this.timer = undefined;
+    clearTimeout(t);
+    await this.running;
+  }
+
+  private async pass(): Promise<void> {
+    const client = createClient({ serverUrl: this.gatewayUrl, environment: this.env, timeoutMs: 5000 });
+    const waiting = (await this.db.query(
+      `SELECT s.run_id, r.input FROM steps s JOIN runs r ON r.id = s.run_id
+       WHERE r.function_id = 'chaos.waiter' AND s.type = 'wait_for_event' AND s.status = 'waiting'`,
+    )).rows as { run_id: string; input: string }[];
+    const approvals = waiting.filter((w) => !this.approved.has(w.run_id)).map(async (w) => {
+      const key = (JSON.parse(w.input) as { key: string }).key;
+      await persist(`approve ${w.run_id}`, () => client.emit('chaos.approved', { key }, { idempotencyKey: `approve-${key}` }), this.deadline);
+      this.approved.add(w.run_id);
+      this.approvals += 1;
+    });
+    const cancellable = (await this.db.query(
+      `SELECT id, input FROM runs WHERE function_id = 'chaos.cancellable' AND status NOT IN ('completed', 'failed', 'cancelled')`,
+    )).rows as { id: string; input: string }[];
+    const cancels = cancellable
+      .filter((r) => !this.cancelled.has(r.id) && Math.random() < 0.3)
+      .map(async (r) => {
+        await persist(`cancel ${r.id}`, () => client.cancelRun(r.id, 'chaos').catch((err: { code?: string; status?: number }) => {
+          if (err.status !== undefined && err.status >= 400 && err.status < 500) return undefined; // ended meanwhile
+          throw err;
+        }), this.deadline);
+        this.cancelled.add(r.id);
+        this.cancels += 1;
+      });
+    await Promise.all([...approvals, ...cancels]);
+  }
+}
