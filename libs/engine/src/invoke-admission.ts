@@ -1,6 +1,6 @@
 import { RUN_ERROR_CODES, RunError, YieldInfo, isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
-import { FunctionRecord, InvokeRow, RunRecord, Tx, functionsSql, invokesSql, runsSql, stepsSql } from '@ironflow/store';
+import { FunctionRecord, InvokeRow, RunRecord, Tx, functionsSql, invokesSql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
 import { CancelOnSystem } from './cancel-on-system';
 import { DispatchHints } from './dispatch-hints';
 import { insertNewRun, newRunOf } from './new-run';
@@ -37,7 +37,7 @@ export interface AdmissionTarget {
  * - `created`: a triggered or directly invoked run held for its `cancel_on` replay (same);
  * - `retried-yield`: a repeated invoke report that finds its child created (no rows);
  * - `pass`: the pending-invocation pass (writes the row unless its admission already did, waits at
- *   most `createdRowWaitMs` for it, gives up on a lock after `wakeLockTimeoutMs`);
+ *   most `createdRowWaitMs` for it, gives up on a lock after `lockLimitMs`);
  * - `sweep`: the orphan sweep (no rows, the same lock limit).
  */
 export type AdmissionPath = 'report' | 'created' | 'retried-yield' | 'pass' | 'sweep';
@@ -191,10 +191,7 @@ export class InvokeAdmission {
   private async leaveToPass(invoke: InvokeRow | null, wroteRow: boolean): Promise<void> {
     if (!invoke || !wroteRow || invoke.createdRow) return;
     try {
-      await this.r.store.unitOfWork('markCreatedRow', async (tx) => {
-        await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
-        await invokesSql.markCreatedRow(tx, invoke.parentRunId, invoke.parentStepId);
-      });
+      await unitWithLockLimit(this.r.store, 'markCreatedRow', this.r.config.lockLimitMs, (tx) => invokesSql.markCreatedRow(tx, invoke.parentRunId, invoke.parentStepId));
     } catch (err) {
       this.r.logger.warn('admission: could not note its run.created row; the pass may write it again', { run_id: invoke.childRunId, error: String(err) });
     }
@@ -207,8 +204,9 @@ export class InvokeAdmission {
    */
   private async dispatch(target: AdmissionTarget, path: AdmissionPath): Promise<AdmissionOutcome> {
     const recovery = path === 'pass' || path === 'sweep';
-    const effect = await this.r.store.unitOfWork('admitRun', async (tx) => {
-      if (recovery) await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
+    // A pass or the sweep gives up on a locked row; the report path waits on locks like its report did.
+    const unit = <T>(work: (tx: Tx) => Promise<T>) => recovery ? unitWithLockLimit(this.r.store, 'admitRun', this.r.config.lockLimitMs, work) : this.r.store.unitOfWork('admitRun', work);
+    const effect = await unit(async (tx) => {
       // A run (read here under its row lock) whose admission is refused for good fails, only if unchanged since that read.
       const refuse = async (read: RunRecord): Promise<RunRecord | null> => {
         const reason = admissionRefusal(read, await functionsSql.getFunction(tx, read.project, read.env, read.functionId));

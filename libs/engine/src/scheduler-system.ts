@@ -1,6 +1,6 @@
 import { isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
-import { StepRecord, correlationsSql, runsSql, stepsSql } from '@ironflow/store';
+import { StepRecord, correlationsSql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
 import { CronSystem } from './cron-system';
 import { DebounceSystem } from './debounce-system';
 import { DispatchHints } from './dispatch-hints';
@@ -20,13 +20,20 @@ export interface AdmissionPasses {
 import { holdsOpenWait } from './pause-announcer';
 
 /**
- * The scheduler's tick (DESIGN.md `scheduler`): the sleep sweep, the invoke and wait timeout
- * sweeps, the cron and debounce passes and the orphan sweep every tick; the waiting-run pass, the
- * pending-invocation pass and the `cancel_on` cleanup every `waitingPassEveryTicks` ticks. Each row is
- * its own unit of work, so a bad row costs only itself (principle 5).
+ * The scheduler (DESIGN.md `scheduler`), as three loops on their own timers, so a stall in one
+ * does not stop the others (specification, "The pass has its own goroutine"):
+ * - `tick`, every `tickMs`: the invoke and wait timeout sweeps, the cron and debounce passes and
+ *   the orphan sweep;
+ * - `sleepTick`, every `tickMs`: the sleep sweep, and the stale-claim recovery every
+ *   `staleClaimRecoveryEveryMs`;
+ * - `passTick`, every `waitingPassEveryTicks` ticks: the waiting-run pass, the pending-invocation
+ *   pass and the `cancel_on` cleanup.
+ * Each row is its own unit of work, which gives up on a locked row after `lockLimitMs` on
+ * PostgreSQL (`unitWithLockLimit`), changing nothing, so a bad or locked row costs only itself
+ * (principle 5) and a later pass finishes it.
  */
 export class SchedulerSystem {
-  private ticks = 0;
+  private lastClaimRecovery = 0;
 
   constructor(
     private readonly r: EngineResources,
@@ -38,61 +45,109 @@ export class SchedulerSystem {
     private readonly passes: AdmissionPasses,
   ) {}
 
-  /** One tick; `signal` (the engine stopping) ends the passes' loops, not the wakes and admissions they started. */
+  /** The main loop's tick; `signal` (the engine stopping) ends the orphan sweep's loop, not the admissions it started. */
   async tick(signal?: AbortSignal): Promise<void> {
-    this.ticks += 1;
-    await this.guard('sleep sweep', () => this.sleepSweep());
     await this.guard('timeout sweep', () => this.timeoutSweep());
     await this.guard('cron pass', () => this.cron.pass());
     await this.guard('debounce pass', () => this.debounces.pass());
     await this.guard('orphan sweep', () => this.passes.orphans.run(signal));
-    if (this.ticks % this.r.config.waitingPassEveryTicks === 0) {
-      await this.guard('waiting-run pass', () => this.wakes.waitingRunPass(signal));
-      await this.guard('pending-invocation pass', () => this.passes.pendingInvokes.run(signal));
-      await this.guard('cancel_on cleanup', () => this.passes.cancelOn.cleanUp());
+  }
+
+  /** The sleep loop's tick: the sleep sweep, then the stale-claim recovery when it is due. */
+  async sleepTick(): Promise<void> {
+    await this.guard('sleep sweep', () => this.sleepSweep());
+    const now = this.r.clock.now();
+    if (now - this.lastClaimRecovery >= this.r.config.staleClaimRecoveryEveryMs) {
+      this.lastClaimRecovery = now;
+      await this.guard('stale-claim recovery', () => this.staleClaimRecovery());
     }
   }
 
-  /** Wakes runs whose sleep is due. Returns how many were queued. */
+  /** The pass loop's tick; `signal` ends the passes' loops, not the wakes and admissions they started. */
+  async passTick(signal?: AbortSignal): Promise<void> {
+    await this.guard('waiting-run pass', () => this.wakes.waitingRunPass(signal));
+    await this.guard('pending-invocation pass', () => this.passes.pendingInvokes.run(signal));
+    await this.guard('cancel_on cleanup', () => this.passes.cancelOn.cleanUp());
+  }
+
+  /**
+   * Wakes runs whose sleep is due (specification, "A sleep wakeup gives up on a lock after 1 s").
+   * The sweep claims a page of due sleeps (on PostgreSQL, skipping locked step rows), then wakes
+   * each in its own unit of work: the step completed and the run queued together, under the lock
+   * limit. A wakeup that gives up changes nothing and the sweep moves on to the next sleep; the
+   * claim stays until the stale-claim recovery frees it and a later sweep wakes the run. Returns
+   * how many runs were queued.
+   */
   async sleepSweep(): Promise<number> {
-    const due = await this.r.store.read('listDueSleeps', (tx) => stepsSql.listDueSleeps(tx, this.r.config.passPageSize));
+    const due = await unitWithLockLimit(this.r.store, 'claimDueSleeps', this.r.config.lockLimitMs, (tx) => stepsSql.claimDueSleeps(tx, this.r.config.passPageSize));
     let queued = 0;
     for (const step of due) {
-      const run = await this.r.store.unitOfWork('wakeSleep', async (tx) => {
-        if (!(await stepsSql.endWaitingStep(tx, step.runId, step.stepId, 'completed'))) return null;
-        return (await runsSql.queueContinuation(tx, step.runId)) ? runsSql.getRun(tx, step.runId) : null;
-      });
-      if (run) { queued += 1; this.hints.queued(run.project, run.env, run.mode); }
+      await this.r.pausePoints.reached('sleep.beforeWake', step.runId);
+      try {
+        const run = await unitWithLockLimit(this.r.store, 'wakeSleep', this.r.config.lockLimitMs, async (tx) => {
+          if (!(await stepsSql.endWaitingStep(tx, step.runId, step.stepId, 'completed'))) return null;
+          return (await runsSql.queueContinuation(tx, step.runId)) ? runsSql.getRun(tx, step.runId) : null;
+        });
+        if (run) { queued += 1; this.hints.queued(run.project, run.env, run.mode); }
+      } catch (err) {
+        this.r.logger.warn('sleep wakeup gave up; its claim is freed by the stale-claim recovery and a later sweep wakes it', { run_id: step.runId, step_id: step.stepId, error: String(err) });
+      }
     }
     return queued;
   }
 
   /**
-   * Ends waits whose timeout passed. A timed-out invoke resumes a push run (the SDK throws
-   * "invoke timed out") and fails a pull run with `INVOKE_FAILED`, which pull cannot express;
-   * a timed-out `waitForEvent` fails the run with `EVENT_WAIT_TIMED_OUT`, because the SDK has no
-   * representation for it (WIRE-PROTOCOL.md section 7, decision 4).
+   * The stale-claim recovery: frees sleep claims older than `staleClaimMs` (a wakeup that gave up,
+   * a node that died mid-sweep), a page at a time, skipping rows another transaction holds (the
+   * next run retries them). Returns how many claims were freed.
    */
-  async timeoutSweep(): Promise<number> {
-    const due = await this.r.store.read('listDueTimeouts', async (tx) => [
-      ...(await stepsSql.listDueTimeouts(tx, 'invoke', this.r.config.passPageSize)),
-      ...(await stepsSql.listDueTimeouts(tx, 'wait_for_event', this.r.config.passPageSize)),
-    ]);
-    for (const step of due) await this.timeOut(step);
-    return due.length;
+  async staleClaimRecovery(): Promise<number> {
+    let freed = 0;
+    for (;;) {
+      const page = await unitWithLockLimit(this.r.store, 'releaseStaleClaims', this.r.config.lockLimitMs, (tx) =>
+        stepsSql.releaseStaleClaims(tx, tx.now - this.r.config.staleClaimMs, this.r.config.passPageSize));
+      freed += page;
+      if (page < this.r.config.passPageSize) return freed;
+    }
   }
 
   /**
-   * Ends one wait whose timeout passed. An invoke whose child has already ended is not timed out:
-   * the child's outcome is applied instead (a wake may simply not have run yet). A child still
-   * running when its invoke times out is cancelled in the same unit of work, so a recovered
-   * execution of it cannot run again after its parent gave up on it.
+   * Ends waits whose timeout passed (an invoke step whose child has ended is left to its wake for
+   * `invokeGraceMs`). A timed-out invoke resumes a push run (the SDK throws "invoke timed out") and
+   * fails a pull run with `INVOKE_FAILED`, which pull cannot express; a timed-out `waitForEvent`
+   * fails the run with `EVENT_WAIT_TIMED_OUT`, because the SDK has no representation for it
+   * (WIRE-PROTOCOL.md section 7, decision 4). Each step is its own unit of work under the lock limit; one that gives up is
+   * left as it was, and the sweep moves on. Returns how many steps it handled.
    */
-  private async timeOut(step: StepRecord): Promise<void> {
-    const effect = await this.r.store.unitOfWork('stepTimeout', async (tx) => {
+  async timeoutSweep(): Promise<number> {
+    const due = await this.r.store.read('listDueTimeouts', async (tx) => [
+      ...(await stepsSql.listDueTimeouts(tx, 'invoke', tx.now - this.r.config.invokeGraceMs, this.r.config.passPageSize)),
+      ...(await stepsSql.listDueTimeouts(tx, 'wait_for_event', tx.now - this.r.config.invokeGraceMs, this.r.config.passPageSize)),
+    ]);
+    let handled = 0;
+    for (const step of due) {
+      try {
+        if (await this.timeOut(step)) handled += 1;
+      } catch (err) {
+        this.r.logger.warn('step timeout gave up; the next sweep tries again', { run_id: step.runId, step_id: step.stepId, error: String(err) });
+      }
+    }
+    return handled;
+  }
+
+  /**
+   * Ends one wait whose timeout passed, under the lock limit; resolves whether it ended the step.
+   * An invoke whose child has already ended is not timed out within `invokeGraceMs` past its
+   * timeout: its wake applies the child's outcome (the waiting-run pass finishes a wake that was
+   * lost). Past the grace it times out, which is how a parent ends when its wake can never land. A
+   * child still running when its invoke times out is cancelled in the same unit of work, so a
+   * recovered execution of it cannot run again after its parent gave up on it.
+   */
+  private async timeOut(step: StepRecord): Promise<boolean> {
+    const effect = await unitWithLockLimit(this.r.store, 'stepTimeout', this.r.config.lockLimitMs, async (tx) => {
       const run = await runsSql.getRun(tx, step.runId, { lock: true });
       const child = step.type === 'invoke' && step.childRunId ? await runsSql.getRun(tx, step.childRunId, { lock: true }) : null;
-      if (child && isTerminalRunStatus(child.status) && run && holdsOpenWait(run)) return { endedChild: child };
+      if (child && isTerminalRunStatus(child.status) && (step.timeoutAt ?? 0) > tx.now - this.r.config.invokeGraceMs) return null;
       // The step is ended whatever became of its run, so a run that ended while waiting (a
       // cancel) leaves no step due forever in front of live ones.
       if (!(await stepsSql.endWaitingStep(tx, step.runId, step.stepId, 'timed_out'))) return null;
@@ -110,14 +165,11 @@ export class SchedulerSystem {
       const failed = await commitOutcome(tx, run.id, { status: 'failed', error }, { kind: 'version', status: run.status, version: run.version });
       return { cancelledChild, failed };
     });
-    if (!effect) return;
-    if (effect.endedChild) {
-      await this.wakes.wakeParent(effect.endedChild);
-      return;
-    }
+    if (!effect) return false;
     if (effect.cancelledChild) void this.announcer.announce(effect.cancelledChild, 'step-timeout');
     if (effect.queued) this.hints.queued(effect.queued.project, effect.queued.env, effect.queued.mode);
     if (effect.failed) void this.announcer.announce(effect.failed, 'step-timeout');
+    return true;
   }
 
   private async guard(name: string, work: () => Promise<unknown>): Promise<void> {

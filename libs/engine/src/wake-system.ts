@@ -1,7 +1,7 @@
 import { runFields } from '@ironflow/observability';
 import { RunError, isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
-import { RunRecord, functionsSql, runsSql, stepsSql } from '@ironflow/store';
+import { RunRecord, functionsSql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { admissionRefusal, refusalError } from './invoke-admission';
 import { OutcomeAnnouncer } from './outcome-announcer';
@@ -40,8 +40,7 @@ export class WakeSystem {
     const parentStepId = child.parentStepId;
     const failed = child.status !== 'completed';
     const stepResult = [failed ? 'failed' : 'completed', failed ? null : child.output, failed ? invokeStepError(child) : null] as const;
-    const effect = await this.r.store.unitOfWork('wakeParent', async (tx): Promise<WakeEffect> => {
-      await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
+    const effect = await unitWithLockLimit(this.r.store, 'wakeParent', this.r.config.lockLimitMs, async (tx): Promise<WakeEffect> => {
       const parent = await runsSql.getRun(tx, parentRunId, { lock: true });
       await this.r.pausePoints.reached('wake.afterRead', parentRunId);
       if (!parent || isTerminalRunStatus(parent.status)) {
@@ -87,8 +86,7 @@ export class WakeSystem {
     stepResult: readonly ['failed' | 'completed', unknown, string | null],
   ): Promise<RunRecord | null> {
     await this.r.pausePoints.reached('admission.afterRead', parent.id);
-    return this.r.store.unitOfWork('refuseResume', async (tx) => {
-      await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
+    return unitWithLockLimit(this.r.store, 'refuseResume', this.r.config.lockLimitMs, async (tx) => {
       const failed = await commitOutcome(tx, parent.id, { status: 'failed', error: refusalError(reason) }, { kind: 'version', status: parent.status, version: parent.version });
       if (!failed) return null;
       await stepsSql.resolveInvokeStep(tx, parent.id, child.parentStepId!, child.id, ...stepResult);

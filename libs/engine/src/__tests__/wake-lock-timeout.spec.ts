@@ -6,7 +6,7 @@ import { endChild, parentWaitingOnChild, readRun, readStep, registerParentAndChi
 describe('a wake on a locked parent row [postgres]', () => {
   let t: TestEngine;
   beforeEach(async () => {
-    t = await openTestEngine('postgres', { wakeLockTimeoutMs: 200, followUpDrainMs: 1000 });
+    t = await openTestEngine('postgres', { lockLimitMs: 200, followUpDrainMs: 1000 });
     await registerParentAndChild(t, 'push');
   });
   afterEach(() => t.close());
