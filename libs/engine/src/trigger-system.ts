@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { CallScope, EngineError, TriggerInput, TriggerOutput } from '@ironflow/contracts';
-import { EventRecord, RunRecord, Tx, correlationsSql, eventsSql, functionsSql, runsSql, stepsSql } from '@ironflow/store';
+import { EventRecord, RunRecord, Tx, correlationsSql, eventsSql, functionsSql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
 import { eventSatisfiesWait } from './wait-match';
 import { insertNewRun, newRunOf } from './new-run';
 import { checkName, checkPayload } from './payload-limits';
@@ -40,7 +40,9 @@ export class TriggerSystem {
     const { version, metadata } = eventFieldsOf(input, this.r.config.maxPayloadBytes);
     if (input.idempotencyKey !== undefined && input.idempotencyKey !== '') checkName('idempotencyKey', input.idempotencyKey, 512);
     checkPayload('event data', input.data, this.r.config.maxPayloadBytes);
-    const result = await this.r.store.unitOfWork('trigger', async (tx) => {
+    // Bounded: an open wait's correlation row (locked here to satisfy it once) or any other lock held past
+    // the lock limit fails the trigger with UNAVAILABLE (retry), storing nothing.
+    const result = await unitWithLockLimit(this.r.store, 'trigger', this.r.config.lockLimitMs, async (tx) => {
       const { event, duplicate } = await eventsSql.insertEvent(tx, {
         id: randomUUID(),
         project: scope.project,

@@ -2,7 +2,7 @@ import { subjects } from '@ironflow/bus';
 import { SCOPE, RowLocker, TestEngine, countStreamMessages, openRowLocker, openTestEngine, waitFor, waitForAdmission } from '@ironflow/testing';
 import { fenced, pollAndAck, registerPull, registerWorker, stepId } from '../engine-kit.test';
 import { ADMISSION_TEST_CONFIG, drainFollowUps, registerInvokeFunctions, reportInvoke } from './admission-kit';
-import { ParentWaiting, endChild, parentWaitingOnChild, readRun, readStep, registerParentAndChild } from './post-commit-kit';
+import { ParentWaiting, endChild, metricValue, parentWaitingOnChild, readRun, readStep, registerParentAndChild } from './post-commit-kit';
 
 /** A short lock limit keeps these tests quick; the specification's default is 1 s (`lockLimitMs`). */
 const LOCK_LIMIT_MS = 400;
@@ -125,20 +125,22 @@ describe('bounded lock waits [postgres]', () => {
     expect(await readRun(t, stuck.childId)).toMatchObject({ wakePending: false });
   });
 
+  /** A pull run of `flow` waiting for `order.paid {orderId}` (1 min timeout). */
+  const waitingForPayment = async (orderId: string): Promise<string> => {
+    const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: { orderId } });
+    const job = await pollAndAck(t);
+    await t.engine.pull.update('w1', job.job_id, fenced(job, {
+      status: 'yielded',
+      yield: { type: 'wait_for_event', step_id: stepId(runIds[0], 'paid'), event_filter: { event: 'order.paid', match: 'data.orderId', timeout: '1m' } },
+    }));
+    return runIds[0];
+  };
+
   describe.each(['run', 'correlation'] as const)('TestPostCommit_PassGivesUpOnALockedWaitEvent', (row) => {
     it(`TestPostCommit_PassGivesUpOnALockedWaitEvent: a timed-out wait whose ${row} row is locked is left as it was while the sweep times out the others; it fails once the row clears`, async () => {
       t = await openTestEngine('postgres', { lockLimitMs: LOCK_LIMIT_MS });
       await registerPull(t, { id: 'flow', triggers: [{ event: 'order.placed' }] });
       await registerWorker(t, ['flow']);
-      const waitingForPayment = async (orderId: string): Promise<string> => {
-        const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: { orderId } });
-        const job = await pollAndAck(t);
-        await t.engine.pull.update('w1', job.job_id, fenced(job, {
-          status: 'yielded',
-          yield: { type: 'wait_for_event', step_id: stepId(runIds[0], 'paid'), event_filter: { event: 'order.paid', match: 'data.orderId', timeout: '1m' } },
-        }));
-        return runIds[0];
-      };
       const stuck = await waitingForPayment('A');
       const other = await waitingForPayment('B');
       locker = await openRowLocker(t.db.store);
@@ -156,5 +158,29 @@ describe('bounded lock waits [postgres]', () => {
       expect(await readRun(t, stuck)).toMatchObject({ status: 'failed', error: { code: 'EVENT_WAIT_TIMED_OUT' } });
       expect(await readStep(t, stuck, stepId(stuck, 'paid'))).toMatchObject({ status: 'timed_out' });
     });
+  });
+
+  it('a user cancel on a locked run row and a trigger on a locked correlation row give up with UNAVAILABLE, change nothing, and go through once the rows clear', async () => {
+    t = await openTestEngine('postgres', { lockLimitMs: LOCK_LIMIT_MS });
+    await registerPull(t, { id: 'flow', triggers: [{ event: 'order.placed' }] });
+    await registerWorker(t, ['flow']);
+    const paid = await waitingForPayment('A');
+    const other = await waitingForPayment('B');
+    await lockRun(other);
+    await locker!.lock(`SELECT run_id FROM waiting_correlations WHERE run_id = $1 FOR UPDATE`, [paid]);
+    const errorsBefore = await metricValue(t.engine, 'ironflow_outcome_commit_errors_total', { unit: 'cancelRun' });
+
+    await expect(t.engine.api.cancelRun(SCOPE, other, 'stop')).rejects.toMatchObject({ name: 'LockTimeoutError', code: 'UNAVAILABLE', retryable: true });
+    expect(await metricValue(t.engine, 'ironflow_outcome_commit_errors_total', { unit: 'cancelRun' })).toBe(errorsBefore + 1);
+    await expect(t.engine.api.trigger(SCOPE, { event: 'order.paid', data: { orderId: 'A' } })).rejects.toMatchObject({ code: 'UNAVAILABLE', retryable: true });
+    expect(await readRun(t, other)).toMatchObject({ status: 'waiting', error: null });
+    expect(await readStep(t, paid, stepId(paid, 'paid'))).toMatchObject({ status: 'waiting' });
+    const stored = await t.db.store.read('test.events', (tx) => tx.query(`SELECT id FROM events WHERE name = 'order.paid'`));
+    expect(stored).toEqual([]);
+
+    await locker!.release();
+    expect(await t.engine.api.cancelRun(SCOPE, other, 'stop')).toMatchObject({ status: 'cancelled' });
+    await t.engine.api.trigger(SCOPE, { event: 'order.paid', data: { orderId: 'A' } });
+    expect(await readStep(t, paid, stepId(paid, 'paid'))).toMatchObject({ status: 'completed' });
   });
 });
