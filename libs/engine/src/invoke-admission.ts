@@ -33,7 +33,8 @@ export interface AdmissionTarget {
 /**
  * Who admits and how:
  * - `report`: an accepted report's follow-up (writes the `run.created` row and waits for it,
- *   waits on locks like the report did);
+ *   waits on the child's row lock like the report did; its invocation's settle and a parent's
+ *   resume give up after `lockLimitMs`);
  * - `created`: a triggered or directly invoked run held for its `cancel_on` replay (same);
  * - `retried-yield`: a repeated invoke report that finds its child created (no rows);
  * - `pass`: the pending-invocation pass (writes the row unless its admission already did, waits at
@@ -204,9 +205,10 @@ export class InvokeAdmission {
    */
   private async dispatch(target: AdmissionTarget, path: AdmissionPath): Promise<AdmissionOutcome> {
     const recovery = path === 'pass' || path === 'sweep';
-    // A pass or the sweep gives up on a locked row; the report path waits on locks like its report did.
-    const unit = <T>(work: (tx: Tx) => Promise<T>) => recovery ? unitWithLockLimit(this.r.store, 'admitRun', this.r.config.lockLimitMs, work) : this.r.store.unitOfWork('admitRun', work);
-    const effect = await unit(async (tx) => {
+    const effect = await this.r.store.unitOfWork('admitRun', async (tx) => {
+      // A pass or the sweep gives up on a locked row (the store raises `LockTimeoutError`); the
+      // report path waits on the child's row like its report did.
+      if (recovery) await tx.setLockTimeout(this.r.config.lockLimitMs);
       // A run (read here under its row lock) whose admission is refused for good fails, only if unchanged since that read.
       const refuse = async (read: RunRecord): Promise<RunRecord | null> => {
         const reason = admissionRefusal(read, await functionsSql.getFunction(tx, read.project, read.env, read.functionId));
@@ -234,7 +236,10 @@ export class InvokeAdmission {
       } else if (run && !isTerminalRunStatus(run.status)) {
         done.outcome = 'dispatched'; // another admission released it
       }
-      // Settled once; a fire-and-forget parent resumes (its admission) with the settle.
+      // Settled once; a fire-and-forget parent resumes (its admission) with the settle. The edge
+      // write and the resume have the lock limit on every path: past it the unit rolls back and the
+      // pass admits the child from the invocation, still pending.
+      if (target.invoke && !recovery) await tx.setLockTimeout(this.r.config.lockLimitMs);
       if (target.invoke && (await invokesSql.settleInvoke(tx, target.invoke.parentRunId, target.invoke.parentStepId)) && target.invoke.async) {
         const parent = await runsSql.getRun(tx, target.invoke.parentRunId, { lock: true });
         if (parent && holdsOpenWait(parent)) {

@@ -1,7 +1,7 @@
 import { subjects } from '@ironflow/bus';
 import { SCOPE, RowLocker, TestEngine, countStreamMessages, openRowLocker, openTestEngine, waitFor, waitForAdmission } from '@ironflow/testing';
 import { fenced, pollAndAck, registerPull, registerWorker, stepId } from '../engine-kit.test';
-import { ADMISSION_TEST_CONFIG, drainFollowUps, registerInvokeFunctions, reportInvoke } from './admission-kit';
+import { ADMISSION_TEST_CONFIG, dispatchedUnclaimed, drainFollowUps, invocation, registerInvokeFunctions, reportInvoke, takeAllSlots } from './admission-kit';
 import { ParentWaiting, endChild, metricValue, parentWaitingOnChild, readRun, readStep, registerParentAndChild } from './post-commit-kit';
 
 /** A short lock limit keeps these tests quick; the specification's default is 1 s (`lockLimitMs`). */
@@ -25,6 +25,10 @@ describe('bounded lock waits [postgres]', () => {
     await t.close();
   });
 
+  const lockInvoke = async (parentRunId: string) => {
+    locker = await openRowLocker(t.db.store);
+    await locker.lock(`SELECT parent_run_id FROM function_invokes WHERE parent_run_id = $1 FOR UPDATE`, [parentRunId]);
+  };
   const lockRun = async (runId: string) => {
     locker = await openRowLocker(t.db.store);
     await locker.lock(`SELECT id FROM runs WHERE id = $1 FOR UPDATE`, [runId]);
@@ -182,5 +186,31 @@ describe('bounded lock waits [postgres]', () => {
     expect(await t.engine.api.cancelRun(SCOPE, other, 'stop')).toMatchObject({ status: 'cancelled' });
     await t.engine.api.trigger(SCOPE, { event: 'order.paid', data: { orderId: 'A' } });
     expect(await readStep(t, paid, stepId(paid, 'paid'))).toMatchObject({ status: 'completed' });
+  });
+
+  describe.each([false, true])('TestPostCommit_LockedInvokeEdgeLeavesThePoolFree', (async) => {
+    it(`TestPostCommit_LockedInvokeEdgeLeavesThePoolFree: with its function_invokes row locked, a ${async ? 'fire-and-forget' : 'sync'} invoke report returns, its edge write ends at its deadline and frees its slot, and the pass ${async ? 'dispatches and resumes' : 'dispatches'} once the row clears`, async () => {
+      t = await openTestEngine('postgres', { ...ADMISSION_TEST_CONFIG, lockLimitMs: LOCK_LIMIT_MS }, { bus: 'nats', poolSize: 4 });
+      await registerInvokeFunctions(t);
+      const releaseSlots = await takeAllSlots(t.engine); // the admission waits for its slot until the row is locked
+      const { parentId, childId, stepId: invokeStep } = await reportInvoke(t, 'A', { async });
+      await lockInvoke(parentId);
+      releaseSlots();
+      await drainFollowUps(t.engine);
+
+      expect(t.engine.resources.wakeSlots.free).toBe(t.engine.resources.wakeSlots.size);
+      expect(await readRun(t, childId)).toMatchObject({ status: 'waiting_for_capacity', held: true, error: null });
+      expect(await readRun(t, parentId)).toMatchObject({ status: 'waiting', error: null });
+      // The pool is free: the engine's own reads and claims still run.
+      expect(await t.engine.dispatch.claim({ mode: 'pull', limit: 1, project: t.scope.project, env: t.scope.env }, 'node-a')).toEqual([]);
+
+      await locker!.release();
+      expect((await invocation(t, parentId, invokeStep))?.settledAt).toBeNull();
+      expect(await t.engine.pendingInvokes.run()).toBe(1);
+      await drainFollowUps(t.engine);
+      expect(await dispatchedUnclaimed(t, childId)).toBe(true);
+      expect((await invocation(t, parentId, invokeStep))?.settledAt).not.toBeNull();
+      expect(await readRun(t, parentId)).toMatchObject({ status: async ? 'waiting_for_capacity' : 'waiting' });
+    });
   });
 });
