@@ -55,3 +55,22 @@ export async function unitWithLockLimit<T>(store: Store, name: string, limitMs: 
     throw err;
   }
 }
+
+/**
+ * Runs `write` inside a savepoint of `tx`, for a write the unit can go on without: a lock wait
+ * that reaches the unit's limit (`unitWithLockLimit`) rolls back only the savepoint and resolves
+ * `false`, and the rest of the unit still commits; otherwise resolves `true`. Any other error
+ * rolls back the savepoint and is rethrown. On SQLite (no row locks) the write never waits.
+ */
+export async function unlessLocked(tx: Tx, write: () => Promise<unknown>): Promise<boolean> {
+  await tx.query('SAVEPOINT unless_locked');
+  try {
+    await write();
+    await tx.query('RELEASE SAVEPOINT unless_locked');
+    return true;
+  } catch (err) {
+    await tx.query('ROLLBACK TO SAVEPOINT unless_locked');
+    if (isLockTimeout(err)) return false;
+    throw err;
+  }
+}

@@ -164,14 +164,14 @@ describe('bounded lock waits [postgres]', () => {
     });
   });
 
-  it('a user cancel on a locked run row and a trigger on a locked correlation row give up with UNAVAILABLE, change nothing, and go through once the rows clear', async () => {
+  it('a user cancel on a locked run row and a trigger on a locked waiting step row give up with UNAVAILABLE, change nothing, and go through once the rows clear', async () => {
     t = await openTestEngine('postgres', { lockLimitMs: LOCK_LIMIT_MS });
     await registerPull(t, { id: 'flow', triggers: [{ event: 'order.placed' }] });
     await registerWorker(t, ['flow']);
     const paid = await waitingForPayment('A');
     const other = await waitingForPayment('B');
     await lockRun(other);
-    await locker!.lock(`SELECT run_id FROM waiting_correlations WHERE run_id = $1 FOR UPDATE`, [paid]);
+    await locker!.lock(`SELECT step_id FROM steps WHERE run_id = $1 FOR UPDATE`, [paid]);
     const errorsBefore = await metricValue(t.engine, 'ironflow_outcome_commit_errors_total', { unit: 'cancelRun' });
 
     await expect(t.engine.api.cancelRun(SCOPE, other, 'stop')).rejects.toMatchObject({ name: 'LockTimeoutError', code: 'UNAVAILABLE', retryable: true });
@@ -186,6 +186,29 @@ describe('bounded lock waits [postgres]', () => {
     expect(await t.engine.api.cancelRun(SCOPE, other, 'stop')).toMatchObject({ status: 'cancelled' });
     await t.engine.api.trigger(SCOPE, { event: 'order.paid', data: { orderId: 'A' } });
     expect(await readStep(t, paid, stepId(paid, 'paid'))).toMatchObject({ status: 'completed' });
+  });
+
+  it('TestReplayWaitEvent_StuckCorrelationDoesNotStopThePass: an event for a wait whose correlation row is locked still reaches its run (delivered by the trigger, which this engine has in place of a replay); the row stays open and a later event does nothing', async () => {
+    t = await openTestEngine('postgres', { lockLimitMs: LOCK_LIMIT_MS });
+    await registerPull(t, { id: 'flow', triggers: [{ event: 'order.placed' }] });
+    await registerWorker(t, ['flow']);
+    const stuck = await waitingForPayment('A');
+    const other = await waitingForPayment('B');
+    locker = await openRowLocker(t.db.store);
+    await locker.lock(`SELECT run_id FROM waiting_correlations WHERE run_id = $1 FOR UPDATE`, [stuck]);
+
+    await t.engine.api.trigger(SCOPE, { event: 'order.paid', data: { orderId: 'A' } });
+    await t.engine.api.trigger(SCOPE, { event: 'order.paid', data: { orderId: 'B' } });
+    for (const [runId, orderId] of [[stuck, 'A'], [other, 'B']]) {
+      expect(await readStep(t, runId, stepId(runId, 'paid'))).toMatchObject({ status: 'completed', output: { name: 'order.paid', data: { orderId } } });
+      expect(await readRun(t, runId)).toMatchObject({ status: 'waiting_for_capacity' });
+    }
+    await locker.release();
+    const open = await t.db.store.read('test.open', (tx) => tx.query<{ run_id: string }>(`SELECT run_id FROM waiting_correlations WHERE satisfied = 0`));
+    expect(open.map((r) => r.run_id)).toEqual([stuck]);
+    const before = await readRun(t, stuck);
+    await t.engine.api.trigger(SCOPE, { event: 'order.paid', data: { orderId: 'A' } });
+    expect(await readRun(t, stuck)).toEqual(before);
   });
 
   describe.each([false, true])('TestPostCommit_LockedInvokeEdgeLeavesThePoolFree', (async) => {
