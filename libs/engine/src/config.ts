@@ -53,6 +53,12 @@ export interface EngineConfig {
    */
   staleClaimMs: number;
   staleClaimRecoveryEveryMs: number;
+  /**
+   * PostgreSQL: how long a freeze or thaw waits for each lock it needs under the instance authority
+   * row (the row itself, `audit_events` for its audit insert), ms (default 500). Past it the
+   * transition rolls back, changes nothing and answers `UNAVAILABLE`.
+   */
+  authorityLockTimeoutMs: number;
   /** `cancel_on` replay buffer: a new run replays cancel events stamped up to this long before its creation (default 30000). */
   cancelOnReplayWindowMs: number;
   /** Event log rows the replay reads per `cancel_on` spec (default 1000). */
@@ -110,6 +116,7 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   invokeGraceMs: 86_400_000,
   staleClaimMs: 120_000,
   staleClaimRecoveryEveryMs: 60_000,
+  authorityLockTimeoutMs: 500,
   cancelOnReplayWindowMs: 30_000,
   cancelOnReplayRowsPerSpec: 1000,
   admissionSlotWaitMs: 5000,

@@ -8,6 +8,7 @@ import { OutcomeAnnouncer } from './outcome-announcer';
 import { holdsOpenWait } from './pause-announcer';
 import { EngineResources } from './resources';
 import { recordRunCreated } from './run-created-audit';
+import { assertThawed } from './instance-control';
 
 type InvokeYield = Extract<YieldInfo, { type: 'invoke_function' | 'invoke_function_async' }>;
 
@@ -209,6 +210,8 @@ export class InvokeAdmission {
       // A pass or the sweep gives up on a locked row (the store raises `LockTimeoutError`); the
       // report path waits on the child's row like its report did.
       if (recovery) await tx.setLockTimeout(this.r.config.lockLimitMs);
+      // A frozen instance admits nothing: the admission is left to the pass after the thaw.
+      await assertThawed(tx);
       // A run (read here under its row lock) whose admission is refused for good fails, only if unchanged since that read.
       const refuse = async (read: RunRecord): Promise<RunRecord | null> => {
         const reason = admissionRefusal(read, await functionsSql.getFunction(tx, read.project, read.env, read.functionId));

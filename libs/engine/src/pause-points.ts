@@ -11,7 +11,9 @@ export type PausePointName =
   /** A refused resume, between the wake's read of the parent and the failure's commit. */
   | 'admission.afterRead'
   /** The sleep sweep, after its claim and before the wakeup of this run's sleep. */
-  | 'sleep.beforeWake';
+  | 'sleep.beforeWake'
+  /** Lease recovery, between the commit of an exhausted run's failure and its announcement. */
+  | 'recovery.afterCommit';
 
 export interface PausePoints {
   reached(point: PausePointName, runId: string): Promise<void>;

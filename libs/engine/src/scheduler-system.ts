@@ -1,6 +1,6 @@
 import { isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
-import { StepRecord, correlationsSql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
+import { StepRecord, authoritySql, correlationsSql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
 import { CronSystem } from './cron-system';
 import { DebounceSystem } from './debounce-system';
 import { DispatchHints } from './dispatch-hints';
@@ -18,6 +18,7 @@ export interface AdmissionPasses {
   cancelOn: CancelOnSystem;
 }
 import { holdsOpenWait } from './pause-announcer';
+import { InstanceFrozen, assertThawed } from './instance-control';
 
 /**
  * The scheduler (DESIGN.md `scheduler`), as three loops on their own timers, so a stall in one
@@ -30,7 +31,9 @@ import { holdsOpenWait } from './pause-announcer';
  *   pass and the `cancel_on` cleanup.
  * Each row is its own unit of work, which gives up on a locked row after `lockLimitMs` on
  * PostgreSQL (`unitWithLockLimit`), changing nothing, so a bad or locked row costs only itself
- * (principle 5) and a later pass finishes it.
+ * (principle 5) and a later pass finishes it. While the instance is frozen the passes that admit
+ * work (sleeps and the stale-claim recovery, timeouts, orphans, waiting runs, pending invocations)
+ * are skipped; cron and debounce still create runs, which wait in the queue for the thaw.
  */
 export class SchedulerSystem {
   private lastClaimRecovery = 0;
@@ -47,14 +50,24 @@ export class SchedulerSystem {
 
   /** The main loop's tick; `signal` (the engine stopping) ends the orphan sweep's loop, not the admissions it started. */
   async tick(signal?: AbortSignal): Promise<void> {
-    await this.guard('timeout sweep', () => this.timeoutSweep());
+    const frozen = await this.frozen();
+    if (!frozen) await this.guard('timeout sweep', () => this.timeoutSweep());
     await this.guard('cron pass', () => this.cron.pass());
     await this.guard('debounce pass', () => this.debounces.pass());
-    await this.guard('orphan sweep', () => this.passes.orphans.run(signal));
+    if (!frozen) await this.guard('orphan sweep', () => this.passes.orphans.run(signal));
+  }
+
+  /**
+   * Whether the instance is frozen, read once a tick (a read that fails counts as thawed: each unit
+   * of the passes also checks, under the authority row's lock, in case a freeze lands meanwhile).
+   */
+  private frozen(): Promise<boolean> {
+    return this.r.store.read('readAuthority', (tx) => authoritySql.readAuthority(tx)).then((a) => a.state === 'frozen', () => false);
   }
 
   /** The sleep loop's tick: the sleep sweep, then the stale-claim recovery when it is due. */
   async sleepTick(): Promise<void> {
+    if (await this.frozen()) return;
     await this.guard('sleep sweep', () => this.sleepSweep());
     const now = this.r.clock.now();
     if (now - this.lastClaimRecovery >= this.r.config.staleClaimRecoveryEveryMs) {
@@ -65,8 +78,10 @@ export class SchedulerSystem {
 
   /** The pass loop's tick; `signal` ends the passes' loops, not the wakes and admissions they started. */
   async passTick(signal?: AbortSignal): Promise<void> {
-    await this.guard('waiting-run pass', () => this.wakes.waitingRunPass(signal));
-    await this.guard('pending-invocation pass', () => this.passes.pendingInvokes.run(signal));
+    if (!(await this.frozen())) {
+      await this.guard('waiting-run pass', () => this.wakes.waitingRunPass(signal));
+      await this.guard('pending-invocation pass', () => this.passes.pendingInvokes.run(signal));
+    }
     await this.guard('cancel_on cleanup', () => this.passes.cancelOn.cleanUp());
   }
 
@@ -85,11 +100,13 @@ export class SchedulerSystem {
       await this.r.pausePoints.reached('sleep.beforeWake', step.runId);
       try {
         const run = await unitWithLockLimit(this.r.store, 'wakeSleep', this.r.config.lockLimitMs, async (tx) => {
+          await assertThawed(tx);
           if (!(await stepsSql.endWaitingStep(tx, step.runId, step.stepId, 'completed'))) return null;
           return (await runsSql.queueContinuation(tx, step.runId)) ? runsSql.getRun(tx, step.runId) : null;
         });
         if (run) { queued += 1; this.hints.queued(run.project, run.env, run.mode); }
       } catch (err) {
+        if (err instanceof InstanceFrozen) break; // during a freeze nothing wakes: the claims wait for the thaw
         this.r.logger.warn('sleep wakeup gave up; its claim is freed by the stale-claim recovery and a later sweep wakes it', { run_id: step.runId, step_id: step.stepId, error: String(err) });
       }
     }
@@ -129,6 +146,7 @@ export class SchedulerSystem {
       try {
         if (await this.timeOut(step)) handled += 1;
       } catch (err) {
+        if (err instanceof InstanceFrozen) break;
         this.r.logger.warn('step timeout gave up; the next sweep tries again', { run_id: step.runId, step_id: step.stepId, error: String(err) });
       }
     }
@@ -145,6 +163,7 @@ export class SchedulerSystem {
    */
   private async timeOut(step: StepRecord): Promise<boolean> {
     const effect = await unitWithLockLimit(this.r.store, 'stepTimeout', this.r.config.lockLimitMs, async (tx) => {
+      await assertThawed(tx);
       const run = await runsSql.getRun(tx, step.runId, { lock: true });
       const child = step.type === 'invoke' && step.childRunId ? await runsSql.getRun(tx, step.childRunId, { lock: true }) : null;
       if (child && isTerminalRunStatus(child.status) && (step.timeoutAt ?? 0) > tx.now - this.r.config.invokeGraceMs) return null;

@@ -1,7 +1,7 @@
 import { runFields } from '@ironflow/observability';
 import { RunError, isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
-import { RunRecord, functionsSql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
+import { RunRecord, authoritySql, functionsSql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { admissionRefusal, refusalError } from './invoke-admission';
 import { OutcomeAnnouncer } from './outcome-announcer';
@@ -41,6 +41,8 @@ export class WakeSystem {
     const failed = child.status !== 'completed';
     const stepResult = [failed ? 'failed' : 'completed', failed ? null : child.output, failed ? invokeStepError(child) : null] as const;
     const effect = await unitWithLockLimit(this.r.store, 'wakeParent', this.r.config.lockLimitMs, async (tx): Promise<WakeEffect> => {
+      // A frozen instance resumes nothing: the wake stays pending for the pass after the thaw.
+      if (await authoritySql.isFrozen(tx)) return { failedParent: null, queued: null, frozen: true };
       const parent = await runsSql.getRun(tx, parentRunId, { lock: true });
       await this.r.pausePoints.reached('wake.afterRead', parentRunId);
       if (!parent || isTerminalRunStatus(parent.status)) {
@@ -69,6 +71,10 @@ export class WakeSystem {
       await runsSql.clearWakePending(tx, child.id);
       return { failedParent, queued };
     });
+    if (effect.frozen) {
+      this.r.logger.warn('parent wake held by a frozen instance; the waiting-run pass applies it after the thaw', { ...runFields(child), parent_run_id: parentRunId });
+      return;
+    }
     if (effect.refused) effect.failedParent = await this.refuseResume(child, effect.refused.parent, effect.refused.reason, stepResult);
     if (effect.failedParent) void this.announcer.announce(effect.failedParent, effect.refused ? 'admission-refused' : 'invoke-failed');
     if (effect.queued) this.hints.queued(effect.queued.project, effect.queued.env, effect.queued.mode);
@@ -87,6 +93,8 @@ export class WakeSystem {
   ): Promise<RunRecord | null> {
     await this.r.pausePoints.reached('admission.afterRead', parent.id);
     return unitWithLockLimit(this.r.store, 'refuseResume', this.r.config.lockLimitMs, async (tx) => {
+      // During a freeze the failure stays pending (the wake too) and lands after the thaw.
+      if (await authoritySql.isFrozen(tx)) return null;
       const failed = await commitOutcome(tx, parent.id, { status: 'failed', error: refusalError(reason) }, { kind: 'version', status: parent.status, version: parent.version });
       if (!failed) return null;
       await stepsSql.resolveInvokeStep(tx, parent.id, child.parentStepId!, child.id, ...stepResult);
@@ -142,6 +150,8 @@ interface WakeEffect {
   failedParent: RunRecord | null;
   queued: RunRecord | null;
   refused?: { parent: RunRecord; reason: string };
+  /** The instance is frozen: nothing was written. */
+  frozen?: boolean;
 }
 
 /** The failed invoke step's `error`, a JSON string the SDK parses (WIRE-PROTOCOL.md 1.3). */

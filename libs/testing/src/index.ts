@@ -11,3 +11,4 @@ export * from './admission';
 export * from './faulty-store';
 export * from './blocking-audit-sink';
 export * from './row-lock';
+export * from './row-locker';
