@@ -106,7 +106,11 @@ export class SchedulerSystem {
         });
         if (run) { queued += 1; this.hints.queued(run.project, run.env, run.mode); }
       } catch (err) {
-        if (err instanceof InstanceFrozen) break; // during a freeze nothing wakes: the claims wait for the thaw
+        if (err instanceof InstanceFrozen) {
+          // During a freeze nothing wakes: the page's claims are freed so the first sweep after the thaw wakes them.
+          await this.guard('release of frozen sleep claims', () => unitWithLockLimit(this.r.store, 'releaseSleepClaims', this.r.config.lockLimitMs, (tx) => stepsSql.releaseClaims(tx, due)));
+          break;
+        }
         this.r.logger.warn('sleep wakeup gave up; its claim is freed by the stale-claim recovery and a later sweep wakes it', { run_id: step.runId, step_id: step.stepId, error: String(err) });
       }
     }

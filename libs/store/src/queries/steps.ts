@@ -119,6 +119,17 @@ export async function releaseStaleClaims(tx: Tx, claimedUpTo: number, limit: num
   return r.affected;
 }
 
+/** Frees the claims of `steps` (sleeps a sweep claimed and did not wake), skipping rows another transaction holds. */
+export async function releaseClaims(tx: Tx, steps: Pick<StepRecord, 'runId' | 'stepId'>[]): Promise<void> {
+  for (const step of steps) {
+    await tx.execute(
+      `UPDATE steps SET claimed_at = NULL WHERE (run_id, step_id) IN (
+         SELECT run_id, step_id FROM steps WHERE run_id = $1 AND step_id = $2 AND status = 'waiting'${tx.forUpdateSkipLocked})`,
+      [step.runId, step.stepId],
+    );
+  }
+}
+
 /**
  * Invoke or `waitForEvent` steps whose timeout has passed while still waiting, oldest first. An
  * invoke step whose child has ended is left out until `endedChildGraceUpTo` (ms, store clock: now
