@@ -1,5 +1,5 @@
 import { RunError, WireEvent, isTerminalRunStatus } from '@ironflow/contracts';
-import { EventRecord, RunRecord, Tx, cancelOnSql, eventsSql, runsSql } from '@ironflow/store';
+import { EventRecord, RunRecord, Tx, cancelOnSql, eventsSql, runsSql, unitWithLockLimit } from '@ironflow/store';
 import { commitOutcome } from '@ironflow/outcome';
 import { CancelSystem, closeWaitsOfCancelled } from './cancel-system';
 import { cancelOnConditions, matchValueAt } from './cancel-on-specs';
@@ -171,10 +171,8 @@ export class CancelOnSystem {
    * leave them to this pass or to a later match). Returns the specs deleted.
    */
   async cleanUp(): Promise<number> {
-    const { deleted, next } = await this.r.store.unitOfWork('cancelOnCleanup', async (tx) => {
-      await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
-      return cancelOnSql.deleteSpecsOfEndedRuns(tx, this.cleanupCursor, this.r.config.passPageSize);
-    });
+    const { deleted, next } = await unitWithLockLimit(this.r.store, 'cancelOnCleanup', this.r.config.lockLimitMs, (tx) =>
+      cancelOnSql.deleteSpecsOfEndedRuns(tx, this.cleanupCursor, this.r.config.passPageSize));
     this.cleanupCursor = next;
     return deleted;
   }

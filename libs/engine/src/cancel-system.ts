@@ -1,6 +1,6 @@
 import { CallScope, EngineError, isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
-import { RunRecord, Tx, correlationsSql, runsSql, stepsSql } from '@ironflow/store';
+import { RunRecord, Tx, correlationsSql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
 import { holdsOpenWait } from './pause-announcer';
@@ -22,7 +22,8 @@ export class CancelSystem {
   }
 
   private async commitCancel(scope: CallScope, runId: string, reason: string): Promise<RunRecord> {
-    const result = await this.r.store.unitOfWork('cancelRun', async (tx) => {
+    // Bounded: on a locked run row the call gives up at the lock limit with UNAVAILABLE (retry), nothing changed.
+    const result = await unitWithLockLimit(this.r.store, 'cancelRun', this.r.config.lockLimitMs, async (tx) => {
       const run = await runsSql.getRun(tx, runId, { lock: true });
       if (!run || run.project !== scope.project || run.env !== scope.env) throw new EngineError('RUN_NOT_FOUND', `run ${runId} does not exist`);
       if (isTerminalRunStatus(run.status)) return { run, committed: false, awaitedChildren: [] as string[] };

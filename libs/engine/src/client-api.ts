@@ -52,6 +52,11 @@ export class EngineClientApi implements ClientApi {
     return (await this.functions.list(scope)).map(withVersion);
   }
 
+  /**
+   * Stores the event and starts its runs. Throws `UNAVAILABLE` (a `LockTimeoutError`, retryable:
+   * nothing was stored) when a lock it needs, such as an open wait's correlation row, stays held
+   * past `lockLimitMs` (1 s) on PostgreSQL.
+   */
   trigger(scope: CallScope, input: TriggerInput): Promise<TriggerOutput> {
     return this.triggers.trigger(scope, input);
   }
@@ -170,6 +175,11 @@ export class EngineClientApi implements ClientApi {
     };
   }
 
+  /**
+   * Cancels a run that has not ended (an ended run is returned as it is). Throws `RUN_NOT_FOUND`,
+   * or `UNAVAILABLE` (a `LockTimeoutError`, retryable: nothing changed) when the run's row stays
+   * locked past `lockLimitMs` (1 s) on PostgreSQL.
+   */
   async cancelRun(scope: CallScope, id: string, reason: string): Promise<RunView> {
     refuseNul('id', id);
     return toRunView(await this.cancels.cancel(scope, id, reason));

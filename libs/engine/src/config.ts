@@ -40,10 +40,25 @@ export interface EngineConfig {
   /** Capacity scanner period (default 1000). */
   scanMs: number;
   /**
-   * PostgreSQL row-lock wait of a wake, and of an admission's dispatch and resume on a pass (default
-   * 1000): a wake or admission on a locked row gives up and a later pass retries it.
+   * The one lock limit of the engine's use-case transactions on PostgreSQL (default 1000, the
+   * specification's 1 s): how long a wake, an admission's dispatch and resume, a sleep wakeup, a
+   * timeout, a lease recovery or a pass's dispatch waits for a row, table or advisory lock before
+   * it gives up with `LockTimeoutError`, changing nothing, for a later pass to finish
+   * (`unitWithLockLimit` in `@ironflow/store`). No effect on SQLite, which has no row locks.
    */
-  wakeLockTimeoutMs: number;
+  lockLimitMs: number;
+  /**
+   * How long past its timeout an invoke step whose child has ended is left to its wake (default
+   * 86400000, 24 h): the timeout sweep skips it until then, and times it out after.
+   */
+  invokeGraceMs: number;
+  /**
+   * A sleep claim older than this is freed by the stale-claim recovery (default 120000); the
+   * recovery runs every `staleClaimRecoveryEveryMs` (default 60000), so a claim whose wakeup gave
+   * up is freed 2 to 3 minutes after it was taken.
+   */
+  staleClaimMs: number;
+  staleClaimRecoveryEveryMs: number;
   /**
    * PostgreSQL: how long a freeze or thaw waits for each lock it needs under the instance authority
    * row (the row itself, `audit_events` for its audit insert), ms (default 500). Past it the
@@ -104,7 +119,10 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   followUpDrainMs: 5000,
   recoveryCeiling: 10,
   scanMs: 1000,
-  wakeLockTimeoutMs: 1000,
+  lockLimitMs: 1000,
+  invokeGraceMs: 86_400_000,
+  staleClaimMs: 120_000,
+  staleClaimRecoveryEveryMs: 60_000,
   authorityLockTimeoutMs: 500,
   cancelOnReplayWindowMs: 30_000,
   cancelOnReplayRowsPerSpec: 1000,

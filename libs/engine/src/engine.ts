@@ -19,6 +19,7 @@ import { PushDispatcher } from './push-dispatcher';
 import { ReportSystem } from './report-system';
 import { EngineResources } from './resources';
 import { SchedulerSystem } from './scheduler-system';
+import { TickLoop } from './tick-loop';
 import { StreamWorkerSystem } from './stream-worker-system';
 import { TriggerExpressions } from './trigger-expressions';
 import { TriggerSystem } from './trigger-system';
@@ -122,9 +123,7 @@ export class Engine {
   readonly instance: InstanceControl;
   private scanTimer?: NodeJS.Timeout;
   private scanRunning?: Promise<unknown>;
-  private tickTimer?: NodeJS.Timeout;
   private readonly stopping = new AbortController();
-  private tickRunning?: Promise<void>;
   private stopped = false;
 
   constructor(options: EngineOptions) {
@@ -195,15 +194,10 @@ export class Engine {
     this.instance = new InstanceControl(r);
   }
 
-  private ticking = false;
-
   /** Starts the loops of `roles`; calling it again adds roles (a loop never starts twice). */
   start(roles: EngineRoles): void {
     if (roles.pushDispatch) this.push.start();
-    if (roles.scheduler && !this.ticking) {
-      this.ticking = true;
-      this.scheduleTick();
-    }
+    if (roles.scheduler && !this.stopped) this.schedulerLoops().forEach((loop) => loop.start());
     if (roles.scanner && !this.scanRunning) {
       this.resources.metrics.exportBacklog(() => sampleBacklog(this.resources));
       this.scheduleScan();
@@ -222,12 +216,20 @@ export class Engine {
     }, this.resources.config.scanMs);
   }
 
-  private scheduleTick(): void {
-    if (this.stopped) return;
-    this.tickTimer = setTimeout(() => {
-      this.tickRunning = this.scheduler.tick(this.stopping.signal).finally(() => this.scheduleTick());
-    }, this.resources.config.tickMs);
+  /**
+   * The scheduler's loops, each on its own timer (a stall in one does not stop the others): the
+   * main tick, the sleep sweep, and the waiting-run pass every `waitingPassEveryTicks` ticks.
+   */
+  private schedulerLoops(): TickLoop[] {
+    const { tickMs, waitingPassEveryTicks } = this.resources.config;
+    return (this.loops ??= [
+      new TickLoop(tickMs, () => this.scheduler.tick(this.stopping.signal)),
+      new TickLoop(tickMs, () => this.scheduler.sleepTick()),
+      new TickLoop(tickMs * waitingPassEveryTicks, () => this.scheduler.passTick(this.stopping.signal)),
+    ]);
   }
+
+  private loops?: TickLoop[];
 
   /**
    * Stops the loops, drains push invocations in flight (up to `drainMs`, default 30000) while
@@ -249,11 +251,11 @@ export class Engine {
     this.api.syncWaits.drain(Date.now() + drainMs);
     this.stopped = true;
     this.stopping.abort();
-    clearTimeout(this.tickTimer);
+    const loopsStopped = Promise.all((this.loops ?? []).map((loop) => loop.stop()));
     clearTimeout(this.scanTimer);
     const started = Date.now();
     await Promise.all([this.push.stop(drainMs), this.streams.stop(drainMs)]);
-    await this.tickRunning;
+    await loopsStopped;
     await this.scanRunning;
     const left = drainMs - (Date.now() - started);
     await this.resources.followUps.drain(Math.max(left, this.resources.config.followUpDrainMs));

@@ -1,6 +1,6 @@
 import { RUN_ERROR_CODES, RunError, YieldInfo, isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
-import { FunctionRecord, InvokeRow, RunRecord, Tx, functionsSql, invokesSql, runsSql, stepsSql } from '@ironflow/store';
+import { FunctionRecord, InvokeRow, RunRecord, Tx, functionsSql, invokesSql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
 import { CancelOnSystem } from './cancel-on-system';
 import { DispatchHints } from './dispatch-hints';
 import { insertNewRun, newRunOf } from './new-run';
@@ -34,11 +34,12 @@ export interface AdmissionTarget {
 /**
  * Who admits and how:
  * - `report`: an accepted report's follow-up (writes the `run.created` row and waits for it,
- *   waits on locks like the report did);
+ *   waits on the child's row lock like the report did; its invocation's settle and a parent's
+ *   resume give up after `lockLimitMs`);
  * - `created`: a triggered or directly invoked run held for its `cancel_on` replay (same);
  * - `retried-yield`: a repeated invoke report that finds its child created (no rows);
  * - `pass`: the pending-invocation pass (writes the row unless its admission already did, waits at
- *   most `createdRowWaitMs` for it, gives up on a lock after `wakeLockTimeoutMs`);
+ *   most `createdRowWaitMs` for it, gives up on a lock after `lockLimitMs`);
  * - `sweep`: the orphan sweep (no rows, the same lock limit).
  */
 export type AdmissionPath = 'report' | 'created' | 'retried-yield' | 'pass' | 'sweep';
@@ -192,10 +193,7 @@ export class InvokeAdmission {
   private async leaveToPass(invoke: InvokeRow | null, wroteRow: boolean): Promise<void> {
     if (!invoke || !wroteRow || invoke.createdRow) return;
     try {
-      await this.r.store.unitOfWork('markCreatedRow', async (tx) => {
-        await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
-        await invokesSql.markCreatedRow(tx, invoke.parentRunId, invoke.parentStepId);
-      });
+      await unitWithLockLimit(this.r.store, 'markCreatedRow', this.r.config.lockLimitMs, (tx) => invokesSql.markCreatedRow(tx, invoke.parentRunId, invoke.parentStepId));
     } catch (err) {
       this.r.logger.warn('admission: could not note its run.created row; the pass may write it again', { run_id: invoke.childRunId, error: String(err) });
     }
@@ -209,7 +207,9 @@ export class InvokeAdmission {
   private async dispatch(target: AdmissionTarget, path: AdmissionPath): Promise<AdmissionOutcome> {
     const recovery = path === 'pass' || path === 'sweep';
     const effect = await this.r.store.unitOfWork('admitRun', async (tx) => {
-      if (recovery) await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
+      // A pass or the sweep gives up on a locked row (the store raises `LockTimeoutError`); the
+      // report path waits on the child's row like its report did.
+      if (recovery) await tx.setLockTimeout(this.r.config.lockLimitMs);
       // A frozen instance admits nothing: the admission is left to the pass after the thaw.
       await assertThawed(tx);
       // A run (read here under its row lock) whose admission is refused for good fails, only if unchanged since that read.
@@ -239,7 +239,10 @@ export class InvokeAdmission {
       } else if (run && !isTerminalRunStatus(run.status)) {
         done.outcome = 'dispatched'; // another admission released it
       }
-      // Settled once; a fire-and-forget parent resumes (its admission) with the settle.
+      // Settled once; a fire-and-forget parent resumes (its admission) with the settle. The edge
+      // write and the resume have the lock limit on every path: past it the unit rolls back and the
+      // pass admits the child from the invocation, still pending.
+      if (target.invoke && !recovery) await tx.setLockTimeout(this.r.config.lockLimitMs);
       if (target.invoke && (await invokesSql.settleInvoke(tx, target.invoke.parentRunId, target.invoke.parentStepId)) && target.invoke.async) {
         const parent = await runsSql.getRun(tx, target.invoke.parentRunId, { lock: true });
         if (parent && holdsOpenWait(parent)) {

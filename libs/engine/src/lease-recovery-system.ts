@@ -1,7 +1,7 @@
 import { runFields } from '@ironflow/observability';
 import { RUN_ERROR_CODES } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
-import { RunRecord, authoritySql, leaseRecoverySql, leasesSql, runsSql } from '@ironflow/store';
+import { RunRecord, authoritySql, leaseRecoverySql, leasesSql, runsSql, unitWithLockLimit } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
@@ -16,7 +16,8 @@ export type RecoveryEffect = 'requeued' | 'exhausted' | 'released' | 'none';
  * by default) fails the run with `EXECUTION_RECOVERY_EXHAUSTED`, announced like any failure. A
  * lease left by a run that already ended (a crash between its outcome and the release) or by an
  * execution that is no longer live is deleted, freeing the slot without running anything again.
- * Each lease is its own unit of work, so one bad row costs only itself.
+ * Each lease is its own unit of work under the lock limit (`lockLimitMs` on PostgreSQL), so one bad
+ * or locked row costs only itself and the next scan retries it.
  */
 export class LeaseRecoverySystem {
   constructor(
@@ -46,7 +47,7 @@ export class LeaseRecoverySystem {
   }
 
   private async recover(runId: string, executionSeq: number): Promise<RecoveryEffect | 'frozen'> {
-    const result = await this.r.store.unitOfWork('recoverLease', async (tx) => {
+    const result = await unitWithLockLimit(this.r.store, 'recoverLease', this.r.config.lockLimitMs, async (tx) => {
       // During a freeze the recovery changes nothing; the lease is recovered after the thaw.
       if (await authoritySql.isFrozen(tx)) return { effect: 'frozen' as const };
       const run = await runsSql.getRun(tx, runId, { lock: true });

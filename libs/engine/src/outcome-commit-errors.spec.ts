@@ -23,6 +23,11 @@ function commitSites(file: string): { enclosingUnit?: string; line: number }[] {
       const [name] = node.arguments;
       if (name && ts.isStringLiteral(name)) inner = name.text;
     }
+    // `unitWithLockLimit(store, '…', limitMs, work)` runs `work` as the unit of work '…'.
+    if (ts.isCallExpression(node) && ts.isIdentifier(node.expression) && node.expression.text === 'unitWithLockLimit') {
+      const name = node.arguments[1];
+      if (name && ts.isStringLiteral(name)) inner = name.text;
+    }
     if (ts.isCallExpression(node) && ts.isIdentifier(node.expression) && node.expression.text === 'commitOutcome') {
       sites.push({ enclosingUnit: inner, line: sf.getLineAndCharacterOfPosition(node.getStart()).line + 1 });
     }
@@ -32,9 +37,9 @@ function commitSites(file: string): { enclosingUnit?: string; line: number }[] {
   return sites;
 }
 
-/** Every `unitOfWork('…')` name in `file`. */
+/** Every `unitOfWork('…')` (or `unitWithLockLimit(store, '…', …)`) name in `file`. */
 function unitNames(file: string): string[] {
-  return [...readFileSync(file, 'utf8').matchAll(/unitOfWork\(\s*'([^']+)'/g)].map((m) => m[1]);
+  return [...readFileSync(file, 'utf8').matchAll(/(?:unitOfWork\(|unitWithLockLimit\([^,]+,)\s*'([^']+)'/g)].map((m) => m[1]);
 }
 
 function sourceFiles(dir: string): string[] {

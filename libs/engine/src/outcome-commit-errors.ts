@@ -1,6 +1,6 @@
 import { EngineError } from '@ironflow/contracts';
 import { EngineMetrics } from '@ironflow/observability';
-import { Store } from '@ironflow/store';
+import { Store, isLockTimeout } from '@ironflow/store';
 
 /**
  * The store units of work that commit run outcomes (each one's work calls `commitOutcome`): a
@@ -17,7 +17,7 @@ export const OUTCOME_UNITS = ['applyReport', 'cancelRun', 'cancelOnCancel', 'rec
  * transaction (connection, lock timeout, constraint), so nothing committed and the run did not
  * end; the reporter retries or the next pass comes back. An {@link EngineError} thrown by the work
  * is a decision (STALE_EXECUTION, RUN_NOT_RUNNING…), not an error of the commit, and is not
- * counted. Every other member passes through unchanged.
+ * counted; a `LockTimeoutError` (an `EngineError` the store raises at its lock limit) is counted. Every other member passes through unchanged.
  */
 export function countOutcomeCommitErrors(store: Store, metrics: EngineMetrics): Store {
   const outcomeUnits = new Set<string>(OUTCOME_UNITS);
@@ -25,7 +25,7 @@ export function countOutcomeCommitErrors(store: Store, metrics: EngineMetrics): 
   const unitOfWork: Store['unitOfWork'] = (name, work) => {
     if (!outcomeUnits.has(name)) return store.unitOfWork(name, work);
     return store.unitOfWork(name, work).catch((err: unknown) => {
-      if (!(err instanceof EngineError)) metrics.outcomeCommitErrors.inc({ unit: name });
+      if (!(err instanceof EngineError) || isLockTimeout(err)) metrics.outcomeCommitErrors.inc({ unit: name });
       throw err;
     });
   };

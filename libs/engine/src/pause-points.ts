@@ -10,6 +10,8 @@ export type PausePointName =
   | 'cancelOn.afterRead'
   /** A refused resume, between the wake's read of the parent and the failure's commit. */
   | 'admission.afterRead'
+  /** The sleep sweep, after its claim and before the wakeup of this run's sleep. */
+  | 'sleep.beforeWake'
   /** Lease recovery, between the commit of an exhausted run's failure and its announcement. */
   | 'recovery.afterCommit';
 

@@ -11,7 +11,7 @@ import { EngineResources } from './resources';
  * starts each one's admission off its loop, as a tracked follow-up that `signal` cannot end: the
  * child's `run.created` row when no admission wrote it (waiting at most `createdRowWaitMs`), its
  * `cancel_on` replay, its second read, its dispatch and a fire-and-forget parent's resume, each
- * giving up on a locked row after `wakeLockTimeoutMs`. With no slot free an admission waits
+ * giving up on a locked row after `lockLimitMs`. With no slot free an admission waits
  * `admissionSlotWaitMs` and stops; the next lap comes back to it.
  */
 export class PendingInvokePass {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { CallScope, EngineError, TriggerInput, TriggerOutput } from '@ironflow/contracts';
-import { EventRecord, RunRecord, Tx, correlationsSql, eventsSql, functionsSql, runsSql, stepsSql } from '@ironflow/store';
+import { EventRecord, RunRecord, Tx, correlationsSql, eventsSql, functionsSql, runsSql, stepsSql, unitWithLockLimit, unlessLocked } from '@ironflow/store';
 import { eventSatisfiesWait } from './wait-match';
 import { insertNewRun, newRunOf } from './new-run';
 import { checkName, checkPayload } from './payload-limits';
@@ -40,7 +40,9 @@ export class TriggerSystem {
     const { version, metadata } = eventFieldsOf(input, this.r.config.maxPayloadBytes);
     if (input.idempotencyKey !== undefined && input.idempotencyKey !== '') checkName('idempotencyKey', input.idempotencyKey, 512);
     checkPayload('event data', input.data, this.r.config.maxPayloadBytes);
-    const result = await this.r.store.unitOfWork('trigger', async (tx) => {
+    // Bounded: a waiting step's row or any other lock held past the lock limit fails the trigger with
+    // UNAVAILABLE (retry), storing nothing; a locked correlation row alone does not (see satisfyWaits).
+    const result = await unitWithLockLimit(this.r.store, 'trigger', this.r.config.lockLimitMs, async (tx) => {
       const { event, duplicate } = await eventsSql.insertEvent(tx, {
         id: randomUUID(),
         project: scope.project,
@@ -105,7 +107,10 @@ export class TriggerSystem {
   /**
    * Resumes runs waiting in `waitForEvent` for this event: the step completes with the event
    * object (WIRE-PROTOCOL.md 1.3) when the `match` path's value equals the run's own event's,
-   * structurally (see `wait-match.ts`).
+   * structurally (see `wait-match.ts`). The open correlations are read without locks; the step's
+   * write, guarded on `waiting`, is what delivers an event once (a concurrent trigger waits on the
+   * step row, within the lock limit). The correlation is closed after it under a savepoint: a
+   * correlation row locked past the limit stays open, harmless since its step has finished.
    * Returns the modes of the runs queued again.
    */
   private async satisfyWaits(tx: Tx, scope: CallScope, event: EventRecord): Promise<string[]> {
@@ -114,8 +119,13 @@ export class TriggerSystem {
     const wireEvent = toWireEvent(event);
     for (const c of open) {
       if (!eventSatisfiesWait(wireEvent, c.matchPath, c.matchValue)) continue;
-      if (!(await correlationsSql.closeCorrelation(tx, c.runId, c.stepId))) continue;
+      // The step's guarded write delivers the event once; the correlation is closed after it, and a
+      // correlation row locked past the limit stays open (its step has finished, so a later event
+      // does nothing) rather than hold the event from its run.
       if (!(await stepsSql.completeWaitStep(tx, c.runId, c.stepId, wireEvent))) continue;
+      if (!(await unlessLocked(tx, () => correlationsSql.closeCorrelation(tx, c.runId, c.stepId)))) {
+        this.r.logger.warn('trigger: a satisfied wait\'s correlation row stayed locked; it is left open', { run_id: c.runId, step_id: c.stepId, event_id: event.id });
+      }
       if (await runsSql.queueContinuation(tx, c.runId)) {
         const run = await runsSql.getRun(tx, c.runId);
         if (run) modes.push(run.mode);

@@ -1,7 +1,7 @@
 import { runFields } from '@ironflow/observability';
 import { RunError, isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
-import { RunRecord, authoritySql, functionsSql, runsSql, stepsSql } from '@ironflow/store';
+import { RunRecord, authoritySql, functionsSql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { admissionRefusal, refusalError } from './invoke-admission';
 import { OutcomeAnnouncer } from './outcome-announcer';
@@ -40,8 +40,7 @@ export class WakeSystem {
     const parentStepId = child.parentStepId;
     const failed = child.status !== 'completed';
     const stepResult = [failed ? 'failed' : 'completed', failed ? null : child.output, failed ? invokeStepError(child) : null] as const;
-    const effect = await this.r.store.unitOfWork('wakeParent', async (tx): Promise<WakeEffect> => {
-      await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
+    const effect = await unitWithLockLimit(this.r.store, 'wakeParent', this.r.config.lockLimitMs, async (tx): Promise<WakeEffect> => {
       // A frozen instance resumes nothing: the wake stays pending for the pass after the thaw.
       if (await authoritySql.isFrozen(tx)) return { failedParent: null, queued: null, frozen: true };
       const parent = await runsSql.getRun(tx, parentRunId, { lock: true });
@@ -93,8 +92,7 @@ export class WakeSystem {
     stepResult: readonly ['failed' | 'completed', unknown, string | null],
   ): Promise<RunRecord | null> {
     await this.r.pausePoints.reached('admission.afterRead', parent.id);
-    return this.r.store.unitOfWork('refuseResume', async (tx) => {
-      await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
+    return unitWithLockLimit(this.r.store, 'refuseResume', this.r.config.lockLimitMs, async (tx) => {
       // During a freeze the failure stays pending (the wake too) and lands after the thaw.
       if (await authoritySql.isFrozen(tx)) return null;
       const failed = await commitOutcome(tx, parent.id, { status: 'failed', error: refusalError(reason) }, { kind: 'version', status: parent.status, version: parent.version });

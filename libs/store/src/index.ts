@@ -1,6 +1,7 @@
 export * from './clock';
 export * from './sql';
 export * from './tx';
+export * from './lock-limit';
 export * from './rows';
 export * from './typeorm-store';
 export * as runsSql from './queries/runs';

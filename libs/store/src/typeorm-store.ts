@@ -4,6 +4,7 @@ import { DataSource, QueryRunner } from 'typeorm';
 import { StoreClock } from './clock';
 import { Dialect, toPositional } from './sql';
 import { Store, Tx } from './tx';
+import { LockTimeoutError, isLockTimeout } from './lock-limit';
 import { InitialSchema1732900000000 } from './migrations/initial-schema';
 import { ConcurrencyLanes1733000000000 } from './migrations/concurrency-lanes';
 import { WaitingRunsIndex1733100000000 } from './migrations/waiting-runs-index';
@@ -144,22 +145,22 @@ class TypeormStore implements Store {
     this.resyncTimer.unref();
   }
 
-  unitOfWork<T>(_name: string, work: (tx: Tx) => Promise<T>): Promise<T> {
-    return this.run(work, true);
+  unitOfWork<T>(name: string, work: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.run(name, work, true);
   }
 
-  read<T>(_name: string, work: (tx: Tx) => Promise<T>): Promise<T> {
-    return this.run(work, false);
+  read<T>(name: string, work: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.run(name, work, false);
   }
 
-  private async run<T>(work: (tx: Tx) => Promise<T>, transactional: boolean): Promise<T> {
+  private async run<T>(name: string, work: (tx: Tx) => Promise<T>, transactional: boolean): Promise<T> {
     if (this.dialect === 'sqlite') {
-      return this.sqliteMutex.runExclusive(() => this.runOn(work, transactional));
+      return this.sqliteMutex.runExclusive(() => this.runOn(name, work, transactional));
     }
-    return this.runOn(work, transactional);
+    return this.runOn(name, work, transactional);
   }
 
-  private async runOn<T>(work: (tx: Tx) => Promise<T>, transactional: boolean): Promise<T> {
+  private async runOn<T>(name: string, work: (tx: Tx) => Promise<T>, transactional: boolean): Promise<T> {
     const runner = this.dataSource.createQueryRunner();
     await runner.connect();
     try {
@@ -170,6 +171,7 @@ class TypeormStore implements Store {
         return result;
       } catch (err) {
         if (transactional && runner.isTransactionActive) await runner.rollbackTransaction();
+        if (this.dialect === 'postgres' && isLockTimeout(err)) throw new LockTimeoutError(name, null, err);
         throw this.dialect === 'postgres' ? unstorableValue(err) ?? err : err;
       }
     } finally {

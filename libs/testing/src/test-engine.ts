@@ -21,6 +21,8 @@ export interface TestEngineOptions {
   security?: Pick<EngineOptions, 'secretsKey' | 'auth'>;
   /** Where the engine logs; default silent. */
   logger?: EngineOptions['logger'];
+  /** The store's pool (PostgreSQL) and the engine's `poolSize`, which sizes its slot sets (default 8). */
+  poolSize?: number;
 }
 
 export interface TestEngine {
@@ -47,7 +49,8 @@ export interface TestEngine {
 
 /** An engine assembled by hand over a fresh store, no HTTP (DESIGN.md "Testing"). No loops run. */
 export async function openTestEngine(dialect: Dialect, config: Partial<EngineConfig> = {}, options: TestEngineOptions = {}): Promise<TestEngine> {
-  const db = await openTestStore(dialect);
+  const poolSize = options.poolSize ?? 8;
+  const db = await openTestStore(dialect, poolSize);
   const gate = new PauseGate();
   const openBus = async (kind = options.bus): Promise<Bus> => (kind === 'nats' ? NatsBus.connect({ url: natsUrl() }) : new InProcessBus());
   const bus = new FaultyBus(await openBus());
@@ -55,7 +58,7 @@ export async function openTestEngine(dialect: Dialect, config: Partial<EngineCon
   const scope: CallScope = { project: `p${suffix}`, env: `e${suffix}` };
   const faults = new FaultyStore(db.store);
   const audit = new BlockingAuditSink(new InProcessAuditSink(new AuditWriter(db.store, new SlotSet(slotsFor(dialect, 8)))));
-  const engine = new Engine({ store: faults, clock: db.clock, bus, pausePoints: gate, followUps: options.followUps, logger: options.logger, ...options.security, auditSink: audit, poolSize: 8, config: { leaseMs: 30_000, ...config } });
+  const engine = new Engine({ store: faults, clock: db.clock, bus, pausePoints: gate, followUps: options.followUps, logger: options.logger, ...options.security, auditSink: audit, poolSize, config: { leaseMs: 30_000, ...config } });
   auditSinks.set(engine, audit);
   const extra: { engine: Engine; bus: Bus }[] = [];
   return {
@@ -78,7 +81,7 @@ export async function openTestEngine(dialect: Dialect, config: Partial<EngineCon
         followUps: restartOptions.followUps,
         ...(restartOptions.security ?? options.security),
         auditSink: nextAudit,
-        poolSize: 8,
+        poolSize,
         config: { leaseMs: 30_000, ...config, ...restartOptions.config },
       });
       auditSinks.set(next, nextAudit);

@@ -221,7 +221,10 @@ describe.each(STORES)('parent wake [%s]', (dialect) => {
     await settle(t);
     lost.mockRestore();
     t.db.clock.advance(60_001);
-    expect(await t.engine.scheduler.timeoutSweep()).toBe(1);
+    // The sweep leaves the ended child's step to its wake; the waiting-run pass applies it.
+    expect(await t.engine.scheduler.timeoutSweep()).toBe(0);
+    expect(await readStep(t, parentId, invokeId)).toMatchObject({ status: 'waiting' });
+    expect(await t.engine.wakes.waitingRunPass()).toBe(1);
     await settle(t);
     expect(await readStep(t, parentId, invokeId)).toMatchObject({ status: 'completed', output: { on: 'time' } });
     expect(await readRun(t, childId)).toMatchObject({ status: 'completed', wakePending: false });

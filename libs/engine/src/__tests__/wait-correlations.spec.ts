@@ -4,11 +4,10 @@ import { WORKER, fenced, pollAndAck, readRun, readStep, registerPull, registerWo
 
 /**
  * A `waitForEvent` yield records a correlation (DESIGN.md `waiting_correlations`: run_id, step_id,
- * event name, match, satisfied) that every later trigger of that event name reads, and on
- * PostgreSQL row-locks (`listOpenCorrelations … FOR UPDATE`). A wait that ends without its event
- * — it timed out, or its run was cancelled — must close its correlation; otherwise the open set
- * for an event name only ever grows, every trigger of that name reads and locks all of it, and
- * concurrent triggers of that name serialize on rows of runs that ended long ago.
+ * event name, match, satisfied) that every later trigger of that event name reads. A wait that
+ * ends without its event — it timed out, or its run was cancelled — must close its correlation;
+ * otherwise the open set for an event name only ever grows and every trigger of that name reads
+ * all of it.
  *
  * Regression: this was a bug (found by these tests, then fixed): nothing but a matching event
  * closed a correlation; scheduler-system.ts `timeOut` ended the step and failed the run without

@@ -20,10 +20,11 @@ export async function insertCorrelation(
   );
 }
 
+/** Open correlations of an event name, read without locks (the waiting step's guarded write delivers once). */
 export async function listOpenCorrelations(tx: Tx, project: string, env: string, eventName: string): Promise<OpenCorrelation[]> {
   const rows = await tx.query(
     `SELECT run_id, step_id, match_path, match_value FROM waiting_correlations
-     WHERE project = $1 AND env = $2 AND event_name = $3 AND satisfied = 0${tx.forUpdate}`,
+     WHERE project = $1 AND env = $2 AND event_name = $3 AND satisfied = 0`,
     [project, env, eventName],
   );
   return rows.map((r) => ({

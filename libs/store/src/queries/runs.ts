@@ -153,7 +153,9 @@ async function claimCandidate(
   const { id } = candidate;
   if (candidate.concurrency_limit !== null && candidate.concurrency_limit !== undefined) {
     const lane = laneOf(candidate.function_id, candidate.concurrency_key);
-    const occupied = (taken.get(lane) ?? 0) + (await laneOccupancy(tx, lane));
+    const occupancy = await laneOccupancy(tx, lane);
+    if (occupancy === null) return null; // another claimer holds the lane: skip it this round
+    const occupied = (taken.get(lane) ?? 0) + occupancy;
     if (occupied >= Number(candidate.concurrency_limit)) return null;
     taken.set(lane, (taken.get(lane) ?? 0) + 1);
   }
@@ -175,12 +177,17 @@ export function laneOf(functionId: string, concurrencyKey: string | null): strin
 }
 
 /**
- * A lane's occupancy: the count of its lease rows. On PostgreSQL the lane is locked for the rest
- * of the claim first (a transaction-scoped advisory lock), so two claimers cannot both fill the
- * last slot; on SQLite units of work already run one at a time.
+ * A lane's occupancy: the count of its lease rows, or `null` when another claimer holds the lane.
+ * On PostgreSQL the lane is locked for the rest of the claim first (a transaction-scoped advisory
+ * lock, taken without waiting: a claim skips a lane another transaction holds, as it skips a
+ * locked run row), so two claimers cannot both fill the last slot; on SQLite units of work
+ * already run one at a time.
  */
-async function laneOccupancy(tx: Tx, lane: string): Promise<number> {
-  if (tx.dialect === 'postgres') await tx.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [lane]);
+async function laneOccupancy(tx: Tx, lane: string): Promise<number | null> {
+  if (tx.dialect === 'postgres') {
+    const [lock] = await tx.query<{ taken: unknown }>(`SELECT pg_try_advisory_xact_lock(hashtext($1)) AS taken`, [lane]);
+    if (lock.taken !== true && lock.taken !== 't') return null;
+  }
   const rows = await tx.query<{ n: unknown }>(`SELECT COUNT(*) AS n FROM leases WHERE lane = $1`, [lane]);
   return Number(rows[0].n);
 }

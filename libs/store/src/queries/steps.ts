@@ -97,20 +97,61 @@ export async function resolveInvokeStep(
   return r.affected === 1;
 }
 
-/** Sleeps whose `wake_at` has passed, oldest first. */
-export async function listDueSleeps(tx: Tx, limit: number): Promise<StepRecord[]> {
-  const rows = await tx.query(
-    `SELECT * FROM steps WHERE status = 'waiting' AND type = 'sleep' AND wake_at <= $1 ORDER BY wake_at LIMIT $2`,
-    [tx.now, limit],
-  );
-  return rows.map(mapStep);
+/**
+ * The sleep sweep's claim (specification, "A sleep wakeup gives up on a lock after 1 s"): due
+ * sleeps (`wake_at` passed, not claimed), oldest first. On PostgreSQL each one is claimed
+ * (`claimed_at` = now) and rows another transaction holds are skipped (`FOR UPDATE SKIP LOCKED`),
+ * so two sweeps never take the same sleep and a locked step row never holds the sweep; a claimed
+ * sleep whose wakeup gave up is not seen again until `releaseStaleClaims` frees it. On SQLite units
+ * of work run one at a time, so the due sleeps are only read (no claim).
+ */
+export async function claimDueSleeps(tx: Tx, limit: number): Promise<StepRecord[]> {
+  const due = `SELECT run_id, step_id FROM steps WHERE status = 'waiting' AND type = 'sleep' AND wake_at <= $1 AND claimed_at IS NULL
+     ORDER BY wake_at LIMIT $2`;
+  const rows = tx.dialect === 'postgres'
+    ? await tx.query(`UPDATE steps SET claimed_at = $1 WHERE (run_id, step_id) IN (${due}${tx.forUpdateSkipLocked}) RETURNING *`, [tx.now, limit])
+    : await tx.query(`SELECT * FROM steps WHERE (run_id, step_id) IN (${due})`, [tx.now, limit]);
+  return rows.map(mapStep).sort((x, y) => (x.wakeAt ?? 0) - (y.wakeAt ?? 0));
 }
 
-/** Invoke or `waitForEvent` steps whose timeout has passed while still waiting, oldest first. */
-export async function listDueTimeouts(tx: Tx, type: 'invoke' | 'wait_for_event', limit: number): Promise<StepRecord[]> {
+/**
+ * The stale-claim recovery: frees up to `limit` claims of sleeps still waiting that were taken at
+ * or before `claimedUpTo` (ms, store clock), so a later sweep wakes them. Rows another
+ * transaction holds are skipped and left to the next call. Returns how many were freed.
+ */
+export async function releaseStaleClaims(tx: Tx, claimedUpTo: number, limit: number): Promise<number> {
+  const r = await tx.execute(
+    `UPDATE steps SET claimed_at = NULL WHERE (run_id, step_id) IN (
+       SELECT run_id, step_id FROM steps WHERE status = 'waiting' AND type = 'sleep' AND claimed_at IS NOT NULL AND claimed_at <= $1
+        LIMIT $2${tx.forUpdateSkipLocked})`,
+    [claimedUpTo, limit],
+  );
+  return r.affected;
+}
+
+/** Frees the claims of `steps` (sleeps a sweep claimed and did not wake), skipping rows another transaction holds. */
+export async function releaseClaims(tx: Tx, steps: Pick<StepRecord, 'runId' | 'stepId'>[]): Promise<void> {
+  for (const step of steps) {
+    await tx.execute(
+      `UPDATE steps SET claimed_at = NULL WHERE (run_id, step_id) IN (
+         SELECT run_id, step_id FROM steps WHERE run_id = $1 AND step_id = $2 AND status = 'waiting'${tx.forUpdateSkipLocked})`,
+      [step.runId, step.stepId],
+    );
+  }
+}
+
+/**
+ * Invoke or `waitForEvent` steps whose timeout has passed while still waiting, oldest first. An
+ * invoke step whose child has ended is left out until `endedChildGraceUpTo` (ms, store clock: now
+ * minus the invoke grace) has passed its timeout, so a late wake is not turned into a timeout.
+ */
+export async function listDueTimeouts(tx: Tx, type: 'invoke' | 'wait_for_event', endedChildGraceUpTo: number, limit: number): Promise<StepRecord[]> {
   const rows = await tx.query(
-    `SELECT * FROM steps WHERE status = 'waiting' AND type = $1 AND timeout_at <= $2 ORDER BY timeout_at LIMIT $3`,
-    [type, tx.now, limit],
+    `SELECT s.* FROM steps s WHERE s.status = 'waiting' AND s.type = $1 AND s.timeout_at <= $2
+        AND NOT (s.type = 'invoke' AND s.timeout_at > $3
+                 AND EXISTS (SELECT 1 FROM runs c WHERE c.id = s.child_run_id AND c.status IN ('completed', 'failed', 'cancelled')))
+      ORDER BY s.timeout_at LIMIT $4`,
+    [type, tx.now, endedChildGraceUpTo, limit],
   );
   return rows.map(mapStep);
 }

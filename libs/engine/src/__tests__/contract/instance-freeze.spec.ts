@@ -1,4 +1,4 @@
-import { Engine } from '@ironflow/engine';
+import { DEFAULT_ENGINE_CONFIG, Engine } from '@ironflow/engine';
 import { Locker, STORES, TestEngine, openLocker, waitFor, waitForAdmission } from '@ironflow/testing';
 import { dispatchedUnclaimed, drainFollowUps, invocation, openAdmissionTest, reportInvoke } from './admission-kit';
 import { readRun, readStep } from './post-commit-kit';
@@ -82,13 +82,13 @@ describe.each(STORES)('instance freeze and thaw [%s]', (dialect) => {
     expect((await invocation(t, parentId, stepId))?.settledAt).not.toBeNull();
   });
 
-  it('a scheduler tick during a freeze wakes no sleep; the first tick after the thaw does', async () => {
+  it('a sleep-loop tick during a freeze wakes no sleep; the first one after the thaw does', async () => {
     const { runId, stepId } = await dueSleep(t);
     await t.engine.instance.freeze('admin');
-    await t.engine.scheduler.tick();
+    await t.engine.scheduler.sleepTick();
     expect(await readStep(t, runId, stepId)).toMatchObject({ status: 'waiting' });
     await t.engine.instance.thaw('admin');
-    await t.engine.scheduler.tick();
+    await t.engine.scheduler.sleepTick();
     expect(await readStep(t, runId, stepId)).toMatchObject({ status: 'completed' });
     expect(await readRun(t, runId)).toMatchObject({ status: 'waiting_for_capacity' });
   });
@@ -168,13 +168,18 @@ describe('instance authority under real locks [postgres]', () => {
     expect(await readRun(t, parentId)).toMatchObject({ status: 'waiting' });
   });
 
-  it('TestSleepWake_GivesUpOnALockedAuthority: a wakeup gives up on a locked authority row and changes nothing; the sleep wakes after the row clears', async () => {
+  it('TestSleepWake_GivesUpOnALockedAuthority: a wakeup gives up on a locked authority row and changes nothing; the sleep wakes after the row clears and the stale-claim recovery', async () => {
     const { runId, stepId } = await dueSleep(t);
     await lockAuthority();
     expect(await t.engine.scheduler.sleepSweep()).toBe(0);
     expect(await readStep(t, runId, stepId)).toMatchObject({ status: 'waiting' });
     expect(await readRun(t, runId)).toMatchObject({ status: 'waiting' });
     await locker.release();
+    // The sweep's claim stays until the stale-claim recovery frees it (specification: "keeps its
+    // claim until the stale-claim recovery releases it ... and a later sweep wakes it").
+    expect(await t.engine.scheduler.sleepSweep()).toBe(0);
+    t.db.clock.advance(DEFAULT_ENGINE_CONFIG.staleClaimMs + 1);
+    expect(await t.engine.scheduler.staleClaimRecovery()).toBe(1);
     expect(await t.engine.scheduler.sleepSweep()).toBe(1);
     expect(await readRun(t, runId)).toMatchObject({ status: 'waiting_for_capacity' });
   });

@@ -283,3 +283,27 @@ describe.each(STORES)('pending invocations [%s]', (dialect) => {
     });
   });
 });
+
+/**
+ * The replay's read of the event log goes up to the store's clock, not this process's (specification,
+ * "The replay reads the 30 s buffer and then the event log up to the database's clock"). PostgreSQL,
+ * with the database's clock a minute ahead of the process (the store clock's measured offset).
+ */
+describe('pending invocations and the event clock [postgres]', () => {
+  let t: TestEngine;
+  beforeEach(async () => { t = await openAdmissionTest('postgres'); });
+  afterEach(() => t.close());
+
+  it('TestPendingInvoke_ReplayReadsTheEventClock: a cancel stamped after the process\'s time still cancels the child before its dispatch', async () => {
+    t.db.clock.advance(60_000); // the database's clock runs a minute ahead of this process
+    const eventId = await emitCancel(t, 'A');
+    const [stamp] = await t.db.store.read('test.eventTs', (tx) => tx.query<{ ts: unknown }>(`SELECT ts FROM events WHERE id = $1`, [eventId]));
+    expect(Number(stamp.ts)).toBeGreaterThan(Date.now() + 30_000);
+
+    const { parentId, childId, stepId } = await reportInvoke(t, 'A');
+    await waitFor('the child cancelled', () => cancelledUnclaimed(t, childId));
+    expect(await readRun(t, childId)).toMatchObject({ error: { message: `cancel_on: order.cancelled ${eventId}` } });
+    await waitFor('the parent woken', async () => (await readStep(t, parentId, stepId))?.status === 'failed' || undefined);
+    await drainFollowUps(t.engine);
+  });
+});
