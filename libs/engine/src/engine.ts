@@ -160,7 +160,7 @@ export class Engine {
       wakeSlots: new SlotSet(slots),
     };
     const r = this.resources;
-    const hints = new DispatchHints(r.bus);
+    const hints = new DispatchHints(r.bus, r.clock);
     const announcer = new OutcomeAnnouncer(r);
     this.apiKeys = new ApiKeySystem(r.store, options.auth);
     this.secrets = new SecretSystem(r.store, options.secretsKey ? new SecretCipher(options.secretsKey) : undefined);
@@ -243,6 +243,8 @@ export class Engine {
 
   private async drainAndStop(drainMs: number): Promise<void> {
     this.api.syncWaits.drain(Date.now() + drainMs);
+    // The shared RESULTS subscriptions end once the last sync call answered (new ones are refused).
+    void this.api.syncWaits.idle().then(() => this.api.resultWaiters.close());
     this.stopped = true;
     this.stopping.abort();
     clearTimeout(this.tickTimer);

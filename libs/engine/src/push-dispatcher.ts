@@ -29,6 +29,12 @@ export class PushDispatcher {
   private refresher?: NodeJS.Timeout;
   private running = false;
   private wakeUp?: () => void;
+  /** A hint came since the last claim began: claim again before idling (a hint is never lost to a claim in flight). */
+  private hinted = false;
+  /** The latest hint's `at` (store clock): a claim that began before it may not have seen its segment. */
+  private hintAt = 0;
+  /** The loop idles because every slot is taken: an invocation that ends wakes it. */
+  private waitingForRoom = false;
   private loop?: Promise<void>;
   private unsubscribe?: () => void;
 
@@ -43,7 +49,11 @@ export class PushDispatcher {
   start(): void {
     if (this.running) return;
     this.running = true;
-    this.unsubscribe = this.hints.onQueued('push', () => this.wakeUp?.());
+    this.unsubscribe = this.hints.onQueued('push', (at) => {
+      this.hinted = true;
+      if (at !== undefined && at > this.hintAt) this.hintAt = at;
+      this.wakeUp?.();
+    });
     this.loop = this.run();
     this.refresher = setInterval(() => void this.refreshLeases(), Math.max(50, Math.floor(this.r.config.leaseMs / 3)));
     this.refresher.unref();
@@ -74,29 +84,48 @@ export class PushDispatcher {
     clearTimeout(timer);
   }
 
+  /**
+   * The claim loop. It claims again at once only when the last claim filled every free slot or a
+   * hint came during it; when a claim began (on this node's estimate of the store clock) before
+   * the latest hint's `at`, it claims again once that time has come. Otherwise it idles until a
+   * hint, a freed slot (only when every slot was taken) or the poll period: no empty claim follows
+   * every invocation.
+   */
   private async run(): Promise<void> {
+    const max = this.r.config.pushConcurrency;
     while (this.running) {
       let claimed = 0;
+      const room = max - this.inFlight.size;
+      this.hinted = false;
+      const claimedAt = this.r.clock.now();
       try {
-        const room = this.r.config.pushConcurrency - this.inFlight.size;
         const segments = await this.dispatch.claim({ mode: 'push', limit: room }, this.r.config.nodeId);
         claimed = segments.length;
         for (const segment of segments) {
-          const p: Promise<void> = this.invoke(segment).finally(() => { this.inFlight.delete(p); this.wakeUp?.(); });
+          const p: Promise<void> = this.invoke(segment).finally(() => {
+            this.inFlight.delete(p);
+            if (this.waitingForRoom) this.wakeUp?.();
+          });
           this.inFlight.add(p);
         }
       } catch (err) {
         this.r.logger.warn('push claim failed; retrying after the poll period', { error: String(err) });
       }
-      if (claimed === 0 || this.inFlight.size >= this.r.config.pushConcurrency) await this.idle();
+      const full = this.inFlight.size >= max;
+      if (!full && (this.hinted || (claimed > 0 && claimed === room))) continue;
+      const lag = full || claimed > 0 ? 0 : this.hintAt - claimedAt;
+      this.waitingForRoom = full;
+      await this.idle(lag > 0 ? Math.min(lag + 1, this.r.config.dispatchPollMs) : this.r.config.dispatchPollMs);
+      this.waitingForRoom = false;
     }
   }
 
-  private idle(): Promise<void> {
+  private idle(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(done, this.r.config.dispatchPollMs);
+      const timer = setTimeout(done, ms);
       function done() { clearTimeout(timer); resolve(); }
       this.wakeUp = done;
+      if (!this.running) done();
     });
   }
 
