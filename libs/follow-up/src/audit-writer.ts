@@ -4,6 +4,8 @@ import { SlotSet } from './slot-set';
 
 /** How long rows may take when their sender gave no budget (an older sender), ms. */
 const DEFAULT_BUDGET_MS = 5000;
+/** How long the first row of a batch waits for others before their insert begins, ms (issue 11). */
+export const AUDIT_BATCH_WINDOW_MS = 10;
 
 interface Pending {
   rows: ScopedAuditRow[];
@@ -14,9 +16,11 @@ interface Pending {
 }
 
 /**
- * The audit-writer's side (DESIGN.md "Audit"): rows that arrive together are written in one
- * multi-row insert, each insert in one of a bounded set of slots, so a locked `audit_events`
- * table holds at most `slots.size` connections and never the engine's pool.
+ * The audit-writer's side (DESIGN.md "Audit"): rows that arrive within `windowMs` (default
+ * {@link AUDIT_BATCH_WINDOW_MS}, counted from the first row of a batch) are written in one
+ * multi-row insert, so a run's rows and those of runs next to it share a transaction; each insert
+ * runs in one of a bounded set of slots, so a locked `audit_events` table holds at most
+ * `slots.size` connections and never the engine's pool.
  *
  * Each request carries its sender's budget. Rows are inserted only if their insert begins before
  * that deadline, and the insert's lock waits end at the earliest deadline of its batch (PostgreSQL
@@ -28,7 +32,11 @@ export class AuditWriter {
   private queue: Pending[] = [];
   private scheduled = false;
 
-  constructor(private readonly store: Store, private readonly slots: SlotSet) {}
+  constructor(
+    private readonly store: Store,
+    private readonly slots: SlotSet,
+    private readonly windowMs: number = AUDIT_BATCH_WINDOW_MS,
+  ) {}
 
   /**
    * Resolves when `rows` are inserted; rejects with `AuditNotWritten` when they were not and will
@@ -40,7 +48,8 @@ export class AuditWriter {
       this.queue.push({ rows, deadline: Date.now() + (options.budgetMs ?? DEFAULT_BUDGET_MS), signal: options.signal, resolve, reject });
       if (!this.scheduled) {
         this.scheduled = true;
-        setImmediate(() => void this.flush());
+        if (this.windowMs > 0) setTimeout(() => void this.flush(), this.windowMs);
+        else setImmediate(() => void this.flush());
       }
     });
   }
