@@ -1,9 +1,9 @@
 /**
- * `bench/compare`: Ironflow (the cluster on PostgreSQL + NATS, and `ironflow dev` on SQLite) and
- * DBOS Transact side by side on the same workloads, interleaved, a fresh deployment and database
- * per system and round. See bench/README.md "compare".
+ * `bench/compare`: Ironflow (the cluster on PostgreSQL + NATS, a single node on PostgreSQL, and
+ * `ironflow dev` on SQLite) and DBOS Transact side by side on the same workloads, interleaved, a
+ * fresh deployment and database per system and round. See bench/README.md "compare".
  *
- *   node dist/bench/compare/main.js [--quick] [--rounds 3] [--seconds 10] [--sequential 300] [--only cluster,dev,dbos]
+ *   node dist/bench/compare/main.js [--quick] [--rounds 3] [--seconds 10] [--sequential 300] [--only cluster,single,dev,dbos]
  */
 import { loadavg } from 'node:os';
 import { flagArg, intArg, machineInfo, runBenchmark, sleep, stringArg, summarize, table, writeResults } from '../lib/common';
@@ -150,9 +150,9 @@ async function main(): Promise<void> {
     durationMs: (quick ? 3 : intArg('seconds', 10)) * 1000,
     warmupMs: quick ? 1000 : 2000,
     sequential: quick ? 50 : intArg('sequential', 300),
-    systems: (stringArg('only') ?? 'cluster,dev,dbos').split(',').map((s) => s.trim()) as SystemName[],
+    systems: (stringArg('only') ?? 'cluster,single,dev,dbos').split(',').map((s) => s.trim()) as SystemName[],
   };
-  for (const s of opts.systems) if (!(s in START)) throw new Error(`--only: unknown system ${JSON.stringify(s)} (cluster, dev, dbos)`);
+  for (const s of opts.systems) if (!(s in START)) throw new Error(`--only: unknown system ${JSON.stringify(s)} (cluster, single, dev, dbos)`);
 
   const steps = opts.rounds * opts.systems.length * 5;
   const bar = progress('compare', steps);

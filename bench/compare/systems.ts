@@ -13,7 +13,7 @@ import { PhaseRequest, PhaseResult, Workload, runPhase } from './load';
 /** `dist/` (this file runs from `dist/bench/compare`). */
 const DIST = resolve(__dirname, '..', '..');
 
-export type SystemName = 'cluster' | 'dev' | 'dbos';
+export type SystemName = 'cluster' | 'single' | 'dev' | 'dbos';
 
 /** One system under test, started fresh for a round and stopped after it. */
 export interface System {
@@ -228,6 +228,28 @@ export async function startDev(): Promise<System> {
   }
 }
 
+/**
+ * A single node on PostgreSQL: `ironflow dev` (every service in one process, in-process bus) with
+ * `IRONFLOW_DATABASE_URL` on a database of its own. It runs push dispatch itself, so a sync
+ * trigger claims and dispatches its run at once.
+ */
+export async function startSingle(): Promise<System> {
+  const db = await createDatabase('ironflow_bench_single');
+  const port = await freePort();
+  const node = new ServiceProcess('ironflow', ['dev', '--port', String(port)], port, { IRONFLOW_DATABASE_URL: db.url, IRONFLOW_POOL_SIZE: '10' });
+  const environment = 'bench';
+  const cleanup = () => dropDatabase(db.name).catch(() => undefined);
+  try {
+    await node.start();
+    const worker = await forkReady('worker', [node.url, environment]);
+    return new IronflowSystem('single', { single: node }, worker, ironflowCaller(node.url, environment), cleanup, db.name);
+  } catch (err) {
+    await node.stop();
+    await cleanup();
+    throw err;
+  }
+}
+
 /** DBOS Transact in a process of its own on a database of its own. */
 export async function startDbos(): Promise<System> {
   const db = await createDatabase('ironflow_bench_dbos');
@@ -280,4 +302,4 @@ async function deleteStreams(clusterId: string): Promise<void> {
   }
 }
 
-export const START: Record<SystemName, () => Promise<System>> = { cluster: startCluster, dev: startDev, dbos: startDbos };
+export const START: Record<SystemName, () => Promise<System>> = { cluster: startCluster, single: startSingle, dev: startDev, dbos: startDbos };

@@ -182,6 +182,7 @@ export class Engine {
     this.releases = new ReleaseSystem(r, hints);
     this.pull = new PullWorkerSystem(r, this.dispatch, this.reports, this.releases);
     this.push = new PushDispatcher(r, this.dispatch, this.reports, hints, this.pushEndpoints);
+    this.triggers.setDispatchAtOnce(this.push);
     this.streams = new StreamWorkerSystem(r, this.dispatch, this.reports, this.pull, hints, this.releases);
     metrics.countStreamConnections(() => this.streams.connectionCount);
     this.pauses = new PauseSystem(r, announcer, hints);

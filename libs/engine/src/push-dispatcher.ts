@@ -9,6 +9,7 @@ import { ReportSystem, SegmentReport } from './report-system';
 import { PushEndpointPolicy, PushEndpointRefused } from './push-endpoint-policy';
 import { EngineResources } from './resources';
 import { Segment, toPushRequest } from './segment-loader';
+import { DispatchAtOnce } from './dispatch-at-once';
 import { parseSentAt } from './sleep-clock';
 
 /**
@@ -21,9 +22,13 @@ import { parseSentAt } from './sleep-clock';
  * refuses (the endpoint now resolves to a link-local, metadata or not-allowed address) fails the
  * attempt without retry, code `PUSH_ENDPOINT_REFUSED`, before a byte is sent. An answer the engine
  * cannot apply fails it with `REPORT_REJECTED` or `PAYLOAD_TOO_LARGE` (see `ReportSystem`).
+ * While it runs, a sync trigger can fill one of its slots with a segment it claimed itself
+ * ({@link DispatchAtOnce}).
  */
-export class PushDispatcher {
+export class PushDispatcher implements DispatchAtOnce {
   private inFlight = new Set<Promise<void>>();
+  /** Slots reserved by triggers that claim at once (see `reserve`). */
+  private reserved = 0;
   /** Executions whose push call is in flight: their leases are refreshed while they run. */
   private readonly leased = new Map<string, number>();
   private refresher?: NodeJS.Timeout;
@@ -72,6 +77,31 @@ export class PushDispatcher {
     }
   }
 
+  reserve(): boolean {
+    if (!this.running || this.inFlight.size + this.reserved >= this.r.config.pushConcurrency) return false;
+    this.reserved += 1;
+    return true;
+  }
+
+  release(): void {
+    this.reserved -= 1;
+  }
+
+  take(segment: Segment): void {
+    this.reserved -= 1;
+    this.r.metrics.segmentsDispatched.inc({ mode: 'push' });
+    this.track(segment);
+  }
+
+  /** Invokes `segment` in a slot; a slot that frees wakes the loop when it waits for room. */
+  private track(segment: Segment): void {
+    const p: Promise<void> = this.invoke(segment).finally(() => {
+      this.inFlight.delete(p);
+      if (this.waitingForRoom) this.wakeUp?.();
+    });
+    this.inFlight.add(p);
+  }
+
   /** Stops claiming, then waits up to `drainMs` for invocations in flight. */
   async stop(drainMs: number): Promise<void> {
     this.running = false;
@@ -95,23 +125,17 @@ export class PushDispatcher {
     const max = this.r.config.pushConcurrency;
     while (this.running) {
       let claimed = 0;
-      const room = max - this.inFlight.size;
+      const room = max - this.inFlight.size - this.reserved;
       this.hinted = false;
       const claimedAt = this.r.clock.now();
       try {
         const segments = await this.dispatch.claim({ mode: 'push', limit: room }, this.r.config.nodeId);
         claimed = segments.length;
-        for (const segment of segments) {
-          const p: Promise<void> = this.invoke(segment).finally(() => {
-            this.inFlight.delete(p);
-            if (this.waitingForRoom) this.wakeUp?.();
-          });
-          this.inFlight.add(p);
-        }
+        for (const segment of segments) this.track(segment);
       } catch (err) {
         this.r.logger.warn('push claim failed; retrying after the poll period', { error: String(err) });
       }
-      const full = this.inFlight.size >= max;
+      const full = this.inFlight.size + this.reserved >= max;
       if (!full && (this.hinted || (claimed > 0 && claimed === room))) continue;
       const lag = full || claimed > 0 ? 0 : this.hintAt - claimedAt;
       this.waitingForRoom = full;
