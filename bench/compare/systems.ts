@@ -230,13 +230,20 @@ export async function startDev(): Promise<System> {
 
 /**
  * A single node on PostgreSQL: `ironflow dev` (every service in one process, in-process bus) with
- * `IRONFLOW_DATABASE_URL` on a database of its own. It runs push dispatch itself, so a sync
- * trigger claims and dispatches its run at once.
+ * `IRONFLOW_DATABASE_URL` on a database of its own, with the services' default tick, scan and
+ * poll periods (1000 ms; dev's own are shorter). It runs push dispatch itself, so a sync trigger
+ * claims and dispatches its run at once.
  */
 export async function startSingle(): Promise<System> {
   const db = await createDatabase('ironflow_bench_single');
   const port = await freePort();
-  const node = new ServiceProcess('ironflow', ['dev', '--port', String(port)], port, { IRONFLOW_DATABASE_URL: db.url, IRONFLOW_POOL_SIZE: '10' });
+  const node = new ServiceProcess('ironflow', ['dev', '--port', String(port)], port, {
+    IRONFLOW_DATABASE_URL: db.url,
+    IRONFLOW_POOL_SIZE: '10',
+    IRONFLOW_TICK_MS: '1000',
+    IRONFLOW_SCAN_MS: '1000',
+    IRONFLOW_DISPATCH_POLL_MS: '1000',
+  });
   const environment = 'bench';
   const cleanup = () => dropDatabase(db.name).catch(() => undefined);
   try {
