@@ -105,13 +105,16 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
   const pc = check(await system.phase({ kind: 'closed', workload: 'parent-child', inflight: 32, durationMs: opts.durationMs }));
   tick(`${system.name} parent-child`);
 
+  // Per run only when runs ended in the window (none: no figure, not the phase's whole CPU).
   const cpuMsPerRun: Record<string, number> = {};
-  let total = 0;
-  for (const [role, ms] of Object.entries(cpu)) {
-    cpuMsPerRun[role] = r2(ms / Math.max(1, one.completed));
-    total += ms;
+  if (one.completed > 0) {
+    let total = 0;
+    for (const [role, ms] of Object.entries(cpu)) {
+      cpuMsPerRun[role] = r2(ms / one.completed);
+      total += ms;
+    }
+    cpuMsPerRun.total = r2(total / one.completed);
   }
-  cpuMsPerRun.total = r2(total / Math.max(1, one.completed));
   return {
     system: system.name,
     round,
