@@ -11,6 +11,12 @@ export interface BusMessage {
 export interface PublishOptions {
   /** JetStream message id for de-duplication (e.g. `result-{runId}`). */
   msgId?: string;
+  /**
+   * A hint nothing counts (e.g. a dispatch hint): the publish does not wait for the stream's
+   * acknowledgement (on NATS a core publish, which the stream still stores), so it resolves with
+   * sequence 0 once the message is handed to the connection; a lost message is not seen.
+   */
+  unacked?: boolean;
 }
 
 /** What the bus answers a stored publish: the stream sequence, and whether `msgId` repeated an earlier message (whose sequence it then is). */

@@ -65,6 +65,10 @@ export class NatsBus implements Bus {
   }
 
   async publish(subject: string, data: unknown, options: PublishOptions = {}): Promise<PublishAck> {
+    if (options.unacked) {
+      this.nc.publish(this.namespace.subject(subject), codec.encode(data ?? null));
+      return { sequence: 0, duplicate: false };
+    }
     const ack = await this.js.publish(this.namespace.subject(subject), codec.encode(data ?? null), {
       ...(options.msgId ? { msgID: options.msgId } : {}),
       timeout: this.publishTimeoutMs,

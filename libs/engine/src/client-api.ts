@@ -15,13 +15,13 @@ import {
   isRunStatus,
   isTerminalRunStatus,
 } from '@ironflow/contracts';
-import { subjects } from '@ironflow/bus';
 import { FunctionRecord, RunRecord, auditSql, eventsSql, runsSql, stepsSql } from '@ironflow/store';
 import { CancelSystem } from './cancel-system';
 import { PauseSystem } from './pause-system';
 import { FunctionRegistry } from './function-registry';
 import { EngineResources } from './resources';
 import { SyncWaits, drainedError } from './sync-waits';
+import { ResultWaiters } from './result-waiters';
 import { TriggerSystem } from './trigger-system';
 import { refuseNul } from './payload-limits';
 import { toEventView, toRunResultView, toRunView, toStepView } from './views';
@@ -34,6 +34,8 @@ import { toEventView, toRunResultView, toRunView, toStepView } from './views';
 export class EngineClientApi implements ClientApi {
   /** The sync calls in flight; `Engine.stop` drains them. */
   readonly syncWaits = new SyncWaits();
+  /** The RESULTS frames the sync calls wait for (one subscription per project and env); `Engine.stop` closes it. */
+  readonly resultWaiters: ResultWaiters;
 
   constructor(
     private readonly r: EngineResources,
@@ -41,7 +43,9 @@ export class EngineClientApi implements ClientApi {
     private readonly triggers: TriggerSystem,
     private readonly cancels: CancelSystem,
     private readonly pauses: PauseSystem,
-  ) {}
+  ) {
+    this.resultWaiters = new ResultWaiters(r.bus);
+  }
 
   async registerFunction(scope: CallScope, input: RegisterFunctionInput) {
     const { record, created } = await this.functions.register(scope, input);
@@ -80,46 +84,56 @@ export class EngineClientApi implements ClientApi {
   }
 
   /**
-   * Starts runs with `start` and waits for their outcomes: it listens for their RESULTS frames and
-   * reads the stored runs every `syncPollMs` (100 ms), so a lost frame costs latency, never the
-   * result. At the deadline (`timeoutMs`, default 30000) it answers with each run as it stands.
-   * A frame that arrives while a store read is in flight skips the next wait. During a drain
-   * ({@link SyncWaits}) a new call is refused with `UNAVAILABLE` before starting anything, and a
-   * call whose runs are still going at the drain deadline throws `UNAVAILABLE` naming them.
+   * Starts runs with `start` and waits for their outcomes: it listens for their RESULTS frames
+   * (through the process's shared subscription, {@link ResultWaiters}) and reads the stored runs
+   * every `syncPollMs` (100 ms), so a lost frame costs latency, never the result. A frame is the
+   * committed outcome (the announcer publishes it from the committed row): once every run has a
+   * terminal frame the call answers from them without reading the store. The first read waits for
+   * a frame or the first poll (the runs were created just now). At the deadline (`timeoutMs`,
+   * default 30000) it answers with each run as it stands. A frame that arrives while a store read
+   * is in flight skips the next wait. During a drain ({@link SyncWaits}) a new call is refused
+   * with `UNAVAILABLE` before starting anything, and a call whose runs are still going at the
+   * drain deadline throws `UNAVAILABLE` naming them.
    */
   private async startAndWait(scope: CallScope, timeoutMs: number | undefined, start: () => Promise<string[]>, eventIdOf: () => string = () => ''): Promise<RunResultView[]> {
     const end = this.syncWaits.begin();
     const deadline = Date.now() + (timeoutMs && timeoutMs > 0 ? timeoutMs : this.r.config.syncDefaultTimeoutMs);
-    let wanted = new Set<string>();
+    const framed = new Map<string, RunResultView>();
     let nudged = false;
     let wake: (() => void) | undefined;
-    const sub = this.r.bus.subscribe(subjects.result(scope.project, scope.env, '*'), (message) => {
-      const runId = (message.data as { runId?: string } | null)?.runId;
-      if (runId && !wanted.has(runId)) return;
+    const listener = this.resultWaiters.listen(scope.project, scope.env, (frame) => {
+      const view = frame as RunResultView | null;
+      if (view && typeof view.runId === 'string' && isTerminalRunStatus(view.status)) framed.set(view.runId, view);
       nudged = true;
       wake?.();
     });
     try {
       const runIds = await start();
-      wanted = new Set(runIds);
+      listener.watch(runIds);
+      let read = nudged || runIds.length === 0;
       for (;;) {
-        nudged = false;
-        const runs = await this.r.store.read('readSyncRuns', (tx) => runsSql.getRuns(tx, runIds));
-        if (runs.every((run) => isTerminalRunStatus(run.status)) || Date.now() >= deadline) {
-          const byId = new Map(runs.map((run) => [run.id, run]));
-          return runIds.map((id) => byId.get(id)).filter((run): run is RunRecord => !!run).map(toRunResultView);
+        if (runIds.length > 0 && runIds.every((id) => framed.has(id))) return runIds.map((id) => framed.get(id)!);
+        if (read) {
+          nudged = false;
+          const runs = await this.r.store.read('readSyncRuns', (tx) => runsSql.getRuns(tx, runIds));
+          if (runs.every((run) => isTerminalRunStatus(run.status)) || Date.now() >= deadline) {
+            const byId = new Map(runs.map((run) => [run.id, run]));
+            return runIds.map((id) => byId.get(id)).filter((run): run is RunRecord => !!run).map(toRunResultView);
+          }
+          if (Date.now() >= (this.syncWaits.drainDeadline ?? Infinity)) throw drainedError(runs.filter((run) => !isTerminalRunStatus(run.status)), eventIdOf());
+          if (nudged) continue;
         }
-        const drainDeadline = this.syncWaits.drainDeadline ?? Infinity;
-        if (Date.now() >= drainDeadline) throw drainedError(runs.filter((run) => !isTerminalRunStatus(run.status)), eventIdOf());
-        if (nudged) continue;
+        read = true;
+        const until = Math.min(deadline, this.syncWaits.drainDeadline ?? Infinity);
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(done, Math.min(this.r.config.syncPollMs, Math.max(0, Math.min(deadline, drainDeadline) - Date.now())));
+          const timer = setTimeout(done, Math.min(this.r.config.syncPollMs, Math.max(0, until - Date.now())));
           function done() { clearTimeout(timer); wake = undefined; resolve(); }
           wake = done;
+          if (nudged) done();
         });
       }
     } finally {
-      sub.unsubscribe();
+      listener.close();
       end();
     }
   }

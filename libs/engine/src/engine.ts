@@ -162,7 +162,7 @@ export class Engine {
       wakeSlots: new SlotSet(slots),
     };
     const r = this.resources;
-    const hints = new DispatchHints(r.bus);
+    const hints = new DispatchHints(r.bus, r.clock);
     const announcer = new OutcomeAnnouncer(r);
     this.apiKeys = new ApiKeySystem(r.store, options.auth);
     this.secrets = new SecretSystem(r.store, options.secretsKey ? new SecretCipher(options.secretsKey) : undefined);
@@ -184,6 +184,7 @@ export class Engine {
     this.releases = new ReleaseSystem(r, hints, announcer);
     this.pull = new PullWorkerSystem(r, this.dispatch, this.reports, this.releases);
     this.push = new PushDispatcher(r, this.dispatch, this.reports, hints, this.pushEndpoints);
+    this.triggers.setDispatchAtOnce(this.push);
     this.streams = new StreamWorkerSystem(r, this.dispatch, this.reports, this.pull, hints, this.releases);
     metrics.countStreamConnections(() => this.streams.connectionCount);
     this.pauses = new PauseSystem(r, announcer, hints);
@@ -249,6 +250,8 @@ export class Engine {
 
   private async drainAndStop(drainMs: number): Promise<void> {
     this.api.syncWaits.drain(Date.now() + drainMs);
+    // The shared RESULTS subscriptions end once the last sync call answered (new ones are refused).
+    void this.api.syncWaits.idle().then(() => this.api.resultWaiters.close());
     this.stopped = true;
     this.stopping.abort();
     const loopsStopped = Promise.all((this.loops ?? []).map((loop) => loop.stop()));

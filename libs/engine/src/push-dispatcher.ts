@@ -9,6 +9,7 @@ import { ReportSystem, SegmentReport } from './report-system';
 import { PushEndpointPolicy, PushEndpointRefused } from './push-endpoint-policy';
 import { EngineResources } from './resources';
 import { Segment, toPushRequest } from './segment-loader';
+import { DispatchAtOnce } from './dispatch-at-once';
 import { parseSentAt } from './sleep-clock';
 
 /**
@@ -21,14 +22,24 @@ import { parseSentAt } from './sleep-clock';
  * refuses (the endpoint now resolves to a link-local, metadata or not-allowed address) fails the
  * attempt without retry, code `PUSH_ENDPOINT_REFUSED`, before a byte is sent. An answer the engine
  * cannot apply fails it with `REPORT_REJECTED` or `PAYLOAD_TOO_LARGE` (see `ReportSystem`).
+ * While it runs, a sync trigger can fill one of its slots with a segment it claimed itself
+ * ({@link DispatchAtOnce}).
  */
-export class PushDispatcher {
+export class PushDispatcher implements DispatchAtOnce {
   private inFlight = new Set<Promise<void>>();
+  /** Slots reserved by triggers that claim at once (see `reserve`). */
+  private reserved = 0;
   /** Executions whose push call is in flight: their leases are refreshed while they run. */
   private readonly leased = new Map<string, number>();
   private refresher?: NodeJS.Timeout;
   private running = false;
   private wakeUp?: () => void;
+  /** A hint came since the last claim began: claim again before idling (a hint is never lost to a claim in flight). */
+  private hinted = false;
+  /** The latest hint's `at` (store clock): a claim that began before it may not have seen its segment. */
+  private hintAt = 0;
+  /** The loop idles because every slot is taken: an invocation that ends wakes it. */
+  private waitingForRoom = false;
   private loop?: Promise<void>;
   private unsubscribe?: () => void;
 
@@ -43,7 +54,11 @@ export class PushDispatcher {
   start(): void {
     if (this.running) return;
     this.running = true;
-    this.unsubscribe = this.hints.onQueued('push', () => this.wakeUp?.());
+    this.unsubscribe = this.hints.onQueued('push', (at) => {
+      this.hinted = true;
+      if (at !== undefined && at > this.hintAt) this.hintAt = at;
+      this.wakeUp?.();
+    });
     this.loop = this.run();
     this.refresher = setInterval(() => void this.refreshLeases(), Math.max(50, Math.floor(this.r.config.leaseMs / 3)));
     this.refresher.unref();
@@ -62,6 +77,31 @@ export class PushDispatcher {
     }
   }
 
+  reserve(): boolean {
+    if (!this.running || this.inFlight.size + this.reserved >= this.r.config.pushConcurrency) return false;
+    this.reserved += 1;
+    return true;
+  }
+
+  release(): void {
+    this.reserved -= 1;
+  }
+
+  take(segment: Segment): void {
+    this.reserved -= 1;
+    this.r.metrics.segmentsDispatched.inc({ mode: 'push' });
+    this.track(segment);
+  }
+
+  /** Invokes `segment` in a slot; a slot that frees wakes the loop when it waits for room. */
+  private track(segment: Segment): void {
+    const p: Promise<void> = this.invoke(segment).finally(() => {
+      this.inFlight.delete(p);
+      if (this.waitingForRoom) this.wakeUp?.();
+    });
+    this.inFlight.add(p);
+  }
+
   /** Stops claiming, then waits up to `drainMs` for invocations in flight. */
   async stop(drainMs: number): Promise<void> {
     this.running = false;
@@ -74,29 +114,42 @@ export class PushDispatcher {
     clearTimeout(timer);
   }
 
+  /**
+   * The claim loop. It claims again at once only when the last claim filled every free slot or a
+   * hint came during it; when a claim began (on this node's estimate of the store clock) before
+   * the latest hint's `at`, it claims again once that time has come. Otherwise it idles until a
+   * hint, a freed slot (only when every slot was taken) or the poll period: no empty claim follows
+   * every invocation.
+   */
   private async run(): Promise<void> {
+    const max = this.r.config.pushConcurrency;
     while (this.running) {
       let claimed = 0;
+      const room = max - this.inFlight.size - this.reserved;
+      this.hinted = false;
+      const claimedAt = this.r.clock.now();
       try {
-        const room = this.r.config.pushConcurrency - this.inFlight.size;
         const segments = await this.dispatch.claim({ mode: 'push', limit: room }, this.r.config.nodeId);
         claimed = segments.length;
-        for (const segment of segments) {
-          const p: Promise<void> = this.invoke(segment).finally(() => { this.inFlight.delete(p); this.wakeUp?.(); });
-          this.inFlight.add(p);
-        }
+        for (const segment of segments) this.track(segment);
       } catch (err) {
         this.r.logger.warn('push claim failed; retrying after the poll period', { error: String(err) });
       }
-      if (claimed === 0 || this.inFlight.size >= this.r.config.pushConcurrency) await this.idle();
+      const full = this.inFlight.size + this.reserved >= max;
+      if (!full && (this.hinted || (claimed > 0 && claimed === room))) continue;
+      const lag = full || claimed > 0 ? 0 : this.hintAt - claimedAt;
+      this.waitingForRoom = full;
+      await this.idle(lag > 0 ? Math.min(lag + 1, this.r.config.dispatchPollMs) : this.r.config.dispatchPollMs);
+      this.waitingForRoom = false;
     }
   }
 
-  private idle(): Promise<void> {
+  private idle(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(done, this.r.config.dispatchPollMs);
+      const timer = setTimeout(done, ms);
       function done() { clearTimeout(timer); resolve(); }
       this.wakeUp = done;
+      if (!this.running) done();
     });
   }
 

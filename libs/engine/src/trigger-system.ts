@@ -13,6 +13,8 @@ import { eventFieldsOf } from './event-fields';
 import { toWireEvent } from './segment-loader';
 import { CancelOnSystem } from './cancel-on-system';
 import { InvokeAdmission } from './invoke-admission';
+import { DispatchAtOnce, claimAtOnce } from './dispatch-at-once';
+import { Segment } from './segment-loader';
 
 /**
  * Starts runs from an event (WIRE-PROTOCOL.md 5.2 `Trigger`): one unit of work inserts the event
@@ -23,9 +25,12 @@ import { InvokeAdmission } from './invoke-admission';
  * `sync` (TriggerSync), `FUNCTION_DEBOUNCED` when the event would start a debounced function,
  * committing nothing. After the commit, off the caller's path, the event's `cancel_on` match
  * runs, and a run of a function that declares `cancelOn` (created held) is admitted once its
- * replay finds no cancel.
+ * replay finds no cancel. A sync trigger on a node whose push dispatch has a free slot claims its
+ * first push run in the same unit of work and dispatches it at once ({@link DispatchAtOnce}).
  */
 export class TriggerSystem {
+  private atOnce?: DispatchAtOnce;
+
   constructor(
     private readonly r: EngineResources,
     private readonly hints: DispatchHints,
@@ -35,6 +40,11 @@ export class TriggerSystem {
     private readonly admissions: InvokeAdmission,
   ) {}
 
+  /** Wired by the engine once its push dispatcher exists. */
+  setDispatchAtOnce(atOnce: DispatchAtOnce): void {
+    this.atOnce = atOnce;
+  }
+
   async trigger(scope: CallScope, input: TriggerInput, options: { sync?: boolean } = {}): Promise<TriggerOutput> {
     checkName('event', input.event, 256);
     const { version, metadata } = eventFieldsOf(input, this.r.config.maxPayloadBytes);
@@ -42,42 +52,55 @@ export class TriggerSystem {
     checkPayload('event data', input.data, this.r.config.maxPayloadBytes);
     // Bounded: a waiting step's row or any other lock held past the lock limit fails the trigger with
     // UNAVAILABLE (retry), storing nothing; a locked correlation row alone does not (see satisfyWaits).
-    const result = await unitWithLockLimit(this.r.store, 'trigger', this.r.config.lockLimitMs, async (tx) => {
-      const { event, duplicate } = await eventsSql.insertEvent(tx, {
-        id: randomUUID(),
-        project: scope.project,
-        env: scope.env,
-        name: input.event.trim(),
-        data: input.data ?? {},
-        idempotencyKey: input.idempotencyKey || undefined,
-        version,
-        metadata,
-      });
-      if (duplicate) {
-        const rows = await tx.query<{ id: string }>(`SELECT id FROM runs WHERE event_id = $1 ORDER BY id`, [event.id]);
-        return { event, duplicate, runIds: rows.map((row) => row.id), debounced: [] as string[], modes: [] as string[], created: [] as RunRecord[] };
-      }
-      const resumed = await this.satisfyWaits(tx, scope, event);
-      const wireEvent = toWireEvent(event);
-      const functions = (await functionsSql.listFunctionsForEvent(tx, scope.project, scope.env, event.name)).filter((fn) => this.expressions.accepts(fn, wireEvent));
-      const runIds: string[] = [];
-      const debounced: string[] = [];
-      const modes: string[] = [...resumed];
-      const created: RunRecord[] = [];
-      for (const fn of functions) {
-        if (fn.definition.debounce) {
-          await this.debounces.defer(tx, fn, event, options.sync === true);
-          debounced.push(fn.definition.id);
-          continue;
+    const reserved = options.sync === true && this.atOnce?.reserve() === true;
+    let claimed: Segment | null = null;
+    let result;
+    try {
+      result = await unitWithLockLimit(this.r.store, 'trigger', this.r.config.lockLimitMs, async (tx) => {
+        claimed = null;
+        const { event, duplicate } = await eventsSql.insertEvent(tx, {
+          id: randomUUID(),
+          project: scope.project,
+          env: scope.env,
+          name: input.event.trim(),
+          data: input.data ?? {},
+          idempotencyKey: input.idempotencyKey || undefined,
+          version,
+          metadata,
+        });
+        if (duplicate) {
+          const rows = await tx.query<{ id: string }>(`SELECT id FROM runs WHERE event_id = $1 ORDER BY id`, [event.id]);
+          return { event, duplicate, runIds: rows.map((row) => row.id), debounced: [] as string[], modes: [] as string[], created: [] as RunRecord[] };
         }
-        const run = await insertNewRun(tx, fn, newRunOf(scope, fn, event.id, event.data));
-        runIds.push(run.id);
-        if (!run.held) modes.push(run.mode);
-        created.push(run);
-        this.r.metrics.runsCreated.inc({ function_id: fn.definition.id });
-      }
-      return { event, duplicate, runIds, debounced, modes, created };
-    });
+        const resumed = await this.satisfyWaits(tx, scope, event);
+        const wireEvent = toWireEvent(event);
+        const functions = (await functionsSql.listFunctionsForEvent(tx, scope.project, scope.env, event.name)).filter((fn) => this.expressions.accepts(fn, wireEvent));
+        const runIds: string[] = [];
+        const debounced: string[] = [];
+        const modes: string[] = [...resumed];
+        const created: RunRecord[] = [];
+        for (const fn of functions) {
+          if (fn.definition.debounce) {
+            await this.debounces.defer(tx, fn, event, options.sync === true);
+            debounced.push(fn.definition.id);
+            continue;
+          }
+          const run = await insertNewRun(tx, fn, newRunOf(scope, fn, event.id, event.data));
+          runIds.push(run.id);
+          created.push(run);
+          this.r.metrics.runsCreated.inc({ function_id: fn.definition.id });
+          if (reserved && !claimed && (claimed = await claimAtOnce(this.r, tx, fn, run, wireEvent))) continue;
+          if (!run.held) modes.push(run.mode);
+        }
+        return { event, duplicate, runIds, debounced, modes, created };
+      });
+    } catch (err) {
+      claimed = null; // rolled back: nothing was claimed
+      throw err;
+    } finally {
+      if (reserved && !claimed) this.atOnce!.release();
+    }
+    if (claimed) this.atOnce!.take(claimed);
     for (const mode of new Set(result.modes)) this.hints.queued(scope.project, scope.env, mode);
     for (const run of result.created) afterNewRun(this.r, this.hints, this.admissions, run, true);
     if (!result.duplicate) {

@@ -4,6 +4,8 @@ import { SlotSet } from './slot-set';
 
 /** How long rows may take when their sender gave no budget (an older sender), ms. */
 const DEFAULT_BUDGET_MS = 5000;
+/** While an insert runs, how long the first row of the next batch waits for others before their insert begins, ms (issue 11). */
+export const AUDIT_BATCH_WINDOW_MS = 10;
 
 interface Pending {
   rows: ScopedAuditRow[];
@@ -15,7 +17,10 @@ interface Pending {
 
 /**
  * The audit-writer's side (DESIGN.md "Audit"): rows that arrive together are written in one
- * multi-row insert, each insert in one of a bounded set of slots, so a locked `audit_events`
+ * multi-row insert. When no insert is running a batch begins at once (no row waits on an idle
+ * writer); while one runs, a batch collects the rows that arrive within `windowMs` (default
+ * {@link AUDIT_BATCH_WINDOW_MS}) of its first, so under load many runs' rows share a
+ * transaction. Each insert runs in one of a bounded set of slots, so a locked `audit_events`
  * table holds at most `slots.size` connections and never the engine's pool.
  *
  * Each request carries its sender's budget. Rows are inserted only if their insert begins before
@@ -27,8 +32,14 @@ interface Pending {
 export class AuditWriter {
   private queue: Pending[] = [];
   private scheduled = false;
+  /** Inserts begun and not yet settled. */
+  private inserting = 0;
 
-  constructor(private readonly store: Store, private readonly slots: SlotSet) {}
+  constructor(
+    private readonly store: Store,
+    private readonly slots: SlotSet,
+    private readonly windowMs: number = AUDIT_BATCH_WINDOW_MS,
+  ) {}
 
   /**
    * Resolves when `rows` are inserted; rejects with `AuditNotWritten` when they were not and will
@@ -40,7 +51,8 @@ export class AuditWriter {
       this.queue.push({ rows, deadline: Date.now() + (options.budgetMs ?? DEFAULT_BUDGET_MS), signal: options.signal, resolve, reject });
       if (!this.scheduled) {
         this.scheduled = true;
-        setImmediate(() => void this.flush());
+        if (this.inserting > 0 && this.windowMs > 0) setTimeout(() => void this.flush(), this.windowMs);
+        else setImmediate(() => void this.flush());
       }
     });
   }
@@ -50,6 +62,7 @@ export class AuditWriter {
     const queued = this.queue;
     this.queue = [];
     let batch: Pending[] = [];
+    this.inserting += 1;
     try {
       await this.slots.run(async () => {
         const now = Date.now();
@@ -72,6 +85,8 @@ export class AuditWriter {
     } catch (err) {
       const notWritten = err instanceof AuditNotWritten ? err : new AuditNotWritten('error', `audit insert failed: ${err instanceof Error ? err.message : String(err)}`);
       for (const b of batch) b.reject(notWritten);
+    } finally {
+      this.inserting -= 1;
     }
   }
 }

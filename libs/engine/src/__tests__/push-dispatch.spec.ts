@@ -90,4 +90,29 @@ describe.each(STORES)('push dispatch [%s]', (dialect) => {
     expect(run.error?.message).toContain('bytes; the limit is');
     expect(await readLeases(t, runId)).toEqual([]);
   });
+  describe('a sync trigger with a free push slot (claim at trigger, issue 11)', () => {
+    it('claims its run in the trigger\'s own unit of work and dispatches it at once', async () => {
+      answer = { status: 200, body: { status: 'completed', result: { ok: 2 }, steps: [] } };
+      t.engine.start({ pushDispatch: true, scheduler: false });
+      // Every claim of the dispatcher's loop fails: only the trigger's own claim can dispatch the run.
+      t.faults.fail({ unit: (name) => name === 'claimSegments' });
+      const { results } = await t.engine.api.triggerSync(SCOPE, { event: 'push.started', data: { n: 2 }, timeoutMs: 10_000 });
+      expect(results).toEqual([expect.objectContaining({ status: 'completed', output: { ok: 2 } })]);
+      expect(calls).toHaveLength(1);
+      expect(await readLeases(t, results[0].runId)).toEqual([]);
+    });
+
+    it('leaves the run to the dispatcher\'s claim when the trigger is not sync, and when this node does not dispatch push', async () => {
+      answer = { status: 200, body: { status: 'completed', result: { ok: 3 }, steps: [] } };
+      t.faults.fail({ unit: (name) => name === 'claimSegments' });
+      const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'push.started', data: { n: 3 } });
+      const sync = t.engine.api.triggerSync(SCOPE, { event: 'push.started', data: { n: 4 }, timeoutMs: 300 });
+      expect((await sync).results).toEqual([expect.objectContaining({ status: 'waiting_for_capacity' })]);
+      expect(calls).toHaveLength(0);
+      t.faults.heal();
+      t.engine.start({ pushDispatch: true, scheduler: false });
+      await waitFor('both runs to complete', async () => (await Promise.all([runIds[0], (await sync).results[0].runId].map((id) => readRun(t, id)))).every((run) => run.status === 'completed'));
+      expect(calls).toHaveLength(2);
+    });
+  });
 });

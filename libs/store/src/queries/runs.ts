@@ -144,6 +144,16 @@ export async function claimRuns(tx: Tx, filter: ClaimFilter, newToken: () => str
   return claimed;
 }
 
+/**
+ * Claims a run its own unit of work just inserted (a trigger that dispatches at once), as
+ * {@link claimRuns} claims a candidate: lane limit checked, execution bumped, new lease token.
+ * Null when its lane is full or it is not queued and free to claim (held, not yet available).
+ */
+export async function claimInsertedRun(tx: Tx, run: RunRecord, newToken: () => string): Promise<RunRecord | null> {
+  if (run.status !== 'waiting_for_capacity' || run.held || run.availableAt > tx.now) return null;
+  return claimCandidate(tx, { id: run.id, function_id: run.functionId, concurrency_key: run.concurrencyKey, concurrency_limit: run.concurrencyLimit }, new Map(), newToken);
+}
+
 async function claimCandidate(
   tx: Tx,
   candidate: { id: string; function_id: string; concurrency_key: string | null; concurrency_limit: unknown },

@@ -1,0 +1,239 @@
+/**
+ * `bench/compare`: Ironflow (the cluster on PostgreSQL + NATS, a single node on PostgreSQL, and
+ * `ironflow dev` on SQLite) and DBOS Transact side by side on the same workloads, interleaved, a
+ * fresh deployment and database per system and round. See bench/README.md "compare".
+ *
+ *   node dist/bench/compare/main.js [--quick] [--rounds 3] [--seconds 10] [--sequential 300] [--only cluster,single,dev,dbos]
+ */
+import { loadavg } from 'node:os';
+import { flagArg, intArg, machineInfo, runBenchmark, sleep, stringArg, summarize, table, writeResults } from '../lib/common';
+import { progress } from '../lib/progress';
+import { PhaseResult } from './load';
+import { cpuDelta, cpuSnapshot } from './proc-stat';
+import { START, System, SystemName, adminQuery } from './systems';
+
+/** PostgreSQL flushes a backend's counters at most every 10 s while it idles (PGSTAT_IDLE_INTERVAL). */
+const STATS_SETTLE_MS = 11_000;
+const BASELINE_MS = 10_000;
+
+interface RoundResult {
+  system: SystemName;
+  round: number;
+  oneStepPerSec: number;
+  parentChildPerSec: number;
+  syncP50Ms: number;
+  syncP99Ms: number;
+  /** xact_commit on the system's database per sequential one-step run, net of its idle rate; null on SQLite. */
+  txPerRun: number | null;
+  /** Rows inserted, updated or deleted on that database per sequential run, net of the idle rate; null on SQLite. */
+  rowsPerRun: number | null;
+  idleTxPerSec: number | null;
+  /** CPU ms per one-step run (64 in flight) by process role, `postgres` = the database's backends. */
+  cpuMsPerRun: Record<string, number>;
+  failed: number;
+  firstError?: string;
+  loadAvgBefore: number;
+}
+
+const r2 = (v: number) => Math.round(v * 100) / 100;
+
+/** The database's committed transactions (read-only ones included) and rows written, from pg_stat_database. */
+async function dbCounters(database: string): Promise<{ tx: number; rows: number }> {
+  const rows = await adminQuery<{ tx: string; rows: string }>(
+    'SELECT xact_commit AS tx, tup_inserted + tup_updated + tup_deleted AS rows FROM pg_stat_database WHERE datname = $1',
+    [database],
+  );
+  return { tx: Number(rows[0]?.tx ?? 0), rows: Number(rows[0]?.rows ?? 0) };
+}
+
+async function processGroups(system: System): Promise<Record<string, number[]>> {
+  const groups = system.processes();
+  if (system.database) {
+    const rows = await adminQuery<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1', [system.database]);
+    groups.postgres = rows.map((r) => r.pid);
+  }
+  return groups;
+}
+
+async function measure(system: System, round: number, opts: Options, tick: (label: string) => void): Promise<RoundResult> {
+  const loadAvgBefore = r2(loadavg()[0]);
+  let failed = 0;
+  let firstError: string | undefined;
+  const check = (r: PhaseResult) => {
+    failed += r.failed;
+    firstError ??= r.firstError;
+    return r;
+  };
+  // Warm-up: connections, caches, JIT.
+  check(await system.phase({ kind: 'closed', workload: 'one-step', inflight: 8, durationMs: opts.warmupMs }));
+  check(await system.phase({ kind: 'closed', workload: 'parent-child', inflight: 4, durationMs: opts.warmupMs }));
+  tick(`${system.name} warm`);
+
+  // Sequential TriggerSync, with the transactions it commits (net of the idle rate around it).
+  let txPerRun: number | null = null;
+  let rowsPerRun: number | null = null;
+  let idleTxPerSec: number | null = null;
+  let seq: PhaseResult;
+  if (system.database) {
+    await sleep(STATS_SETTLE_MS);
+    const s0 = await dbCounters(system.database);
+    const t0 = Date.now();
+    await sleep(BASELINE_MS);
+    const s1 = await dbCounters(system.database);
+    const t1 = Date.now();
+    const idleTx = (s1.tx - s0.tx) / (t1 - t0);
+    const idleRows = (s1.rows - s0.rows) / (t1 - t0);
+    seq = check(await system.phase({ kind: 'sequential', workload: 'one-step', n: opts.sequential }));
+    await sleep(STATS_SETTLE_MS);
+    const s2 = await dbCounters(system.database);
+    const t2 = Date.now();
+    const runs = Math.max(1, seq.completed);
+    txPerRun = r2((s2.tx - s1.tx - idleTx * (t2 - t1)) / runs);
+    rowsPerRun = r2((s2.rows - s1.rows - idleRows * (t2 - t1)) / runs);
+    idleTxPerSec = r2(idleTx * 1000);
+  } else {
+    seq = check(await system.phase({ kind: 'sequential', workload: 'one-step', n: opts.sequential }));
+  }
+  const sync = summarize(seq.latenciesMs);
+  tick(`${system.name} sequential`);
+
+  const groups = await processGroups(system);
+  const c0 = cpuSnapshot(groups);
+  const one = check(await system.phase({ kind: 'closed', workload: 'one-step', inflight: 64, durationMs: opts.durationMs }));
+  const cpu = cpuDelta(c0, cpuSnapshot({ ...groups, ...(await processGroups(system)) }));
+  tick(`${system.name} one-step`);
+  const pc = check(await system.phase({ kind: 'closed', workload: 'parent-child', inflight: 32, durationMs: opts.durationMs }));
+  tick(`${system.name} parent-child`);
+
+  // Per run only when runs ended in the window (none: no figure, not the phase's whole CPU).
+  const cpuMsPerRun: Record<string, number> = {};
+  if (one.completed > 0) {
+    let total = 0;
+    for (const [role, ms] of Object.entries(cpu)) {
+      cpuMsPerRun[role] = r2(ms / one.completed);
+      total += ms;
+    }
+    cpuMsPerRun.total = r2(total / one.completed);
+  }
+  return {
+    system: system.name,
+    round,
+    oneStepPerSec: r2((one.completed * 1000) / one.elapsedMs),
+    parentChildPerSec: r2((pc.completed * 1000) / pc.elapsedMs),
+    syncP50Ms: sync.p50,
+    syncP99Ms: sync.p99,
+    txPerRun,
+    rowsPerRun,
+    idleTxPerSec,
+    cpuMsPerRun,
+    failed,
+    firstError,
+    loadAvgBefore,
+  };
+}
+
+interface Options {
+  rounds: number;
+  durationMs: number;
+  warmupMs: number;
+  sequential: number;
+  systems: SystemName[];
+}
+
+function median(values: number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  if (s.length === 0) return NaN;
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
+async function main(): Promise<void> {
+  const quick = flagArg('quick');
+  const opts: Options = {
+    rounds: quick ? 1 : intArg('rounds', 3),
+    durationMs: (quick ? 3 : intArg('seconds', 10)) * 1000,
+    warmupMs: quick ? 1000 : 2000,
+    sequential: quick ? 50 : intArg('sequential', 300),
+    systems: (stringArg('only') ?? 'cluster,single,dev,dbos').split(',').map((s) => s.trim()) as SystemName[],
+  };
+  for (const s of opts.systems) if (!(s in START)) throw new Error(`--only: unknown system ${JSON.stringify(s)} (cluster, single, dev, dbos)`);
+
+  const steps = opts.rounds * opts.systems.length * 5;
+  const bar = progress('compare', steps);
+  let done = 0;
+  const tick = () => bar.update(++done);
+  const results: RoundResult[] = [];
+  const loadStart = loadavg().map(r2);
+  for (let round = 1; round <= opts.rounds; round += 1) {
+    // Interleaved: each round starts with the next system, so none always runs first.
+    const order = opts.systems.map((_s, i) => opts.systems[(i + round - 1) % opts.systems.length]);
+    for (const name of order) {
+      const system = await START[name]();
+      tick();
+      try {
+        results.push(await measure(system, round, opts, tick));
+      } finally {
+        await system.stop();
+      }
+    }
+  }
+  bar.stop();
+  const loadEnd = loadavg().map(r2);
+
+  const med = (name: SystemName, pick: (r: RoundResult) => number | null) => {
+    const values = results.filter((r) => r.system === name).map(pick).filter((v): v is number => v !== null);
+    return values.length ? r2(median(values)) : null;
+  };
+  const medians: Record<string, Record<string, number | null | Record<string, number | null>>> = {};
+  for (const name of opts.systems) {
+    const roles = new Set(results.filter((r) => r.system === name).flatMap((r) => Object.keys(r.cpuMsPerRun)));
+    medians[name] = {
+      oneStepPerSec: med(name, (r) => r.oneStepPerSec),
+      parentChildPerSec: med(name, (r) => r.parentChildPerSec),
+      syncP50Ms: med(name, (r) => r.syncP50Ms),
+      syncP99Ms: med(name, (r) => r.syncP99Ms),
+      txPerRun: med(name, (r) => r.txPerRun),
+      rowsPerRun: med(name, (r) => r.rowsPerRun),
+      cpuMsPerRun: Object.fromEntries([...roles].map((role) => [role, med(name, (r) => r.cpuMsPerRun[role] ?? null)])),
+    };
+  }
+  const ratio = (name: SystemName, key: string) => {
+    const a = medians[name]?.[key] as number | null;
+    const b = medians.dbos?.[key] as number | null;
+    return a !== null && b !== null && a !== undefined && b !== undefined && b !== 0 ? r2(a / b) : null;
+  };
+  const ratios: Record<string, Record<string, number | null>> = {};
+  for (const name of opts.systems.filter((s) => s !== 'dbos')) {
+    ratios[name] = Object.fromEntries(['oneStepPerSec', 'parentChildPerSec', 'syncP50Ms', 'syncP99Ms', 'txPerRun', 'rowsPerRun'].map((k) => [k, ratio(name, k)]));
+  }
+
+  const fmt = (v: unknown) => (v === null || v === undefined ? '—' : String(v));
+  const rows: (string | number)[][] = [['median of ' + opts.rounds + ' round(s)', ...opts.systems, ...Object.keys(ratios).map((n) => `${n}/dbos`)]];
+  const line = (label: string, key: string) => rows.push([label, ...opts.systems.map((s) => fmt(medians[s][key])), ...Object.keys(ratios).map((n) => fmt(ratios[n][key]))]);
+  line('one-step runs/s (64 in flight)', 'oneStepPerSec');
+  line('parent+child /s (32 in flight)', 'parentChildPerSec');
+  line('sequential TriggerSync p50 ms', 'syncP50Ms');
+  line('sequential TriggerSync p99 ms', 'syncP99Ms');
+  line('transactions per run (xact_commit)', 'txPerRun');
+  line('rows written per run', 'rowsPerRun');
+  const failures = results.filter((r) => r.failed > 0);
+  console.log(table(rows));
+  for (const s of opts.systems) {
+    const cpu = medians[s].cpuMsPerRun as Record<string, number | null>;
+    console.log(`CPU ms per one-step run, ${s}: ${Object.entries(cpu).map(([k, v]) => `${k} ${fmt(v)}`).join(', ')}`);
+  }
+  console.log(`load average: ${loadStart.join(' ')} at start, ${loadEnd.join(' ')} at end`);
+  for (const f of failures) console.log(`round ${f.round} ${f.system}: ${f.failed} failed call(s), first: ${f.firstError}`);
+
+  const path = writeResults('compare', {
+    at: new Date().toISOString(),
+    machine: await machineInfo(),
+    options: opts,
+    loadAverage: { start: loadStart, end: loadEnd },
+    medians,
+    ratiosToDbos: ratios,
+    rounds: results,
+  });
+  console.log(`results: ${path}`);
+}
+
+runBenchmark(main);

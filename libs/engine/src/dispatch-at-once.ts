@@ -1,0 +1,35 @@
+import { randomUUID } from 'node:crypto';
+import { WireEvent } from '@ironflow/contracts';
+import { FunctionRecord, RunRecord, Tx, leasesSql, runsSql } from '@ironflow/store';
+import { EngineResources } from './resources';
+import { Segment } from './segment-loader';
+
+/**
+ * A push dispatch that takes a segment claimed in the unit of work that created its run, so a
+ * trigger whose lane has room costs one transaction before the outcome's (DESIGN.md "Performance
+ * budgets"; issue 11). Only a node that runs push dispatch offers one: the endpoint's signing key
+ * and egress are the dispatcher's.
+ */
+export interface DispatchAtOnce {
+  /** Reserves a free slot; false when this node does not dispatch push now or has no free slot. */
+  reserve(): boolean;
+  /** Gives back a reservation that claimed nothing. */
+  release(): void;
+  /** Fills the reserved slot with `segment`: calls its endpoint and applies the answer, as its own claim would. */
+  take(segment: Segment): void;
+}
+
+/**
+ * Claims `run` (just inserted by `tx`) for this node when it is a push run of a function that
+ * declares no secrets, not held and its lane has room: bumps its execution and inserts its lease
+ * (the function's timeout as deadline) as a dispatcher's claim does. Returns its segment, or null
+ * when it stays queued for a dispatcher.
+ */
+export async function claimAtOnce(r: EngineResources, tx: Tx, fn: FunctionRecord, run: RunRecord, event: WireEvent): Promise<Segment | null> {
+  if (run.mode !== 'push' || (fn.definition.secrets?.length ?? 0) > 0 || !fn.definition.endpointUrl) return null;
+  const claimed = await runsSql.claimInsertedRun(tx, run, () => randomUUID());
+  if (!claimed) return null;
+  const lane = runsSql.laneOf(claimed.functionId, claimed.concurrencyKey);
+  await leasesSql.insertLease(tx, claimed.id, claimed.executionSeq, r.config.nodeId, lane, tx.now + r.config.leaseMs, tx.now + fn.definition.timeoutMs);
+  return { run: claimed, definition: fn.definition, event, steps: [], nextSequence: 0 };
+}
