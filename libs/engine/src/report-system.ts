@@ -13,6 +13,7 @@ import { AcceptedInvoke, InvokeAdmission } from './invoke-admission';
 import { checkName, checkPayload, refuseNul, refuseNulAnywhere } from './payload-limits';
 import { MAX_TIME_MS, sleepWakeAt, workerAheadAtLeast } from './sleep-clock';
 import { announceParked } from './pause-announcer';
+import { recordStepRow } from './step-audit';
 
 /**
  * A worker's report of one execution, from any transport. `sentAt`: the worker's clock when it sent
@@ -109,6 +110,7 @@ export class ReportSystem {
   }
 
   private async applyChecked(runId: string, fence: ExecutionFence | undefined, report: SegmentReport): Promise<ReportResult> {
+    if (report.steps?.length) await this.recordSteps(runId, fence, report);
     let result: ReportResult & { accepted?: AcceptedInvoke; retry?: RetryRecord };
     try {
       result = await this.r.store.unitOfWork('applyReport', async (tx) => {
@@ -146,6 +148,20 @@ export class ReportSystem {
     }
     this.announceSteps(result.run, result.effect === 'none' ? [] : report.steps ?? []);
     return { effect: result.effect, run: result.run };
+  }
+
+  /**
+   * The rows of a report's steps (`all` profile), one at a time on the reporter's path before the
+   * report's unit of work (specification, "Two kinds of row on the way to an outcome"): a stuck
+   * table delays the commit, and so the frame and the wake, by up to the audit budget per row,
+   * and holds a fast reporter back instead of letting it pass the backlog bound. Written only
+   * when the report's fence holds on a read of the run; a report sent again can write its rows
+   * twice, and one that then loses a race to another writer still wrote them (best effort).
+   */
+  private async recordSteps(runId: string, fence: ExecutionFence | undefined, report: SegmentReport): Promise<void> {
+    const run = await this.r.store.read('readReportedRun', (tx) => runsSql.getRun(tx, runId));
+    if (!run || judgeReport(run, fence, report.kind as ReportKind).kind !== 'apply') return;
+    for (const step of report.steps ?? []) await recordStepRow(this.r, run, step, 'report');
   }
 
   /**
