@@ -6,6 +6,8 @@ import { DispatchHints } from './dispatch-hints';
 import { insertNewRun, newRunOf } from './new-run';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { holdsOpenWait } from './pause-announcer';
+import { recordStepRow } from './step-audit';
+import { stepNameOf } from './step-name';
 import { EngineResources } from './resources';
 import { recordRunCreated } from './run-created-audit';
 
@@ -38,7 +40,8 @@ export interface AdmissionTarget {
  * - `retried-yield`: a repeated invoke report that finds its child created (no rows);
  * - `pass`: the pending-invocation pass (writes the row unless its admission already did, waits at
  *   most `createdRowWaitMs` for it, gives up on a lock after `wakeLockTimeoutMs`);
- * - `sweep`: the orphan sweep (no rows, the same lock limit).
+ * - `sweep`: the orphan sweep (the `run.created` row only of a run no invocation links, waited
+ *   for as the pass does; the same lock limit).
  */
 export type AdmissionPath = 'report' | 'created' | 'retried-yield' | 'pass' | 'sweep';
 
@@ -55,7 +58,8 @@ export type AdmissionOutcome = 'dispatched' | 'ended' | 'refused' | 'settled' | 
  * invoked child replays cancel_on and is read again before it is dispatched"; "Outcomes nobody
  * announces"). A report that yields `step.invoke` commits, in its own unit of work, the child run
  * (held: no claim takes it), the parent's invoke step linked to it, the parent's wait, and the
- * pending invocation (`function_invokes`). Then, off the report and in this order: the child's
+ * pending invocation (`function_invokes`). Then, off the report and in this order: for a
+ * fire-and-forget invoke the parent's `step.completed` row (`all` profile), the child's
  * `run.created` row, a slot (waiting at most `admissionSlotWaitMs`, 5 s), the child's `cancel_on`
  * replay, a second read of the child under its row lock, and one unit of work that dispatches the
  * child (releases it to the queue), settles the invocation and, for a fire-and-forget invoke,
@@ -168,15 +172,29 @@ export class InvokeAdmission {
   }
 
   /**
-   * The child's `run.created` row, stamped with its creation time so it sorts first. A report or a
-   * new run waits for it (up to the recorder's 5 s budget); a pass waits at most `createdRowWaitMs`
-   * and lets the row land after the dispatch. Resolves whether a row was written here.
+   * The admission's rows: for a fire-and-forget invoke, the parent's `step.completed` row (`all`
+   * profile), then the child's `run.created` row, stamped with its creation time so it sorts
+   * first. A report or a new run waits for them (up to the recorder's 5 s budget each); a pass
+   * waits at most `createdRowWaitMs` and lets them land after the dispatch. The orphan sweep
+   * writes the row of a run no invocation links (a triggered, cron or debounced run of a function
+   * with `cancelOn` whose admission a crash cut off) the same way, so a recovered run still gets
+   * it; one whose admission wrote it before the crash can get it twice. Resolves whether rows
+   * were written here.
    */
   private async writeCreatedRow(target: AdmissionTarget, path: AdmissionPath): Promise<boolean> {
-    const wanted = path === 'report' || path === 'created' || (path === 'pass' && target.invoke !== null && !target.invoke.createdRow);
+    const { invoke } = target;
+    const wanted = path === 'report' || path === 'created'
+      || (path === 'pass' && invoke !== null && !invoke.createdRow)
+      || (path === 'sweep' && invoke === null && !target.run.parentRunId);
     if (!wanted) return false;
-    const row = recordRunCreated(this.r, target.run);
-    if (path !== 'pass') {
+    const row = (async () => {
+      if (invoke?.async) {
+        const parent = { project: invoke.project, env: invoke.env, id: invoke.parentRunId, functionId: invoke.parentFunctionId };
+        await recordStepRow(this.r, parent, { id: invoke.parentStepId, name: stepNameOf(invoke.parentRunId, invoke.parentStepId), status: 'completed' }, 'invoke');
+      }
+      return recordRunCreated(this.r, target.run);
+    })();
+    if (path !== 'pass' && path !== 'sweep') {
       await row;
       return true;
     }

@@ -14,6 +14,7 @@ import { checkName, checkPayload, refuseNul, refuseNulAnywhere } from './payload
 import { MAX_TIME_MS, sleepWakeAt, workerAheadAtLeast } from './sleep-clock';
 import { announceParked } from './pause-announcer';
 import { recordStepRow } from './step-audit';
+import { stepNameOf } from './step-name';
 
 /**
  * A worker's report of one execution, from any transport. `sentAt`: the worker's clock when it sent
@@ -333,11 +334,4 @@ function timeAfter(now: number, durationMs: unknown, what: string): number {
     throw new EngineError('VALIDATION_ERROR', `${what}: a positive duration in ms ending before ${new Date(MAX_TIME_MS).toISOString()}`);
   }
   return Math.round(now + durationMs);
-}
-
-/** The user's step name from a step id `<runId>:<name>:<k>` (WIRE-PROTOCOL.md 1.2). */
-export function stepNameOf(runId: string, stepId: string): string {
-  const rest = stepId.startsWith(`${runId}:`) ? stepId.slice(runId.length + 1) : stepId;
-  const cut = rest.lastIndexOf(':');
-  return (cut > 0 ? rest.slice(0, cut) : rest).replace(/\\:/g, ':').replace(/\\\\/g, '\\');
 }

@@ -7,7 +7,7 @@ import { admissionRefusal, refusalError } from './invoke-admission';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
 import { holdsOpenWait } from './pause-announcer';
-import { stepNameOf } from './report-system';
+import { stepNameOf } from './step-name';
 import { recordStepRow } from './step-audit';
 
 /**

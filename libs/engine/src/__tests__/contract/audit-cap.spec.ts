@@ -2,7 +2,7 @@ import { subjects } from '@ironflow/bus';
 import { JobAssignment } from '@ironflow/contracts';
 import { slotsFor } from '@ironflow/follow-up';
 import { STORES, TestEngine, openTestEngine, waitFor } from '@ironflow/testing';
-import { auditRows, metricValue, parentWaitingOnChild, pollOne, readRun, readStep, registerParentAndChild } from './post-commit-kit';
+import { ParentWaiting, auditRows, metricValue, parentWaitingOnChild, pollOne, readRun, readStep, registerParentAndChild } from './post-commit-kit';
 
 /**
  * Contract tests of the specification "Shutdown" and "A stuck store cannot take the pool" (issue
@@ -79,7 +79,7 @@ describe.each(STORES)('audit follow-ups and shutdown [%s]', (dialect) => {
   it('TestPostCommit_FollowUpConcurrencyIsCapped: a burst of outcomes with the audit table stuck holds no more writes than the slots, and every frame and wake goes out', async () => {
     const N = 3 * SLOTS;
     await registerParentAndChild(t, 'push');
-    const waits = [];
+    const waits: ParentWaiting[] = [];
     for (let i = 0; i < N; i += 1) waits.push(await parentWaitingOnChild(t, 'push'));
     const jobs: JobAssignment[] = [];
     await waitFor('every child polled', async () => { jobs.push(...(await t.engine.pull.poll('w1', N - jobs.length))); return jobs.length === N || undefined; });
