@@ -41,7 +41,8 @@ export interface AdmissionTarget {
  * - `pass`: the pending-invocation pass (writes the row unless its admission already did, waits at
  *   most `createdRowWaitMs` for it, gives up on a lock after `wakeLockTimeoutMs`);
  * - `sweep`: the orphan sweep (the `run.created` row only of a run no invocation links, waited
- *   for as the pass does; the same lock limit).
+ *   for as the pass does; the same lock limit; it waits, outside the slot, for the `run.status_changed`
+ *   row of a refusal it commits, after its frame, so it writes one row at a time).
  */
 export type AdmissionPath = 'report' | 'created' | 'retried-yield' | 'pass' | 'sweep';
 
@@ -151,9 +152,10 @@ export class InvokeAdmission {
         await this.leaveToPass(invoke, wroteRow);
         return 'no-slot';
       }
+      let dispatched: { outcome: AdmissionOutcome; announced: Promise<void>[] };
       try {
         if (target.replay !== false) await this.cancelOn.replay(run);
-        return await this.dispatch(target, path);
+        dispatched = await this.dispatch(target, path);
       } catch (err) {
         this.r.logger.warn('admission stopped before its dispatch; the pass tries again', { run_id: run.id, path, error: String(err) });
         await this.leaveToPass(invoke, wroteRow);
@@ -161,6 +163,9 @@ export class InvokeAdmission {
       } finally {
         release();
       }
+      // The sweep waits, outside the slot, for the rows of the outcomes it committed (after their frames).
+      if (path === 'sweep') await Promise.all(dispatched.announced);
+      return dispatched.outcome;
     } finally {
       this.inFlight.delete(run.id);
     }
@@ -223,7 +228,7 @@ export class InvokeAdmission {
    * releases it to the queue (or fails it for a refusal no retry can change, or cancels it quietly
    * when no parent waits on it), settles its invocation and resumes a fire-and-forget parent.
    */
-  private async dispatch(target: AdmissionTarget, path: AdmissionPath): Promise<AdmissionOutcome> {
+  private async dispatch(target: AdmissionTarget, path: AdmissionPath): Promise<{ outcome: AdmissionOutcome; announced: Promise<void>[] }> {
     const recovery = path === 'pass' || path === 'sweep';
     const effect = await this.r.store.unitOfWork('admitRun', async (tx) => {
       if (recovery) await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
@@ -268,11 +273,12 @@ export class InvokeAdmission {
     });
     if (effect.dispatched) this.hints.queued(effect.dispatched.project, effect.dispatched.env, effect.dispatched.mode);
     if (effect.resumed) this.hints.queued(effect.resumed.project, effect.resumed.env, effect.resumed.mode);
-    if (effect.refused) void this.announcer.announce(effect.refused, 'admission-refused');
-    if (effect.parentRefused) void this.announcer.announce(effect.parentRefused, 'admission-refused');
+    const announced: Promise<void>[] = [];
+    if (effect.refused) announced.push(this.announcer.announce(effect.refused, 'admission-refused'));
+    if (effect.parentRefused) announced.push(this.announcer.announce(effect.parentRefused, 'admission-refused'));
     // Nobody waits on a run cancelled quietly: no frame, no audit row; a pass publishes `updated`.
     if (effect.quiet && recovery) void this.announcer.publishRunEvent(effect.quiet, 'updated');
-    return effect.outcome;
+    return { outcome: effect.outcome, announced };
   }
 
 }

@@ -27,6 +27,11 @@ export type SegmentReport = { steps?: StepResult[]; stepOffset?: number; sentAt?
   | { kind: 'yielded'; yield: YieldInfo }
 );
 
+export interface ApplyOptions {
+  /** Return an outcome's call only once its audit row landed or was dropped, after its frame (default false). */
+  awaitRow?: boolean;
+}
+
 /** What the report did: nothing (a repeat), saved progress, or moved the run. */
 export type ReportEffect = 'none' | 'progress' | 'outcome' | 'retry' | 'waiting';
 
@@ -76,10 +81,15 @@ export class ReportSystem {
     private readonly admissions: InvokeAdmission,
   ) {}
 
-  async apply(runId: string, fence: ExecutionFence | undefined, report: SegmentReport): Promise<ReportResult> {
+  /**
+   * Applies `report` (see the class comment). `options.awaitRow`: an outcome's call returns once
+   * its `run.status_changed` row has landed or been dropped, after its frame (a failed dispatch
+   * paces itself so, one row at a time); by default it returns at the commit.
+   */
+  async apply(runId: string, fence: ExecutionFence | undefined, report: SegmentReport, options: ApplyOptions = {}): Promise<ReportResult> {
     try {
       this.check(report);
-      return await this.r.followUps.during(() => this.applyChecked(runId, fence, report));
+      return await this.r.followUps.during(() => this.applyChecked(runId, fence, report, options));
     } catch (err) {
       if (fence && report.kind !== 'progress' && err instanceof EngineError && (err.code === 'VALIDATION_ERROR' || err.code === 'PAYLOAD_TOO_LARGE')) {
         await this.failUnapplied(runId, fence, report, err);
@@ -110,7 +120,7 @@ export class ReportSystem {
     }
   }
 
-  private async applyChecked(runId: string, fence: ExecutionFence | undefined, report: SegmentReport): Promise<ReportResult> {
+  private async applyChecked(runId: string, fence: ExecutionFence | undefined, report: SegmentReport, options: ApplyOptions = {}): Promise<ReportResult> {
     if (report.steps?.length) await this.recordSteps(runId, fence, report);
     let result: ReportResult & { accepted?: AcceptedInvoke; retry?: RetryRecord };
     try {
@@ -143,7 +153,7 @@ export class ReportSystem {
       if (err instanceof EngineError) this.r.metrics.reportsRejected.inc({ code: err.code });
       throw err;
     }
-    await this.followUp(result);
+    await this.followUp(result, options);
     if (result.effect === 'none' && report.kind === 'yielded' && report.yield?.type?.startsWith('invoke_function')) {
       this.admissions.afterRetriedYield(runId, report.yield.step_id);
     }
@@ -169,9 +179,9 @@ export class ReportSystem {
    * After the commit: an outcome is announced off this path; a retry's row stays on the
    * reporter's path (the specification keeps rows of changes that do not end a run there).
    */
-  private async followUp(result: ReportResult & { accepted?: AcceptedInvoke; retry?: RetryRecord }): Promise<void> {
+  private async followUp(result: ReportResult & { accepted?: AcceptedInvoke; retry?: RetryRecord }, options: ApplyOptions): Promise<void> {
     const { run } = result;
-    if (result.effect === 'outcome') void this.announcer.announce(run, 'report');
+    const announced = result.effect === 'outcome' ? this.announcer.announce(run, 'report') : undefined;
     if (result.effect === 'retry') this.hints.queued(run.project, run.env, run.mode);
     // A pause was requested while the segment ran: its end parked the run instead of moving it on.
     if (run.status === 'paused') await announceParked(this.r, this.announcer, run, 'report');
@@ -187,6 +197,7 @@ export class ReportSystem {
         data: result.retry,
       });
     }
+    if (options.awaitRow) await announced;
   }
 
   private async commit(tx: Tx, run: RunRecord, fence: ExecutionFence, outcome: Parameters<typeof commitOutcome>[2]): Promise<ReportResult> {

@@ -71,7 +71,9 @@ export class SchedulerSystem {
    * Ends waits whose timeout passed. A timed-out invoke resumes a push run (the SDK throws
    * "invoke timed out") and fails a pull run with `INVOKE_FAILED`, which pull cannot express;
    * a timed-out `waitForEvent` fails the run with `EVENT_WAIT_TIMED_OUT`, because the SDK has no
-   * representation for it (WIRE-PROTOCOL.md section 7, decision 4).
+   * representation for it (WIRE-PROTOCOL.md section 7, decision 4). Each outcome's frame goes out
+   * first; then the sweep waits for its audit row before the next step (specification, "A stuck
+   * store cannot take the pool": the scheduler's sweeps write one row at a time).
    */
   async timeoutSweep(): Promise<number> {
     const due = await this.r.store.read('listDueTimeouts', async (tx) => [
@@ -115,9 +117,12 @@ export class SchedulerSystem {
       await this.wakes.wakeParent(effect.endedChild);
       return;
     }
-    if (effect.cancelledChild) void this.announcer.announce(effect.cancelledChild, 'step-timeout');
+    // Frames first, then the sweep waits for the rows (one timed-out step at a time).
+    const announced: Promise<void>[] = [];
+    if (effect.cancelledChild) announced.push(this.announcer.announce(effect.cancelledChild, 'step-timeout'));
     if (effect.queued) this.hints.queued(effect.queued.project, effect.queued.env, effect.queued.mode);
-    if (effect.failed) void this.announcer.announce(effect.failed, 'step-timeout');
+    if (effect.failed) announced.push(this.announcer.announce(effect.failed, 'step-timeout'));
+    await Promise.all(announced);
   }
 
   private async guard(name: string, work: () => Promise<unknown>): Promise<void> {
