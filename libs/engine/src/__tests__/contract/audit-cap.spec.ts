@@ -1,7 +1,9 @@
 import { subjects } from '@ironflow/bus';
 import { JobAssignment } from '@ironflow/contracts';
 import { slotsFor } from '@ironflow/follow-up';
-import { STORES, TestEngine, openTestEngine, waitFor } from '@ironflow/testing';
+import { Client } from 'pg';
+import { STORES, TestEngine, openTestEngine, testDatabaseUrl, waitFor } from '@ironflow/testing';
+import { takeAllSlots } from './admission-kit';
 import { ParentWaiting, auditRows, metricValue, parentWaitingOnChild, pollOne, readRun, readStep, registerParentAndChild } from './post-commit-kit';
 
 /**
@@ -137,5 +139,94 @@ describe.each(STORES)('audit follow-ups and shutdown [%s]', (dialect) => {
     await waitFor('the row counted', async () => (await failures('run.status_changed')) === 1 || undefined);
     expect(await auditRows(t, childId, 'run.status_changed')).toBe(0);
     expect(await readRun(t, childId)).toMatchObject({ status: 'completed' });
+  });
+
+  it('TestPostCommit_FollowUpStoreWorkTakesASlot: a burst of parent wakes keeps to its slots, while every frame goes out at once', async () => {
+    const N = 2 * SLOTS + 1;
+    await registerParentAndChild(t, 'push');
+    const waits: ParentWaiting[] = [];
+    for (let i = 0; i < N; i += 1) waits.push(await parentWaitingOnChild(t, 'push'));
+    const jobs: JobAssignment[] = [];
+    await waitFor('every child polled', async () => { jobs.push(...(await t.engine.pull.poll('w1', N - jobs.length))); return jobs.length === N || undefined; });
+    await t.engine.resources.followUps.drain(5000);
+    // Every slot taken: the wakes of the burst queue for one.
+    const releaseSlots = await takeAllSlots(t.engine);
+    const f = waits.map((w) => frames(w.childId));
+    await Promise.all(jobs.map((job) => t.engine.pull.update('w1', job.job_id, { status: 'completed', output: { n: 1 }, ...fenceOf(job) })));
+    await waitFor('every frame', () => f.every((x) => x.seen.length === 1) || undefined);
+    f.forEach((x) => x.stop());
+    // Each wake stops inside its unit of work (holding a connection) until the test lets it go.
+    const gates = waits.map((w) => ({ reached: false, released: false, gate: t.gate.arm('wake.afterRead', w.parentId) }));
+    gates.forEach((g) => void g.gate.reached.then(() => (g.reached = true)));
+    releaseSlots();
+    let released = 0;
+    let most = 0;
+    while (released < N) {
+      const holding = await waitFor('a wake inside its unit of work', () => {
+        const at = gates.filter((g) => g.reached && !g.released);
+        return at.length > 0 ? at : undefined;
+      });
+      most = Math.max(most, holding.length);
+      expect(holding.length).toBeLessThanOrEqual(SLOTS);
+      for (const g of holding) {
+        g.gate.release();
+        g.released = true;
+        released += 1;
+      }
+    }
+    expect(most).toBeGreaterThan(0);
+    await t.engine.resources.followUps.drain(10_000);
+    for (const w of waits) expect(await readStep(t, w.parentId, w.stepId)).toMatchObject({ status: 'completed' });
+    expect(t.engine.resources.wakeSlots.free).toBe(SLOTS);
+  });
+});
+
+describe('follow-ups under a real table lock [postgres]', () => {
+  let t: TestEngine;
+  let locker: Client;
+  beforeEach(async () => {
+    t = await openTestEngine('postgres', { auditBudgetMs: BUDGET, followUpDrainMs: 1000, leaseMs: LEASE }, { bus: 'in-process' });
+    locker = new Client({ connectionString: testDatabaseUrl() });
+    await locker.connect();
+  });
+  afterEach(async () => {
+    await locker.query('ROLLBACK').catch(() => undefined);
+    await locker.end();
+    await t.close();
+  });
+
+  const fenceOf = (job: JobAssignment) => ({ execution_seq: job.execution_seq, lease_token: job.lease_token });
+
+  it('TestPostCommit_LockedTableLeavesThePoolFreeOfFollowUps: with steps locked against writes, a burst of parent wakes holds no more connections than its slots, an unrelated read and the scanner still work, and the parents are woken once the table is free', async () => {
+    const SLOTS = slotsFor('postgres', 8);
+    const N = 3 * SLOTS;
+    await registerParentAndChild(t, 'push');
+    const waits: ParentWaiting[] = [];
+    for (let i = 0; i < N; i += 1) waits.push(await parentWaitingOnChild(t, 'push'));
+    const jobs: JobAssignment[] = [];
+    await waitFor('every child polled', async () => { jobs.push(...(await t.engine.pull.poll('w1', N - jobs.length))); return jobs.length === N || undefined; });
+    await t.engine.resources.followUps.drain(5000);
+    const schema = String((await t.db.store.read('test', (tx) => tx.query<{ s: string }>(`SELECT current_schema() AS s`)))[0].s);
+    const steps = `"${schema}".steps`;
+    await locker.query('BEGIN');
+    // Reads of steps pass; the wakes' step writes wait on the lock (up to their 1 s lock limit).
+    await locker.query(`LOCK TABLE ${steps} IN EXCLUSIVE MODE`);
+    await Promise.all(jobs.map((job) => t.engine.pull.update('w1', job.job_id, { status: 'completed', output: { n: 1 }, ...fenceOf(job) })));
+    const lockWaiters = async () => (await locker.query(`SELECT COUNT(DISTINCT pid)::int AS n FROM pg_locks WHERE relation = $1::regclass AND NOT granted`, [steps])).rows[0].n as number;
+    let most = 0;
+    await waitFor('wakes waiting on the lock', async () => { most = Math.max(most, await lockWaiters()); return most > 0 || undefined; });
+    expect(await lockWaiters()).toBeLessThanOrEqual(SLOTS);
+    expect((await t.engine.api.listFunctions(t.scope)).map((fn) => fn.id).sort()).toEqual(['child', 'parent']);
+    expect(await t.engine.recovery.scan()).toEqual([]);
+    // Every wake has given up at its lock limit, none holding more than the slots on the way.
+    await t.engine.resources.followUps.drain(30_000);
+    expect(most).toBeLessThanOrEqual(SLOTS);
+    await locker.query('ROLLBACK');
+    // The waiting-run pass wakes the parents once the table is free.
+    await waitFor('every parent woken', async () => {
+      await t.engine.wakes.waitingRunPass();
+      await t.engine.resources.followUps.drain(10_000);
+      return (await Promise.all(waits.map((w) => readStep(t, w.parentId, w.stepId)))).every((s) => s?.status === 'completed') || undefined;
+    }, 30_000);
   });
 });
