@@ -2,6 +2,7 @@ import { createServer, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { subjects } from '@ironflow/bus';
 import { JobAssignment, StepResult } from '@ironflow/contracts';
+import { StreamEngineMessage } from '@ironflow/engine';
 import { slotsFor } from '@ironflow/follow-up';
 import { STORES, TestEngine, openTestEngine, waitFor, waitForAdmission } from '@ironflow/testing';
 import { auditRows, metricValue, pollOne, readRun, readStep } from './post-commit-kit';
@@ -189,6 +190,58 @@ describe.each(STORES)('blocked audit [%s]', (dialect) => {
     await waitFor('the step row landed', async () => (await auditRows(t, parentId, 'step.completed')) === 1 || undefined);
     expect(await failures()).toBe(0);
   });
+  if (dialect === 'sqlite') {
+    /** A streaming worker: its connection, and the jobs the engine pushed to it. */
+    const openStream = async (functionIds: string[]) => {
+      const jobs: JobAssignment[] = [];
+      const conn = await t.engine.streams.open(t.scope, { worker_id: 's1', function_ids: functionIds }, {
+        send: (m: StreamEngineMessage) => { if (m.kind === 'job') jobs.push(m.job); },
+        end: () => undefined,
+      });
+      return { conn, jobs };
+    };
+    type Path = { child: 'pull' | 'push'; how: 'completed' | 'failed' | 'http-500' | 'invoke-failed' };
+    const paths: Record<string, Path> = {
+      'pull completion': { child: 'pull', how: 'completed' },
+      'pull failure': { child: 'pull', how: 'failed' },
+      'push completion': { child: 'push', how: 'completed' },
+      'push failure': { child: 'push', how: 'failed' },
+      'push transport failure': { child: 'push', how: 'http-500' },
+      'invoke failure': { child: 'pull', how: 'invoke-failed' },
+    };
+    it.each(Object.keys(paths))('TestPostCommit_OutcomeAuditOutlivesTheCaller: %s: the caller goes away (the stream closes, the dispatcher stops) with the row stuck, and the row still lands', async (name) => {
+      const path = paths[name];
+      await t.engine.api.registerFunction(t.scope, path.child === 'push'
+        ? { id: 'child', mode: 'push', endpointUrl: pushUrl, retry: once }
+        : { id: 'child', mode: 'pull', retry: once });
+      const { parentId, childId } = await parentInvoking('child');
+      // The run whose status row the test follows: the child, or for an invoke failure the parent it fails.
+      const ended = path.how === 'invoke-failed' ? parentId : childId;
+      const f = frames(ended);
+      t.audit.block();
+      if (path.child === 'push') {
+        answer = path.how as PushAnswer;
+        t.engine.start({ pushDispatch: true, scheduler: false });
+        await waitFor('the frame', () => f.seen.length === 1 || undefined);
+        await t.engine.push.stop(0);
+      } else {
+        const worker = await openStream(['child']);
+        const job = await waitFor('the child delivered on the stream', () => worker.jobs.find((j) => j.run_id === childId));
+        const fence = { executionSeq: job.execution_seq, leaseToken: job.lease_token };
+        await worker.conn.report(job.job_id, fence, path.how === 'completed'
+          ? { kind: 'completed', output: { charged: 42 } }
+          : { kind: 'failed', error: { message: 'declined', retryable: false } });
+        worker.conn.close();
+        await waitFor('the frame', () => f.seen.length === 1 || undefined);
+      }
+      f.stop();
+      await waitFor('the row stuck', async () => t.audit.waiting > 0 || undefined);
+      expect(await auditRows(t, ended, 'run.status_changed')).toBe(0);
+      t.audit.unblock();
+      await waitFor('the row landed', async () => (await auditRows(t, ended, 'run.status_changed')) === 1 || undefined);
+      expect(await failures()).toBe(0);
+    });
+  }
 });
 
 function stepOf(runId: string, name: string): StepResult {
