@@ -326,6 +326,26 @@ describe('ironflow CLI', () => {
       expect(server.requests.map((r) => r.headers.authorization)).toEqual(['Bearer ADMIN-1', 'Bearer ADMIN-2', 'Bearer ADMIN-2']);
     });
 
+    it('instance freeze/thaw/status authenticate with the admin key and print state, since, by whom and the work held', async () => {
+      const status = (state: string, over: Record<string, unknown> = {}) => ({
+        state, version: 1, since: '2026-12-01T08:00:00.000Z', by: 'admin', reason: 'backup', held: { queued: 2, admissions: 1, sleeps: 0, wakes: 0, total: 3 }, ...over,
+      });
+      replies['POST /api/v1/instance/freeze'] = () => ({ status: 200, body: { changed: true, status: status('frozen') } });
+      replies['POST /api/v1/instance/thaw'] = () => ({ status: 200, body: { changed: false, status: status('thawed', { reason: null }) } });
+      replies['GET /api/v1/instance'] = () => ({ status: 200, body: status('frozen') });
+      const held = 'held pending: 3 (queued segments 2, admissions 1, due sleeps 0, parent wakes 0)';
+      expect(await cli(server.url, 'instance', 'freeze', '--reason', 'backup', '--admin-key', 'ADMIN-1')).toEqual({
+        code: 0, out: [`instance frozen since 2026-12-01T08:00:00.000Z by admin (backup)\n${held}`], err: [],
+      });
+      expect(server.requests[0].body).toEqual({ reason: 'backup' });
+      process.env.IRONFLOW_ADMIN_KEY = 'ADMIN-2';
+      expect(await cli(server.url, 'instance', 'status')).toEqual({ code: 0, out: [`instance frozen since 2026-12-01T08:00:00.000Z by admin (backup)\n${held}`], err: [] });
+      expect(await cli(server.url, 'instance', 'thaw')).toEqual({ code: 0, out: [`already thawed: nothing changed\ninstance thawed since 2026-12-01T08:00:00.000Z by admin\n${held}`], err: [] });
+      expect(server.requests.map((r) => r.headers.authorization)).toEqual(['Bearer ADMIN-1', 'Bearer ADMIN-2', 'Bearer ADMIN-2']);
+      replies['POST /api/v1/instance/freeze'] = () => ({ status: 503, body: { code: 'UNAVAILABLE', message: 'the freeze gave up on a lock after 500 ms' } });
+      expect(await cli(server.url, 'instance', 'freeze')).toEqual({ code: 1, out: [], err: ['error [UNAVAILABLE]: POST /api/v1/instance/freeze: the freeze gave up on a lock after 500 ms'] });
+    });
+
     it('dev --help documents the security settings and the secrets option', async () => {
       const res = await cli(server.url, 'dev', '--help');
       const help = res.out.join('\n');

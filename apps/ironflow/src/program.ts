@@ -2,6 +2,7 @@ import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { createClient, IronflowClient, IronflowClientError, RunCancelledError, RunFailedError } from '@ironflow/sdk';
 import { devCommand } from './dev-command';
 import { apikeyCommand, secretCommand } from './security-commands';
+import { instanceCommand } from './instance-command';
 import {
   CliIO,
   CliUsageError,
@@ -92,7 +93,7 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
   const dev = devCommand();
   dev.copyInheritedSettings(program);
   program.addCommand(dev);
-  for (const command of [secretCommand({ io, action, client }), apikeyCommand({ io, action, client })]) {
+  for (const command of [secretCommand({ io, action, client }), apikeyCommand({ io, action, client }), instanceCommand({ io, action, client })]) {
     command.copyInheritedSettings(program);
     for (const sub of command.commands) sub.copyInheritedSettings(program);
     program.addCommand(command);

@@ -9,3 +9,4 @@ export * from './client-api';
 export * from './scope';
 export * from './security';
 export * from './pubsub';
+export * from './instance';

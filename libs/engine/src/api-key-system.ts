@@ -143,6 +143,14 @@ export class ApiKeySystem {
    * `UNAUTHENTICATED` (401) without the admin key, `PERMISSION_DENIED` (403) when keys are
    * required and no admin key is configured.
    */
+  /**
+   * Who an admin call that `authenticateAdmin` let through acts as (audit rows, `ironflow instance
+   * status`): `admin` when an admin key is configured, else `anonymous` (an open server).
+   */
+  get adminActor(): string {
+    return this.adminKeyHash ? 'admin' : 'anonymous';
+  }
+
   async authenticateAdmin(authorization: string | null | undefined): Promise<void> {
     if (this.adminKeyHash) {
       const presented = bearerOf(authorization);

@@ -38,6 +38,12 @@ export interface EngineConfig {
    * 1000): a wake or admission on a locked row gives up and a later pass retries it.
    */
   wakeLockTimeoutMs: number;
+  /**
+   * PostgreSQL: how long a freeze or thaw waits for each lock it needs under the instance authority
+   * row (the row itself, `audit_events` for its audit insert), ms (default 500). Past it the
+   * transition rolls back, changes nothing and answers `UNAVAILABLE`.
+   */
+  authorityLockTimeoutMs: number;
   /** `cancel_on` replay buffer: a new run replays cancel events stamped up to this long before its creation (default 30000). */
   cancelOnReplayWindowMs: number;
   /** Event log rows the replay reads per `cancel_on` spec (default 1000). */
@@ -92,6 +98,7 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   recoveryCeiling: 10,
   scanMs: 1000,
   wakeLockTimeoutMs: 1000,
+  authorityLockTimeoutMs: 500,
   cancelOnReplayWindowMs: 30_000,
   cancelOnReplayRowsPerSpec: 1000,
   admissionSlotWaitMs: 5000,

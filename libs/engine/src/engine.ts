@@ -36,6 +36,7 @@ import { SecretCipher } from './secret-cipher';
 import { SecretSystem } from './secret-system';
 import { countOutcomeCommitErrors } from './outcome-commit-errors';
 import { sampleBacklog } from './backlog-sample';
+import { InstanceControl } from './instance-control';
 
 export interface EngineOptions {
   store: Store;
@@ -117,6 +118,8 @@ export class Engine {
   readonly secrets: SecretSystem;
   /** The push endpoint allow-list, checked at registration and on every push connection. */
   readonly pushEndpoints: PushEndpointPolicy;
+  /** Freeze and thaw of the instance authority, and its status. */
+  readonly instance: InstanceControl;
   private scanTimer?: NodeJS.Timeout;
   private scanRunning?: Promise<unknown>;
   private tickTimer?: NodeJS.Timeout;
@@ -189,6 +192,7 @@ export class Engine {
     this.api = new EngineClientApi(r, this.functions, this.triggers, this.cancels, this.pauses);
     this.recovery = new LeaseRecoverySystem(r, announcer, hints);
     this.timeouts = new ExecutionTimeoutSystem(r, this.reports);
+    this.instance = new InstanceControl(r);
   }
 
   private ticking = false;

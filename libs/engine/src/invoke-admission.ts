@@ -10,6 +10,7 @@ import { recordStepRow } from './step-audit';
 import { stepNameOf } from './step-name';
 import { EngineResources } from './resources';
 import { recordRunCreated } from './run-created-audit';
+import { assertThawed } from './instance-control';
 
 type InvokeYield = Extract<YieldInfo, { type: 'invoke_function' | 'invoke_function_async' }>;
 
@@ -232,6 +233,8 @@ export class InvokeAdmission {
     const recovery = path === 'pass' || path === 'sweep';
     const effect = await this.r.store.unitOfWork('admitRun', async (tx) => {
       if (recovery) await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
+      // A frozen instance admits nothing: the admission is left to the pass after the thaw.
+      await assertThawed(tx);
       // A run (read here under its row lock) whose admission is refused for good fails, only if unchanged since that read.
       const refuse = async (read: RunRecord): Promise<RunRecord | null> => {
         const reason = admissionRefusal(read, await functionsSql.getFunction(tx, read.project, read.env, read.functionId));

@@ -1,7 +1,7 @@
 import { runFields } from '@ironflow/observability';
 import { RUN_ERROR_CODES } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
-import { RunRecord, leaseRecoverySql, leasesSql, runsSql } from '@ironflow/store';
+import { RunRecord, authoritySql, leaseRecoverySql, leasesSql, runsSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
@@ -25,13 +25,18 @@ export class LeaseRecoverySystem {
     private readonly hints: DispatchHints,
   ) {}
 
-  /** One scan: recovers up to a page of expired leases. Returns each lease's effect. */
+  /**
+   * One scan: recovers up to a page of expired leases. Returns each lease's effect. During a freeze
+   * it changes nothing and stops at the first lease (returning the effects before it).
+   */
   async scan(): Promise<RecoveryEffect[]> {
     const expired = await this.r.store.read('listExpiredLeases', (tx) => leaseRecoverySql.listExpiredLeases(tx, this.r.config.passPageSize));
     const effects: RecoveryEffect[] = [];
     for (const lease of expired) {
       try {
-        effects.push(await this.recover(lease.runId, lease.executionSeq));
+        const effect = await this.recover(lease.runId, lease.executionSeq);
+        if (effect === 'frozen') break;
+        effects.push(effect);
       } catch (err) {
         this.r.logger.warn('lease recovery failed; the next scan tries again', { ...runFields({ id: lease.runId, executionSeq: lease.executionSeq }), error: String(err) });
         effects.push('none');
@@ -40,8 +45,10 @@ export class LeaseRecoverySystem {
     return effects;
   }
 
-  private async recover(runId: string, executionSeq: number): Promise<RecoveryEffect> {
+  private async recover(runId: string, executionSeq: number): Promise<RecoveryEffect | 'frozen'> {
     const result = await this.r.store.unitOfWork('recoverLease', async (tx) => {
+      // During a freeze the recovery changes nothing; the lease is recovered after the thaw.
+      if (await authoritySql.isFrozen(tx)) return { effect: 'frozen' as const };
       const run = await runsSql.getRun(tx, runId, { lock: true });
       const lease = (await tx.query<{ expires_at: unknown }>(`SELECT expires_at FROM leases WHERE run_id = $1 AND execution_seq = $2`, [runId, executionSeq]))[0];
       if (!lease || Number(lease.expires_at) > tx.now) return { effect: 'none' as const }; // refreshed meanwhile
@@ -59,8 +66,13 @@ export class LeaseRecoverySystem {
       const requeued = await leaseRecoverySql.requeueRecovered(tx, run);
       return requeued ? { effect: 'requeued' as const, run: requeued } : { effect: 'none' as const };
     });
+    if (result.effect === 'frozen') return 'frozen';
     if (result.effect !== 'none') this.r.metrics.leaseRecoveries.inc({ effect: result.effect });
-    if (result.effect === 'exhausted' && 'run' in result) void this.announcer.announce(result.run as RunRecord, 'recovery-exhausted');
+    if (result.effect === 'exhausted' && 'run' in result) {
+      // Announced from the committed row: a change after the commit (a resume) alters neither the frame nor the event.
+      await this.r.pausePoints.reached('recovery.afterCommit', runId);
+      void this.announcer.announce(result.run as RunRecord, 'recovery-exhausted');
+    }
     if (result.effect === 'requeued' && 'run' in result) {
       const run = result.run as RunRecord;
       if (run.status === 'paused') this.r.followUps.track('paused-audit', () => announceParked(this.r, this.announcer, run, 'lease-recovery'));

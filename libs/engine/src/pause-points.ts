@@ -9,7 +9,9 @@ export type PausePointName =
   /** A `cancel_on` cancel, between its locked read of the run and its commit. */
   | 'cancelOn.afterRead'
   /** A refused resume, between the wake's read of the parent and the failure's commit. */
-  | 'admission.afterRead';
+  | 'admission.afterRead'
+  /** Lease recovery, between the commit of an exhausted run's failure and its announcement. */
+  | 'recovery.afterCommit';
 
 export interface PausePoints {
   reached(point: PausePointName, runId: string): Promise<void>;

@@ -1,6 +1,6 @@
 import { isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
-import { StepRecord, correlationsSql, runsSql, stepsSql } from '@ironflow/store';
+import { StepRecord, authoritySql, correlationsSql, runsSql, stepsSql } from '@ironflow/store';
 import { CronSystem } from './cron-system';
 import { DebounceSystem } from './debounce-system';
 import { DispatchHints } from './dispatch-hints';
@@ -18,12 +18,15 @@ export interface AdmissionPasses {
   cancelOn: CancelOnSystem;
 }
 import { holdsOpenWait } from './pause-announcer';
+import { InstanceFrozen, assertThawed } from './instance-control';
 
 /**
  * The scheduler's tick (DESIGN.md `scheduler`): the sleep sweep, the invoke and wait timeout
  * sweeps, the cron and debounce passes and the orphan sweep every tick; the waiting-run pass, the
  * pending-invocation pass and the `cancel_on` cleanup every `waitingPassEveryTicks` ticks. Each row is
- * its own unit of work, so a bad row costs only itself (principle 5).
+ * its own unit of work, so a bad row costs only itself (principle 5). While the instance is frozen
+ * the passes that admit work (sleeps, timeouts, orphans, waiting runs, pending invocations) are
+ * skipped; cron and debounce still create runs, which wait in the queue for the thaw.
  */
 export class SchedulerSystem {
   private ticks = 0;
@@ -41,28 +44,47 @@ export class SchedulerSystem {
   /** One tick; `signal` (the engine stopping) ends the passes' loops, not the wakes and admissions they started. */
   async tick(signal?: AbortSignal): Promise<void> {
     this.ticks += 1;
-    await this.guard('sleep sweep', () => this.sleepSweep());
-    await this.guard('timeout sweep', () => this.timeoutSweep());
+    // A frozen instance admits nothing: the passes that admit work wait the freeze out (each of
+    // their units also checks, under the authority row's lock, in case a freeze lands meanwhile).
+    const frozen = await this.r.store.read('readAuthority', (tx) => authoritySql.readAuthority(tx)).then((a) => a.state === 'frozen', () => false);
+    if (!frozen) {
+      await this.guard('sleep sweep', () => this.sleepSweep());
+      await this.guard('timeout sweep', () => this.timeoutSweep());
+    }
     await this.guard('cron pass', () => this.cron.pass());
     await this.guard('debounce pass', () => this.debounces.pass());
-    await this.guard('orphan sweep', () => this.passes.orphans.run(signal));
+    if (!frozen) await this.guard('orphan sweep', () => this.passes.orphans.run(signal));
     if (this.ticks % this.r.config.waitingPassEveryTicks === 0) {
-      await this.guard('waiting-run pass', () => this.wakes.waitingRunPass(signal));
-      await this.guard('pending-invocation pass', () => this.passes.pendingInvokes.run(signal));
+      if (!frozen) {
+        await this.guard('waiting-run pass', () => this.wakes.waitingRunPass(signal));
+        await this.guard('pending-invocation pass', () => this.passes.pendingInvokes.run(signal));
+      }
       await this.guard('cancel_on cleanup', () => this.passes.cancelOn.cleanUp());
     }
   }
 
-  /** Wakes runs whose sleep is due. Returns how many were queued. */
+  /**
+   * Wakes runs whose sleep is due. Returns how many were queued. Each wakeup finishes the step and
+   * queues the run in one unit of work that gives up on a lock after `wakeLockTimeoutMs` (the step
+   * row, the run row, the instance authority row) and changes nothing; the sweep moves on to the
+   * next sleep. During a freeze nothing wakes: the sweep stops and its sleeps wait for the thaw.
+   */
   async sleepSweep(): Promise<number> {
     const due = await this.r.store.read('listDueSleeps', (tx) => stepsSql.listDueSleeps(tx, this.r.config.passPageSize));
     let queued = 0;
     for (const step of due) {
-      const run = await this.r.store.unitOfWork('wakeSleep', async (tx) => {
-        if (!(await stepsSql.endWaitingStep(tx, step.runId, step.stepId, 'completed'))) return null;
-        return (await runsSql.queueContinuation(tx, step.runId)) ? runsSql.getRun(tx, step.runId) : null;
-      });
-      if (run) { queued += 1; this.hints.queued(run.project, run.env, run.mode); }
+      try {
+        const run = await this.r.store.unitOfWork('wakeSleep', async (tx) => {
+          await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
+          await assertThawed(tx);
+          if (!(await stepsSql.endWaitingStep(tx, step.runId, step.stepId, 'completed'))) return null;
+          return (await runsSql.queueContinuation(tx, step.runId)) ? runsSql.getRun(tx, step.runId) : null;
+        });
+        if (run) { queued += 1; this.hints.queued(run.project, run.env, run.mode); }
+      } catch (err) {
+        if (err instanceof InstanceFrozen) break;
+        this.r.logger.warn('sleep wakeup gave up; a later sweep wakes it', { run_id: step.runId, step_id: step.stepId, error: String(err) });
+      }
     }
     return queued;
   }
@@ -80,7 +102,14 @@ export class SchedulerSystem {
       ...(await stepsSql.listDueTimeouts(tx, 'invoke', this.r.config.passPageSize)),
       ...(await stepsSql.listDueTimeouts(tx, 'wait_for_event', this.r.config.passPageSize)),
     ]);
-    for (const step of due) await this.timeOut(step);
+    for (const step of due) {
+      try {
+        await this.timeOut(step);
+      } catch (err) {
+        if (err instanceof InstanceFrozen) break;
+        this.r.logger.warn('wait timeout gave up; a later sweep ends it', { run_id: step.runId, step_id: step.stepId, error: String(err) });
+      }
+    }
     return due.length;
   }
 
@@ -92,6 +121,8 @@ export class SchedulerSystem {
    */
   private async timeOut(step: StepRecord): Promise<void> {
     const effect = await this.r.store.unitOfWork('stepTimeout', async (tx) => {
+      await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
+      await assertThawed(tx);
       const run = await runsSql.getRun(tx, step.runId, { lock: true });
       const child = step.type === 'invoke' && step.childRunId ? await runsSql.getRun(tx, step.childRunId, { lock: true }) : null;
       if (child && isTerminalRunStatus(child.status) && run && holdsOpenWait(run)) return { endedChild: child };

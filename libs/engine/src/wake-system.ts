@@ -1,7 +1,7 @@
 import { runFields } from '@ironflow/observability';
 import { RunError, isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
-import { RunRecord, functionsSql, runsSql, stepsSql } from '@ironflow/store';
+import { RunRecord, authoritySql, functionsSql, runsSql, stepsSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { admissionRefusal, refusalError } from './invoke-admission';
 import { OutcomeAnnouncer } from './outcome-announcer';
@@ -64,6 +64,8 @@ export class WakeSystem {
     const stepResult = [failed ? 'failed' : 'completed', failed ? null : child.output, failed ? invokeStepError(child) : null] as const;
     const effect = await this.r.store.unitOfWork('wakeParent', async (tx): Promise<WakeEffect> => {
       await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
+      // A frozen instance resumes nothing: the wake stays pending for the pass after the thaw.
+      if (await authoritySql.isFrozen(tx)) return { failedParent: null, queued: null, resolved: null, frozen: true };
       const parent = await runsSql.getRun(tx, parentRunId, { lock: true });
       await this.r.pausePoints.reached('wake.afterRead', parentRunId);
       if (!parent || isTerminalRunStatus(parent.status)) {
@@ -92,6 +94,10 @@ export class WakeSystem {
       await runsSql.clearWakePending(tx, child.id);
       return { failedParent, queued, resolved: resolved ? parent : null };
     });
+    if (effect.frozen) {
+      this.r.logger.warn('parent wake held by a frozen instance; the waiting-run pass applies it after the thaw', { ...runFields(child), parent_run_id: parentRunId });
+      return null;
+    }
     if (effect.refused) {
       effect.failedParent = await this.refuseResume(child, effect.refused.parent, effect.refused.reason, stepResult);
       effect.resolved = effect.failedParent ? effect.refused.parent : null;
@@ -115,6 +121,8 @@ export class WakeSystem {
     await this.r.pausePoints.reached('admission.afterRead', parent.id);
     return this.r.store.unitOfWork('refuseResume', async (tx) => {
       await tx.setLockTimeout(this.r.config.wakeLockTimeoutMs);
+      // During a freeze the failure stays pending (the wake too) and lands after the thaw.
+      if (await authoritySql.isFrozen(tx)) return null;
       const failed = await commitOutcome(tx, parent.id, { status: 'failed', error: refusalError(reason) }, { kind: 'version', status: parent.status, version: parent.version });
       if (!failed) return null;
       await stepsSql.resolveInvokeStep(tx, parent.id, child.parentStepId!, child.id, ...stepResult);
@@ -174,6 +182,8 @@ interface WakeEffect {
   /** The parent whose invoke step the wake finished. */
   resolved: RunRecord | null;
   refused?: { parent: RunRecord; reason: string };
+  /** The instance is frozen: nothing was written. */
+  frozen?: boolean;
 }
 
 /** The failed invoke step's `error`, a JSON string the SDK parses (WIRE-PROTOCOL.md 1.3). */

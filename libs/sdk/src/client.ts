@@ -1,4 +1,4 @@
-import type { ApiKeyView, EventView, FunctionDefinition, ListEventsOutput, ListRunsOutput, RunHistoryEntry, RunStatus, RunView, SecretView, StepView } from '@ironflow/contracts';
+import type { ApiKeyView, EventView, InstanceStatusView, InstanceTransitionView, FunctionDefinition, ListEventsOutput, ListRunsOutput, RunHistoryEntry, RunStatus, RunView, SecretView, StepView } from '@ironflow/contracts';
 import { IronflowClientError, RunCancelledError, RunErrorInfo, RunFailedError } from './errors';
 import type { FunctionConfig, IronflowFunction } from './function';
 import { RawResponse, baseHeaders, connectUnary, httpError, networkError, parseJson, restGet, sendRaw } from './http';
@@ -153,6 +153,15 @@ export interface IronflowClient {
   listApiKeys(): Promise<ApiKeyInfo[]>;
   /** Revokes an API key by id or `ifk_<id>` prefix (admin route); `API_KEY_NOT_FOUND` when there is none. */
   revokeApiKey(id: string): Promise<ApiKeyInfo>;
+  /**
+   * Freezes the instance (`POST /api/v1/instance/freeze`, admin route): new work waits for the thaw.
+   * `UNAVAILABLE` when it could not get its locks in 500 ms (nothing changed; send it again).
+   */
+  freezeInstance(reason?: string): Promise<InstanceTransitionView>;
+  /** Thaws the instance (`POST /api/v1/instance/thaw`, admin route); errors as `freezeInstance`. */
+  thawInstance(reason?: string): Promise<InstanceTransitionView>;
+  /** The instance authority's state and the work it holds (`GET /api/v1/instance`, admin route). */
+  instanceStatus(): Promise<InstanceStatusView>;
   /**
    * Pauses a run at its next segment boundary (`PauseRun`): `"paused"` when it parked at once,
    * `"pause_requested"` while a segment runs (its end parks the run). `reason` is shown by `getPausedState`.
@@ -357,6 +366,18 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
 
     async revokeApiKey(id) {
       return (await restCall('DELETE', `/api/v1/api-keys/${encodeURIComponent(id)}`)).apiKey as ApiKeyInfo;
+    },
+
+    async freezeInstance(reason) {
+      return (await restCall('POST', '/api/v1/instance/freeze', reason ? { reason } : {})) as unknown as InstanceTransitionView;
+    },
+
+    async thawInstance(reason) {
+      return (await restCall('POST', '/api/v1/instance/thaw', reason ? { reason } : {})) as unknown as InstanceTransitionView;
+    },
+
+    async instanceStatus() {
+      return (await restCall('GET', '/api/v1/instance')) as unknown as InstanceStatusView;
     },
 
     async pauseRun(runId, reason) {

@@ -34,3 +34,5 @@ export * as cancelOnSql from './queries/cancel-on';
 export * as invokesSql from './queries/invokes';
 export type { CancelOnSpecRow, MatchedRun } from './queries/cancel-on';
 export type { InvokeRow } from './queries/invokes';
+export * as authoritySql from './queries/authority';
+export type { AuthorityRecord, AuthorityState, HeldWork } from './queries/authority';

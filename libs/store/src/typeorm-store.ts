@@ -15,6 +15,7 @@ import { ApiKeysAndSecrets1734300000000 } from './migrations/api-keys-and-secret
 import { PauseAndTopics1734400000000 } from './migrations/pause-and-topics';
 import { EventsListingIndex1734500000000 } from './migrations/events-listing-index';
 import { CancelOnAndInvokes1734600000000 } from './migrations/cancel-on-and-invokes';
+import { InstanceAuthority1734700000000 } from './migrations/instance-authority';
 
 const MIGRATIONS = [
   InitialSchema1732900000000,
@@ -28,6 +29,7 @@ const MIGRATIONS = [
   PauseAndTopics1734400000000,
   EventsListingIndex1734500000000,
   CancelOnAndInvokes1734600000000,
+  InstanceAuthority1734700000000,
 ];
 
 export interface StoreOptions {

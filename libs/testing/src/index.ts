@@ -10,3 +10,4 @@ export * from './test-server';
 export * from './admission';
 export * from './faulty-store';
 export * from './blocking-audit-sink';
+export * from './row-locker';

@@ -78,6 +78,48 @@ describe.each(STORES)('lease expiry and recovery [%s]', (dialect) => {
     sub.unsubscribe();
   });
 
+  it('TestPostCommit_RecoveryExhaustedAnnouncesCommittedFailure: a resume right after the recovery commit changes neither the frame, the failed event, the audit row nor the parent wake', async () => {
+    const { parentId, childId, stepId } = await parentWaitingOnChild(t, 'push');
+    const frames: { status?: string; error?: { code?: string } }[] = [];
+    const events: { status?: string }[] = [];
+    const subs = [
+      t.bus.subscribe(subjects.result(t.scope.project, t.scope.env, childId), (m) => frames.push(m.data as never)),
+      t.bus.subscribe(subjects.runEvent(t.scope.env, childId, '*'), (m) => events.push(m.data as never)),
+    ];
+    for (let i = 1; i <= 10; i += 1) {
+      await pollOne(t.engine, childId);
+      t.db.clock.advance(LEASE + 1);
+      expect(await t.engine.recovery.scan()).toEqual(['requeued']);
+    }
+    await pollOne(t.engine, childId);
+    t.db.clock.advance(LEASE + 1);
+    const gate = t.gate.arm('recovery.afterCommit', childId);
+    const scan = t.engine.recovery.scan();
+    await gate.reached;
+    // The engine has no resume of an ended run; the test writes what one would, right after the commit.
+    await t.db.store.unitOfWork('test.resume', (tx) => tx.execute(
+      `UPDATE runs SET status = 'waiting_for_capacity', error = NULL, ended_at = NULL, recoveries = 0, version = version + 1 WHERE id = $1`,
+      [childId],
+    ));
+    gate.release();
+    expect(await scan).toEqual(['exhausted']);
+    await t.engine.resources.followUps.drain(5000);
+
+    await waitFor('the frame and the failed event', () => (frames.length >= 1 && events.length >= 1) || undefined);
+    expect(frames).toEqual([expect.objectContaining({ runId: childId, status: 'failed', error: expect.objectContaining({ code: 'EXECUTION_RECOVERY_EXHAUSTED' }) })]);
+    expect(events).toEqual([expect.objectContaining({ runId: childId, status: 'failed' })]);
+    const rows = await t.db.store.read('t', (tx) => tx.query<{ cause: string; data: string }>(`SELECT cause, data FROM audit_events WHERE run_id = $1 AND event_type = 'run.status_changed'`, [childId]));
+    expect(rows).toHaveLength(1);
+    expect(rows[0].cause).toBe('recovery-exhausted');
+    expect(JSON.parse(rows[0].data)).toMatchObject({ status: 'failed', error: { code: 'EXECUTION_RECOVERY_EXHAUSTED' } });
+    // The parent was woken with the committed failure, not the run as the resume left it.
+    const step = await readStep(t, parentId, stepId);
+    expect(step?.status).toBe('failed');
+    expect(JSON.parse(step!.error as string)).toMatchObject({ child_run_id: childId, message: expect.stringContaining('lost its lease 11 times') });
+    expect(await readRun(t, parentId)).toMatchObject({ status: 'waiting_for_capacity' });
+    subs.forEach((s) => s.unsubscribe());
+  });
+
   it('counts only consecutive recoveries: a segment that reports its end resets the count', async () => {
     await t.engine.api.registerFunction(t.scope, { id: 'sleeper', mode: 'pull', triggers: [{ event: 'nap' }] });
     await t.engine.pull.register(t.scope, 'w1', { worker_id: 'w1', function_ids: ['child', 'parent', 'sleeper'] });

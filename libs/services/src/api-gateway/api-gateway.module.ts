@@ -5,7 +5,8 @@ import { RestController } from './rest.controller';
 import { SecretsController } from './secrets.controller';
 import { PubSubRpcController } from './pubsub-rpc.controller';
 import { UiController } from '../ui/ui.controller';
+import { InstanceController } from './instance.controller';
 
-/** The api-gateway service: the client API (Connect unary JSON + REST), publish/subscribe, secrets and API key management, and the runs UI at `/`. */
-@Module({ controllers: [ClientRpcController, PubSubRpcController, RestController, SecretsController, ApiKeysController, UiController] })
+/** The api-gateway service: the client API (Connect unary JSON + REST), publish/subscribe, secrets and API key management, instance freeze and thaw, and the runs UI at `/`. */
+@Module({ controllers: [ClientRpcController, PubSubRpcController, RestController, SecretsController, ApiKeysController, InstanceController, UiController] })
 export class ApiGatewayModule {}

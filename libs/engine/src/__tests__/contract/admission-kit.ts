@@ -49,12 +49,12 @@ export interface ReportedInvoke {
 /**
  * Triggers the parent (event `trigger`, default `go`), claims its segment and applies its report of a
  * `step.invoke` of `functionId` (default `child`) with input `{orderId}` (fire-and-forget with
- * `async`). Does not wait for the child's admission.
+ * `async`). `beforeReport` runs between the claim and the report (a freeze). Does not wait for the child's admission.
  */
 export async function reportInvoke(
   t: TestEngine,
   orderId: string,
-  options: { async?: boolean; engine?: Engine; scope?: CallScope; functionId?: string; trigger?: string } = {},
+  options: { async?: boolean; engine?: Engine; scope?: CallScope; functionId?: string; trigger?: string; beforeReport?: () => Promise<unknown> } = {},
 ): Promise<ReportedInvoke> {
   const engine = options.engine ?? t.engine;
   const scope = options.scope ?? t.scope;
@@ -71,6 +71,7 @@ export async function reportInvoke(
       ? { type: 'invoke_function_async', step_id: stepId, function_id: functionId, input: { orderId } }
       : { type: 'invoke_function', step_id: stepId, function_id: functionId, input: { orderId }, invoke_timeout_ms: 600_000 },
   };
+  await options.beforeReport?.();
   await engine.reports.apply(parentId, fence, report);
   const step = await readStep(t, parentId, stepId);
   return { parentId, childId: step!.childRunId!, stepId, resend: (e) => e.reports.apply(parentId, fence, report) };

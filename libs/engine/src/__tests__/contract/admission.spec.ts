@@ -2,7 +2,7 @@ import { subjects } from '@ironflow/bus';
 import { ExecutionFence } from '@ironflow/fencing';
 import { STORES, TestEngine, countStreamMessages, waitForAdmission } from '@ironflow/testing';
 import { dispatchedUnclaimed, drainFollowUps, invocation, openAdmissionTest, reportInvoke, takeAllSlots } from './admission-kit';
-import { auditRows, endChild, metricValue, readRun, readStep } from './post-commit-kit';
+import { auditRows, endChild, metricValue, pollOne, readRun, readStep } from './post-commit-kit';
 
 const NO_ENDPOINT = /has no endpoint URL, so its push run cannot be dispatched/;
 
@@ -109,6 +109,56 @@ describe.each(STORES)('admission [%s]', (dialect) => {
     await drain();
     expect(await readRun(t, childId)).toMatchObject({ wakePending: false });
     expect(await readRun(t, parentId)).toMatchObject({ status: 'cancelled' });
+  });
+
+  it('TestAdmission_PermanentErrorWaitsOutAFreeze: during a freeze a refused resume writes nothing and the parent waits; after the thaw the pass fails it with its reason', async () => {
+    const { parentId, childId, stepId } = await parentLosesItsEndpoint();
+    const job = await pollOne(t.engine, childId);
+    await t.engine.instance.freeze('admin', 'maintenance');
+    // The child's attempt was in flight: its report still commits its outcome during the freeze.
+    await t.engine.pull.update('w1', job.job_id, { status: 'completed', output: { charged: 42 }, execution_seq: job.execution_seq, lease_token: job.lease_token });
+    await drain();
+    const held = async () => {
+      expect(await readRun(t, childId)).toMatchObject({ status: 'completed', wakePending: true });
+      expect(await readRun(t, parentId)).toMatchObject({ status: 'waiting' });
+      expect(await readStep(t, parentId, stepId)).toMatchObject({ status: 'waiting' });
+      expect(await auditRows(t, parentId, 'run.status_changed')).toBe(0);
+      expect(await countStreamMessages('RESULTS', subjects.result(t.scope.project, t.scope.env, parentId))).toBe(0);
+    };
+    await held();
+    expect(await t.engine.wakes.waitingRunPass()).toBe(1);
+    await drain();
+    await held();
+
+    await t.engine.instance.thaw('admin');
+    expect(await t.engine.wakes.waitingRunPass()).toBe(1);
+    await drain();
+    const parent = await readRun(t, parentId);
+    expect(parent).toMatchObject({ status: 'failed', error: { code: 'ADMISSION_REFUSED', retryable: false } });
+    expect(parent!.error!.message).toMatch(NO_ENDPOINT);
+    expect(await readStep(t, parentId, stepId)).toMatchObject({ status: 'completed', output: { charged: 42 } });
+    expect(await readRun(t, childId)).toMatchObject({ wakePending: false });
+    expect(await countStreamMessages('RESULTS', subjects.result(t.scope.project, t.scope.env, parentId))).toBe(1);
+  });
+
+  it('TestAdmission_PermanentErrorWaitsOutAFreeze: a freeze that lands between the wake\'s read and the refusal\'s commit holds the failure until the thaw', async () => {
+    const { parentId, childId } = await parentLosesItsEndpoint();
+    const gate = t.gate.arm('admission.afterRead', parentId);
+    await endChild(t.engine, t.scope, childId, 'completed');
+    await gate.reached;
+    await t.engine.instance.freeze('admin');
+    gate.release();
+    await drain();
+    expect(await readRun(t, parentId)).toMatchObject({ status: 'waiting' });
+    expect(await readRun(t, childId)).toMatchObject({ wakePending: true });
+    expect(await auditRows(t, parentId, 'run.status_changed')).toBe(0);
+
+    await t.engine.instance.thaw('admin');
+    await t.engine.wakes.waitingRunPass();
+    await drain();
+    expect(await readRun(t, parentId)).toMatchObject({ status: 'failed', error: { code: 'ADMISSION_REFUSED' } });
+    expect(await readRun(t, childId)).toMatchObject({ wakePending: false });
+    expect(await auditRows(t, parentId, 'run.status_changed')).toBe(1);
   });
 
   it('TestAdmission_RetryableErrorKeepsTheRunWaiting: a resume that fails on a store error leaves the parent waiting with nothing written; the pass resumes it', async () => {

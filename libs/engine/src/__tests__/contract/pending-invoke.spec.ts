@@ -1,7 +1,7 @@
 import { Engine, EngineConfig } from '@ironflow/engine';
 import { FollowUpTracker } from '@ironflow/follow-up';
 import { runsSql } from '@ironflow/store';
-import { CrashingFollowUpTracker, STORES, TestEngine, faultsOf, waitFor } from '@ironflow/testing';
+import { CrashingFollowUpTracker, STORES, TestEngine, auditOf, faultsOf, waitFor } from '@ironflow/testing';
 import {
   cancelledUnclaimed,
   dispatchedUnclaimed,
@@ -75,6 +75,24 @@ describe.each(STORES)('pending invocations [%s]', (dialect) => {
       const job = await pollOne(fresh, childId);
       expect(job.event).toMatchObject({ name: 'ironflow/function.invoked', data: { orderId: 'A' } });
     });
+  });
+
+  it('TestWaitingYieldRecovery_BlockedCreatedRowDoesNotHoldDispatch: a recovered child\'s run.created row goes before its dispatch; a stuck audit table holds the pass for a bounded time and the dispatch not at all', async () => {
+    const { parentId, childId, stepId } = await crashAfterReport('A');
+    const fresh = await restarted();
+    const hold = holdAudit(fresh);
+    // The pass starts the admission off its loop and returns; the admission writes the row first.
+    expect(await fresh.pendingInvokes.run()).toBe(1);
+    await hold.reached();
+    // It waits for the row at most createdRowWaitMs, then replays and dispatches with the row still stuck.
+    await waitFor('the child dispatched with its row stuck', () => dispatchedUnclaimed(t, childId));
+    expect(auditOf(fresh).waiting).toBeGreaterThan(0);
+    expect(await auditRows(t, childId, 'run.created')).toBe(0);
+    hold.release();
+    await drain(fresh);
+    const rows = await history(t, childId);
+    expect(rows[0]).toMatchObject({ eventType: 'run.created', ts: (await readRun(t, childId))!.createdAt });
+    expect((await invocation(t, parentId, stepId))?.settledAt).not.toBeNull();
   });
 
   it('TestPendingInvoke_NoSlotLeavesAdmissionToThePass: with no slot free the rows land, the child is not dispatched nor the parent resumed; the next pass does both', async () => {

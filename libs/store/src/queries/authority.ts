@@ -1,0 +1,81 @@
+import { Tx } from '../tx';
+
+/** Whether the instance admits new work (`thawed`) or holds it until a thaw (`frozen`). */
+export type AuthorityState = 'thawed' | 'frozen';
+
+/** The instance authority row (migration `InstanceAuthority`). */
+export interface AuthorityRecord {
+  state: AuthorityState;
+  /** Bumped by every freeze and thaw. */
+  version: number;
+  /** When the last transition committed (store clock, ms); `null` before the first. */
+  changedAt: number | null;
+  /** Who asked for the last transition; `null` when unknown. */
+  changedBy: string | null;
+  /** The reason given with the last transition; `null` without one. */
+  reason: string | null;
+}
+
+function mapAuthority(row: Record<string, unknown>): AuthorityRecord {
+  return {
+    state: row.state === 'frozen' ? 'frozen' : 'thawed',
+    version: Number(row.version),
+    changedAt: row.changed_at === null || row.changed_at === undefined ? null : Number(row.changed_at),
+    changedBy: row.changed_by === null || row.changed_by === undefined ? null : String(row.changed_by),
+    reason: row.reason === null || row.reason === undefined ? null : String(row.reason),
+  };
+}
+
+/** Reads the authority row without a lock (status reads). */
+export async function readAuthority(tx: Tx): Promise<AuthorityRecord> {
+  const rows = await tx.query(`SELECT * FROM instance_authority WHERE id = 1`);
+  return mapAuthority(rows[0]);
+}
+
+/**
+ * Whether the instance is frozen, read under a shared lock on PostgreSQL (`FOR SHARE`; SQLite runs
+ * units one at a time): an open freeze or thaw holds the reader until it ends, and once read the
+ * state cannot change before this unit of work ends. The caller's lock limit covers the wait.
+ */
+export async function isFrozen(tx: Tx): Promise<boolean> {
+  const rows = await tx.query<{ state: string }>(`SELECT state FROM instance_authority WHERE id = 1${tx.dialect === 'postgres' ? ' FOR SHARE' : ''}`);
+  return rows[0]?.state === 'frozen';
+}
+
+/**
+ * Moves the authority to `to` under the row's exclusive lock (`FOR UPDATE` on PostgreSQL), bumping
+ * its version and stamping who and when. Returns the row as written, or `null` when it was already
+ * in `to` (nothing written; the row stays locked until the unit ends).
+ */
+export async function transitionAuthority(tx: Tx, to: AuthorityState, by: string | null, reason: string | null): Promise<AuthorityRecord | null> {
+  await tx.query(`SELECT id FROM instance_authority WHERE id = 1${tx.forUpdate}`);
+  const rows = await tx.query(
+    `UPDATE instance_authority SET state = $1, version = version + 1, changed_at = $2, changed_by = $3, reason = $4
+     WHERE id = 1 AND state <> $1 RETURNING *`,
+    [to, tx.now, by, reason],
+  );
+  return rows.length ? mapAuthority(rows[0]) : null;
+}
+
+/** Work a freeze holds back, counted by kind. */
+export interface HeldWork {
+  /** Segments queued and due (`waiting_for_capacity`, `available_at` passed, not held). */
+  queued: number;
+  /** Runs created and not yet admitted to the queue (`held`). */
+  admissions: number;
+  /** Sleeps whose wake time has passed. */
+  sleeps: number;
+  /** Ended children whose parent wake has not been applied. */
+  wakes: number;
+}
+
+/** Counts the work waiting for admission now (`ironflow instance status`). */
+export async function countHeldWork(tx: Tx): Promise<HeldWork> {
+  const count = async (sql: string, params: unknown[] = []) => Number((await tx.query<{ n: unknown }>(sql, params))[0]?.n ?? 0);
+  return {
+    queued: await count(`SELECT COUNT(*) AS n FROM runs WHERE status = 'waiting_for_capacity' AND held = 0 AND available_at <= $1`, [tx.now]),
+    admissions: await count(`SELECT COUNT(*) AS n FROM runs WHERE held = 1`),
+    sleeps: await count(`SELECT COUNT(*) AS n FROM steps WHERE type = 'sleep' AND status = 'waiting' AND wake_at <= $1`, [tx.now]),
+    wakes: await count(`SELECT COUNT(*) AS n FROM runs WHERE wake_pending = 1`),
+  };
+}
