@@ -4,8 +4,9 @@
  * process gets SIGTERM. Its SDK's signal handler stops the worker, which gives the job back
  * (REST: the release route; stream: the closed stream), and the process ends. A second worker then
  * runs the run to completion. The lease is the default 90 s: the run completes with no lease
- * recovery at all (`recoveries` 0, the second execution started from a release), which is what
- * shows the lease was not waited for; wall-clock time is not asserted.
+ * recovery at all (no `run.lease_recovered` row; `recoveries` 1, the one release, which counts
+ * toward the recovery ceiling), which is what shows the lease was not waited for; wall-clock time
+ * is not asserted.
  */
 import { ChildProcess, spawn } from 'node:child_process';
 import { resolve } from 'node:path';
@@ -72,7 +73,7 @@ describe.each(STORES)('a stopping worker gives its work back [%s]', (dialect) =>
       }, LEASE_MS / 3);
       expect(run.output).toEqual({ by: 'second', slow: 'quick' });
       const row = await engine.server.runtime.store.read('t', (tx) => tx.query<{ recoveries: unknown; execution_seq: unknown; attempt: unknown }>(`SELECT recoveries, execution_seq, attempt FROM runs WHERE id = $1`, [runId]));
-      expect(row.map((r) => ({ recoveries: Number(r.recoveries), executionSeq: Number(r.execution_seq), attempt: Number(r.attempt) }))).toEqual([{ recoveries: 0, executionSeq: 2, attempt: 1 }]);
+      expect(row.map((r) => ({ recoveries: Number(r.recoveries), executionSeq: Number(r.execution_seq), attempt: Number(r.attempt) }))).toEqual([{ recoveries: 1, executionSeq: 2, attempt: 1 }]);
       await engine.server.runtime.engine.resources.followUps.drain(5_000);
       const { history } = await api.getRunSteps(SCOPE, runId);
       expect(history.filter((h) => h.eventType === 'run.execution_released')).toHaveLength(1);

@@ -190,6 +190,17 @@ describe('runs UI in a browser', () => {
     await waitFor('the page to show paused', async () => (await page.locator('[data-testid=run-status] [data-status]').getAttribute('data-status')) === 'paused', 15_000);
     expect((await client.getRun(runId)).status).toBe('paused');
     expect(await page.locator('[data-testid=pause-run]').count()).toBe(0);
+    // A step output injected while paused is marked in the steps table; steps show local start and end times.
+    await client.injectStepOutput(runId, `${runId}:later:0`, { price: 12 }, 'check the price');
+    await page.reload();
+    await page.locator('[data-testid=step-injected]').waitFor();
+    const injectedRow = page.locator('[data-testid=steps-table] tbody tr:has([data-testid=step-injected])');
+    expect(await injectedRow.textContent()).toContain('later');
+    expect(await injectedRow.textContent()).toContain('"price": 12');
+    const { steps } = await client.getRunSteps(runId);
+    const nap = steps.find((s) => s.name === 'long-nap')!;
+    const local = await page.evaluate((iso) => { const d = new Date(iso); return `${d.toLocaleDateString()} ${d.toLocaleTimeString()}`; }, nap.startedAt);
+    expect(await page.locator('[data-testid=steps-table] tbody tr:has-text("long-nap")').textContent()).toContain(local);
     await page.locator('[data-testid=resume-run]').click();
     await waitFor('the page to show it waiting again', async () => (await page.locator('[data-testid=run-status] [data-status]').getAttribute('data-status')) === 'waiting', 15_000);
     expect((await client.getRun(runId)).status).toBe('waiting');

@@ -103,7 +103,8 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     await registerPull(fnB, event);
     const res = await connect(engine.url, 'Trigger', { event, data: { a: 1 } });
     expect(res.status).toBe(200);
-    expect(Object.keys(res.json).sort()).toEqual(['eventId', 'runIds']);
+    expect(Object.keys(res.json).sort()).toEqual(['debouncedFunctionIds', 'eventId', 'runIds']);
+    expect(res.json.debouncedFunctionIds).toEqual([]);
     expect(typeof res.json.eventId).toBe('string');
     expect(res.json.eventId.length).toBeGreaterThan(0);
     expect(res.json.runIds).toHaveLength(2);
@@ -390,10 +391,32 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
       cancelOn: [{ event: 'order.cancelled', match: 'data.orderId' }, { event: 'shop.closed' }],
     });
     expect(reg.status).toBe(200);
-    expect(reg.json.function.cancelOn).toEqual([{ event: 'order.cancelled', match: 'data.orderId' }, { event: 'shop.closed', match: '' }]);
+    expect(reg.json.function.cancelOn).toEqual([{ event: 'order.cancelled', match: 'data.orderId', if: '' }, { event: 'shop.closed', match: '', if: '' }]);
     const list = await connect(engine.url, 'ListFunctions', {});
     const listed = (list.json.functions as { id: string; cancelOn: unknown }[]).find((f) => f.id === fnId);
-    expect(listed?.cancelOn).toEqual([{ event: 'order.cancelled', match: 'data.orderId' }, { event: 'shop.closed', match: '' }]);
+    expect(listed?.cancelOn).toEqual([{ event: 'order.cancelled', match: 'data.orderId', if: '' }, { event: 'shop.closed', match: '', if: '' }]);
+  });
+
+  it('RegisterFunction acts on cancelOn[].if (ours, CancelOnSpec field 100): a bad condition is refused naming it, a good one is kept and gates the cancel', async () => {
+    const bad = await connect(engine.url, 'RegisterFunction', { id: uid('cancel-if'), preferredMode: 'pull', cancelOn: [{ event: 'x', if: 'async.data.reason ==' }] });
+    expect(bad.status).toBe(400);
+    expect(bad.json).toMatchObject({ code: 'invalid_argument', ironflowCode: 'VALIDATION_ERROR' });
+    expect(bad.json.message).toContain('cancelOn.0.if');
+
+    const fnId = uid('cancel-if');
+    const placed = uid('placed');
+    const cancelled = uid('cancelled');
+    const reg = await connect(engine.url, 'RegisterFunction', { id: fnId, preferredMode: 'pull', triggers: [{ event: placed }], cancelOn: [{ event: cancelled, match: 'data.orderId', if: 'async.data.reason != "test"' }] });
+    expect(reg.status).toBe(200);
+    expect(reg.json.function.cancelOn).toEqual([{ event: cancelled, match: 'data.orderId', if: 'async.data.reason != "test"' }]);
+    const run = (await connect(engine.url, 'Trigger', { event: placed, data: { orderId: 'A' } })).json.runIds[0];
+    await connect(engine.url, 'Trigger', { event: cancelled, data: { orderId: 'A', reason: 'test' } });
+    const real = await connect(engine.url, 'Trigger', { event: cancelled, data: { orderId: 'A', reason: 'customer' } });
+    const ended = await waitForRun(engine.url, run, (r) => r.status === 'cancelled');
+    // The event whose condition failed did not cancel: the cause is the second one.
+    expect(ended.error.message).toBe(`cancel_on: ${cancelled} ${real.json.eventId}`);
+    const steps = await connect(engine.url, 'GetRunSteps', { id: run });
+    expect(steps.json.history.filter((h: any) => h.eventType === 'run.cancelled')).toHaveLength(1);
   });
 
   it('a cancelOn event cancels the matching run only; GetRun names the event as the cause and GetRunSteps records cancel-on-event', async () => {
@@ -454,6 +477,10 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     const async = await connect(engine.url, 'Trigger', { event, data: {} });
     expect(async.status).toBe(200);
     expect(async.json.runIds).toEqual([]);
+    // Ours (TriggerResponse field 100): the answer says which functions were debounced.
+    expect(async.json.debouncedFunctionIds).toEqual([fnId]);
+    const plain = await connect(engine.url, 'Trigger', { event: uid('nobody'), data: {} });
+    expect(plain.json.debouncedFunctionIds).toEqual([]);
   });
 
   it('Trigger takes an event version and metadata (as `client.emit(name, data, {version, metadata})` sends them), and refuses a version below 1 or metadata that is not an object', async () => {
@@ -626,6 +653,11 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     for (const [verb, path, body] of [
       ['POST', '/api/v1/events', { name: `e${nul}`, data: {} }],
       ['GET', '/api/v1/runs/r%00', undefined],
+      ['GET', '/api/v1/events?name=e%00', undefined],
+      ['GET', '/api/v1/events?cursor=1%3Ae%00', undefined],
+      ['GET', '/api/v1/events?name=a&name=b', undefined],
+      ['GET', '/api/v1/runs?functionId=f%00', undefined],
+      ['GET', '/api/v1/runs?status=failed&status=running', undefined],
       ['POST', '/api/v1/functions', { id: uid('nul'), mode: 'pull', triggers: [{ event: `x${nul}` }] }],
       ['POST', '/api/v1/workers/w%00/register', { worker_id: 'w', function_ids: [] }],
       ['GET', '/api/v1/workers/w%00/jobs?available=1', undefined],
@@ -641,6 +673,15 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     expect([viaRest.status, viaRest.json.code]).toEqual([400, 'VALIDATION_ERROR']);
     const viaConnect = await connect(engine.url, 'RegisterFunction', { id: uid('range'), preferredMode: 'pull', retry });
     expect([viaConnect.status, viaConnect.json.code]).toEqual([400, 'invalid_argument']);
+  });
+
+  it('REST registration is strict: an unknown key, top-level or nested, is a 400 VALIDATION_ERROR naming it, and nothing is registered', async () => {
+    const id = uid('strict');
+    const res = await rest(engine.url, 'POST', '/api/v1/functions', { id, mode: 'pull', triggers: [{ event: 'x' }], timeout: 5000, retry: { maxAttempts: 2, maxAttemps: 3 } });
+    expect(res.status).toBe(400);
+    expect(res.json).toEqual({ code: 'VALIDATION_ERROR', message: 'unknown field(s), not options of this engine: retry.maxAttemps, timeout' });
+    const listed = await rest(engine.url, 'GET', '/api/v1/functions');
+    expect((listed.json.functions as { id: string }[]).map((f) => f.id)).not.toContain(id);
   });
 
   it('Emit (IronflowService) takes the Trigger message and answers eventId and runIds', async () => {

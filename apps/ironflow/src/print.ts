@@ -42,15 +42,18 @@ export class CliUsageError extends IronflowError {
  * The code and message the CLI shows for an error: for a refused call the engine's own code
  * (`engineCode`, e.g. `RUN_NOT_FOUND`) when the server sent one, else the Connect code
  * (`not_found`…); `UNREACHABLE` with a hint when the engine could not be reached at `serverUrl`;
- * an SDK error's `code`; else `ERROR`.
+ * an SDK error's `code`; any other error's string `code` (the engine's `EngineError`, a
+ * `SettingsError` of `dev`, Node's `EADDRINUSE`…); else `ERROR`.
  */
 export function describeError(err: unknown, serverUrl: string): { code: string; message: string } {
-  if (err instanceof IronflowClientError && err.code === 'NETWORK_ERROR') {
+  if (err instanceof IronflowClientError && (err.code === 'NETWORK_ERROR' || err.code === 'UNREACHABLE')) {
     return { code: 'UNREACHABLE', message: `cannot reach ${serverUrl} (is ironflow dev running? set --server or IRONFLOW_SERVER_URL)` };
   }
   if (err instanceof IronflowClientError) return { code: err.engineCode ?? err.code, message: err.message };
   if (err instanceof IronflowError) return { code: err.code, message: err.message };
-  return { code: 'ERROR', message: err instanceof Error ? err.message : String(err) };
+  // The engine's own errors (`EngineError`, `SettingsError` when `dev` cannot start) and Node's carry a string code.
+  const code = (err as { code?: unknown } | null | undefined)?.code;
+  return { code: typeof code === 'string' && code !== '' ? code : 'ERROR', message: err instanceof Error ? err.message : String(err) };
 }
 
 /** `error [CODE]: message`, or with `json` the line `{"error":{"code","message"}}`. */
@@ -132,6 +135,7 @@ export function printRun(run: RunView, detail: RunSteps, out: (text: string) => 
     const extra = s.childRunId ? ` child ${s.childRunId}` : s.wakeAt ? ` until ${s.wakeAt}` : '';
     const value = s.output !== undefined ? ` → ${shown(s.output)}` : s.error !== undefined ? ` ✗ ${shown(s.error)}` : '';
     lines.push(`  ${String(s.sequence).padStart(2)} ${s.type.padEnd(14)} ${s.name.padEnd(20)} ${s.status.padEnd(9)}${extra}${value}`);
+    lines.push(`     started ${s.startedAt ?? s.createdAt}${s.endedAt ? `  ended ${s.endedAt}` : ''}${s.injected ? '  (output injected)' : ''}`);
   }
   if (detail.children.length) {
     lines.push('', `child runs (${detail.children.length})`);
@@ -139,9 +143,20 @@ export function printRun(run: RunView, detail: RunSteps, out: (text: string) => 
   }
   if (detail.history.length) {
     lines.push('', 'history');
-    for (const h of detail.history) lines.push(`  ${h.ts} ${h.eventType}${h.cause ? `: ${h.cause}` : ''}`);
+    for (const h of detail.history) {
+      const reason = reasonOf(h.data);
+      lines.push(`  ${h.ts} ${h.eventType}${h.cause ? `: ${h.cause}` : ''}${reason ? ` (${cut(reason, valueChars)})` : ''}`);
+    }
   }
   out(lines.join('\n'));
+}
+
+/** The why of a history row: its `reason` (pause, inject) or its error's message (a cancel's reason, a failure). */
+function reasonOf(data: unknown): string | undefined {
+  if (!data || typeof data !== 'object') return undefined;
+  const { reason, error } = data as { reason?: unknown; error?: { message?: unknown } };
+  if (typeof reason === 'string' && reason !== '') return reason;
+  return error && typeof error.message === 'string' && error.message !== '' ? error.message : undefined;
 }
 
 /** Human-readable `run list`: one line per run, then the count and the next page's cursor. */

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { FUNCTION_OPTIONS } from '@ironflow/engine';
 import { FakeReply, FakeServer, RecordedRequest, startFakeServer } from '@ironflow/sdk/testing';
 import { createClient } from '@ironflow/sdk';
@@ -98,6 +101,18 @@ describe('ironflow CLI', () => {
       expect(res).toEqual({ code: 1, out: ['event evt-9 started 0 run(s)'], err: ['error [NO_RESULTS]: event "nobody.listens" started no run (no function is triggered by it)'] });
     });
 
+    it('emit says which functions were debounced (Trigger debouncedFunctionIds); with --wait and no run: FUNCTION_DEBOUNCED, exit 1', async () => {
+      replies.Trigger = () => ({ status: 200, body: { eventId: 'evt-d', runIds: [], debouncedFunctionIds: ['search.index'] } });
+      const note = 'function search.index debounced: its run starts once its debounce period passes without another event of its key';
+      expect(await cli(server.url, 'emit', 'doc.changed')).toEqual({ code: 0, out: ['event evt-d started 0 run(s)', note], err: [] });
+      expect(await cli(server.url, 'emit', 'doc.changed', '--wait')).toEqual({
+        code: 1,
+        out: ['event evt-d started 0 run(s)', note],
+        err: ['error [FUNCTION_DEBOUNCED]: event "doc.changed" started no run now: debounced search.index (the run starts after the debounce period; follow it with run list)'],
+      });
+      expect(JSON.parse((await cli(server.url, 'emit', 'doc.changed', '--json')).out[0])).toEqual({ eventId: 'evt-d', runIds: [], debouncedFunctionIds: ['search.index'] });
+    });
+
     it('a failed run prints "run <id> (<function>) failed: [CODE] message" and exits 2; --json prints JSON lines: the ids, then status, ids and error', async () => {
       replies.Trigger = () => ({ status: 200, body: { eventId: 'e', runIds: ['run-4'] } });
       replies.GetRun = () => ({ status: 200, body: runView({ id: 'run-4', status: 'failed', error: { message: 'carrier down', code: 'STEP_FAILED' } }) });
@@ -105,7 +120,7 @@ describe('ironflow CLI', () => {
       const json = await cli(server.url, 'emit', 'order.placed', '--wait', '--json');
       expect(json.code).toBe(2);
       expect(json.out.map((line) => JSON.parse(line))).toEqual([
-        { eventId: 'e', runIds: ['run-4'] },
+        { eventId: 'e', runIds: ['run-4'], debouncedFunctionIds: [] },
         { status: 'failed', runId: 'run-4', functionId: 'ship', error: { message: 'carrier down', code: 'STEP_FAILED' } },
       ]);
     });
@@ -124,6 +139,28 @@ describe('ironflow CLI', () => {
       expect(res.code).toBe(0);
       expect(res.out[0]).toContain('error      [CANCELLED] cancel_on: order.cancelled evt-9');
       expect(res.out[0]).toContain('2025-01-01T00:00:01.000Z run.cancelled: cancel-on-event');
+    });
+
+    it('run get shows a user cancel\'s reason in the history and each step\'s start and end (injected outputs marked)', async () => {
+      replies.GetRun = () => ({ status: 200, body: { id: 'run-7', functionId: 'ship', functionVersion: 1, executionMode: 'pull', eventId: 'evt-0', status: 'cancelled', attempt: 1, maxAttempts: 3, createdAt: '2025-01-01T00:00:00.000Z', updatedAt: '2025-01-01T00:00:09.000Z', error: { message: 'customer called', code: 'CANCELLED' } } });
+      replies.GetRunSteps = () => ({
+        status: 200,
+        body: {
+          steps: [
+            { id: 's1', name: 'load', type: 'run', status: 'completed', output: 1, sequence: 0, createdAt: '2025-01-01T00:00:02.000Z', startedAt: '2025-01-01T00:00:01.250Z', endedAt: '2025-01-01T00:00:02.000Z' },
+            { id: 's2', name: 'price', type: 'run', status: 'completed', output: 12, sequence: 1, createdAt: '2025-01-01T00:00:03.000Z', startedAt: '2025-01-01T00:00:03.000Z', endedAt: '2025-01-01T00:00:04.000Z', injected: true },
+            { id: 's3', name: 'nap', type: 'sleep', status: 'waiting', sequence: 2, createdAt: '2025-01-01T00:00:05.000Z', startedAt: '2025-01-01T00:00:05.000Z', wakeAt: '2025-01-01T01:00:00.000Z' },
+          ],
+          history: [{ eventType: 'run.cancelled', cause: 'user-cancel', data: { status: 'cancelled', attempt: 1, error: { message: 'customer called', code: 'CANCELLED' } }, ts: '2025-01-01T00:00:09.000Z' }],
+        },
+      });
+      const res = await cli(server.url, 'run', 'get', 'run-7');
+      expect(res.code).toBe(0);
+      const lines = res.out[0].split('\n');
+      expect(lines).toContain('     started 2025-01-01T00:00:01.250Z  ended 2025-01-01T00:00:02.000Z');
+      expect(lines).toContain('     started 2025-01-01T00:00:03.000Z  ended 2025-01-01T00:00:04.000Z  (output injected)');
+      expect(lines).toContain('     started 2025-01-01T00:00:05.000Z');
+      expect(lines).toContain('  2025-01-01T00:00:09.000Z run.cancelled: user-cancel (customer called)');
     });
 
     it('dev --help lists every function registration option with its semantics, refused ones as refused', async () => {
@@ -200,6 +237,20 @@ describe('ironflow CLI', () => {
       expect(full.out[0]).toContain(`→ ${text}`);
     });
 
+    it('dev that cannot start prints the error with its code (a port in use: SETTINGS_ERROR naming IRONFLOW_PORT)', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'ironflow-dev-'));
+      const saved = process.env.IRONFLOW_DATABASE_URL;
+      delete process.env.IRONFLOW_DATABASE_URL;
+      try {
+        const res = await cli(server.url, 'dev', '--port', new URL(server.url).port, '--db', join(dir, 'dev.db'));
+        expect(res.code).toBe(1);
+        expect(res.err).toEqual([expect.stringMatching(/^error \[SETTINGS_ERROR\]: IRONFLOW_PORT: cannot listen on .*: the port is in use$/)]);
+      } finally {
+        if (saved !== undefined) process.env.IRONFLOW_DATABASE_URL = saved;
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
     it('dev --help tells how to switch to PostgreSQL and NATS', async () => {
       const res = await cli(server.url, 'dev', '--help');
       expect(res.code).toBe(0);
@@ -257,10 +308,28 @@ describe('ironflow CLI', () => {
     it('a usage error from the argument parser is JSON too with --json', async () => {
       const res = await cli(server.url, 'invoke', 'pay', '--timeout', 'soon', '--json');
       expect(res.code).toBe(1);
-      expect(res.err.map((line) => JSON.parse(line))).toEqual([{ error: { code: 'INVALID_ARGUMENT', message: "option '--timeout <ms>' argument 'soon' is invalid. a positive whole number" } }]);
+      expect(res.err.map((line) => JSON.parse(line))).toEqual([{ error: { code: 'INVALID_ARGUMENT', message: "option '--timeout <duration>' argument 'soon' is invalid. a duration: 30s, 5m, 1h or a number of ms, more than 0" } }]);
       const text = await cli(server.url, 'invoke', 'pay', '--timeout', 'soon');
       expect(text.code).toBe(1);
-      expect(text.err[0]).toBe("error: option '--timeout <ms>' argument 'soon' is invalid. a positive whole number");
+      expect(text.err[0]).toBe("error: option '--timeout <duration>' argument 'soon' is invalid. a duration: 30s, 5m, 1h or a number of ms, more than 0");
+    });
+
+    it.each([
+      ['1500', 1500],
+      ['30s', 30_000],
+      ['5m', 300_000],
+      ['1.5s', 1500],
+      ['250ms', 250],
+    ])('--timeout %s is %i ms on invoke (emit --wait reads it the same way)', async (flag, timeoutMs) => {
+      replies.InvokeFunctionSync = () => ({ status: 200, body: { runId: 'run-1', functionId: 'pay', status: 'completed', output: {}, durationMs: 1 } });
+      expect((await cli(server.url, 'invoke', 'pay', '--timeout', flag)).code).toBe(0);
+      expect(server.requests[0].body).toMatchObject({ timeoutMs });
+    });
+
+    it.each(['0', '-5', '0s', '5 fortnights', '5mx'])('--timeout %s is refused as a usage error', async (flag) => {
+      const res = await cli(server.url, 'invoke', 'pay', '--timeout', flag);
+      expect(res.code).toBe(1);
+      expect(server.requests).toEqual([]);
     });
   });
 

@@ -1,3 +1,4 @@
+import ms from 'ms';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { createClient, IronflowClient, IronflowClientError, RunCancelledError, RunFailedError } from '@ironflow/sdk';
 import { devCommand } from './dev-command';
@@ -106,7 +107,7 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
     .option('--data <json>', 'event data, a JSON object (default {})')
     .option('--idempotency-key <key>', 'an event with a key already used starts nothing new')
     .option('--wait', 'print the event and run ids at once, then wait for the first run to finish and print its outcome')
-    .option('--timeout <ms>', 'how long --wait waits, ms', parsePositiveInt, 30_000)
+    .option('--timeout <duration>', 'how long --wait waits: 30s, 5m, 1h or a number of ms', parseDurationOption, 30_000)
     .option('--json', 'print JSON')
     .addHelpText('after', `${WAIT_EXIT_CODES_HELP}\n(without --wait: 0 when the event was accepted, 1 on error)\nWith --wait --json: two JSON lines, {"eventId","runIds"} at once, then the outcome.`)
     .action(
@@ -116,10 +117,16 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
         const started = Date.now();
         const res = await c.emit(name, data, { idempotencyKey: o.idempotencyKey });
         if (o.json) io.out(JSON.stringify(res, null, o.wait ? 0 : 2));
-        else io.out(`event ${res.eventId} started ${res.runIds.length} run(s)${res.runIds.map((id) => `\n  ${id}`).join('')}`);
+        else {
+          io.out(`event ${res.eventId} started ${res.runIds.length} run(s)${res.runIds.map((id) => `\n  ${id}`).join('')}`);
+          for (const fn of res.debouncedFunctionIds) io.out(`function ${fn} debounced: its run starts once its debounce period passes without another event of its key`);
+        }
         if (!o.wait) return;
         // The ids are out before the wait: a developer (or a script) knows the run even if the wait is cut.
         const [first] = res.runIds;
+        if (!first && res.debouncedFunctionIds.length > 0) {
+          throw new IronflowClientError(`event "${name}" started no run now: debounced ${res.debouncedFunctionIds.join(', ')} (the run starts after the debounce period; follow it with run list)`, 'FUNCTION_DEBOUNCED', 200);
+        }
         if (!first) throw new IronflowClientError(`event "${name}" started no run (no function is triggered by it)`, 'NO_RESULTS', 200);
         const timeoutMs = Math.max(1, o.timeout - (Date.now() - started));
         await waited(async () => ({ eventId: res.eventId, ...(await c.waitForRun(first, { timeoutMs })) }), o.timeout, o.json === true, o.json ? 0 : 2);
@@ -131,7 +138,7 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
     .description('run one function directly and wait for its outcome')
     .argument('<function>', 'function id, e.g. payment.charge')
     .option('--data <json>', 'the input, a JSON object (the run sees it as event.data; default {})')
-    .option('--timeout <ms>', 'how long to wait, ms', parsePositiveInt, 30_000)
+    .option('--timeout <duration>', 'how long to wait: 30s, 5m, 1h or a number of ms', parseDurationOption, 30_000)
     .option('--json', 'print JSON')
     .addHelpText('after', WAIT_EXIT_CODES_HELP)
     .action(
@@ -332,6 +339,18 @@ function parseJsonValue(option: string, text: string): unknown {
   } catch (err) {
     throw new CliUsageError(`${option}: not JSON: ${(err as Error).message}`);
   }
+}
+
+/**
+ * A duration flag, the same on every command: a number of ms (`1500`) or a number with a unit
+ * (`500ms`, `30s`, `5m`, `1h`, `1.5h`, `2d`), parsed by the `ms` package; more than 0, whole ms.
+ */
+function parseDurationOption(value: string): number {
+  const trimmed = value.trim();
+  const parsed = /^\d+(\.\d+)?$/.test(trimmed) ? Number(trimmed) : /^\d+(\.\d+)?\s*[a-z]+$/i.test(trimmed) ? ms(trimmed) : undefined;
+  const rounded = typeof parsed === 'number' && Number.isFinite(parsed) ? Math.round(parsed) : 0;
+  if (rounded <= 0) throw new InvalidArgumentError('a duration: 30s, 5m, 1h or a number of ms, more than 0');
+  return rounded;
 }
 
 function parsePositiveInt(value: string): number {

@@ -21,23 +21,25 @@ const run = (over: Partial<RunView>): RunView => ({
 });
 
 describe('ironflow dev activity lines', () => {
-  it('prints one line per run outcome (completed with its duration, failed with its code, cancelled) and nothing for other run events', async () => {
+  it('prints one line per run outcome (completed with its duration, failed with its code, cancelled with its code and reason) and nothing for other run events', async () => {
     const bus = new InProcessBus();
     const runs: Record<string, RunView> = {
       r1: run({}),
       r2: run({ id: 'r2', status: 'failed', error: { message: 'carrier\ndown', code: 'PUSH_DISPATCH_FAILED' } }),
       r3: run({ id: 'r3', functionId: 'payment.charge', status: 'cancelled' }),
+      r5: run({ id: 'r5', status: 'cancelled', error: { message: 'customer called', code: 'CANCELLED' } }),
     };
     const scopes: CallScope[] = [];
     const out: string[] = [];
     const sub = printRunOutcomes(bus, { getRun: async (scope, id) => (scopes.push(scope), runs[id]) }, (line) => out.push(line));
     for (const r of Object.values(runs)) await bus.publish(subjects.runEvent('staging', r.id, r.status), { runId: r.id, functionId: r.functionId, status: r.status, attempt: 1 });
     await bus.publish(subjects.runEvent('staging', 'r4', 'running'), { runId: 'r4', functionId: 'x', status: 'running', attempt: 1 });
-    await waitFor('three lines', () => out.length === 3);
+    await waitFor('four lines', () => out.length === 4);
     expect(out.sort()).toEqual([
       'run r1 order.process completed in 250 ms',
       'run r2 order.process failed PUSH_DISPATCH_FAILED: carrier down',
       'run r3 payment.charge cancelled',
+      'run r5 order.process cancelled CANCELLED: customer called',
     ]);
     expect(scopes).toContainEqual({ project: 'default', env: 'staging' });
     sub.unsubscribe();

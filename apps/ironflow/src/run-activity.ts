@@ -11,7 +11,7 @@ const ENV_TOKEN = subjects.runEvent('\u0000', '*', '*').split('.').indexOf('\u00
  *
  *     run <id> <function> completed in <ms> ms
  *     run <id> <function> failed <CODE>: <message>
- *     run <id> <function> cancelled
+ *     run <id> <function> cancelled <CODE>: <reason>
  *
  * Runs are read in project `default` (the dev server's); when the read fails the line is printed
  * from the event alone. Returns the subscription (unsubscribe to stop).
@@ -38,6 +38,8 @@ export function outcomeLine(run: RunView): string {
     }
     case 'failed':
       return `${head} failed ${run.error?.code ?? 'ERROR'}: ${oneLine(run.error?.message ?? 'no message')}`;
+    case 'cancelled':
+      return run.error ? `${head} cancelled ${run.error.code ?? 'CANCELLED'}: ${oneLine(run.error.message)}` : `${head} cancelled`;
     default:
       return `${head} ${run.status}`;
   }

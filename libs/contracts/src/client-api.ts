@@ -54,6 +54,8 @@ export interface StepView {
   wakeAt?: string;
   sequence: number;
   createdAt: string;
+  /** When the step started: a `step.run`'s start on the worker, a wait's `createdAt`. ISO-8601. */
+  startedAt: string;
   endedAt?: string;
   /** Present (true) when the output was set by `InjectStepOutput`. */
   injected?: boolean;
@@ -104,6 +106,12 @@ export interface TriggerInput {
 export interface TriggerOutput {
   eventId: string;
   runIds: string[];
+  /**
+   * Functions the event reached whose `debounce` deferred their run: no run id now; the run
+   * starts once the debounce period passes without another event of its key. Empty for a
+   * repeated (idempotent) event.
+   */
+  debouncedFunctionIds: string[];
 }
 
 /** One entry of TriggerSync's `results[]`: status lowercase, duration in ms. */

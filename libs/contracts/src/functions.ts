@@ -86,6 +86,13 @@ export const DEFAULT_FUNCTION_TIMEOUT_MS = 600_000;
 export const DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024;
 
 /**
+ * Largest message on a worker stream (`WorkerService.Connect`), in bytes: the engine never sends
+ * a larger one (a job assignment over it fails its attempt with `PAYLOAD_TOO_LARGE`), and our
+ * SDK's gRPC client accepts messages up to it.
+ */
+export const STREAM_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
+
+/**
  * What a function records in `audit_events` (its recording profile):
  * - `none`: no workflow rows;
  * - `run_lifecycle` (the default): the run's lifecycle and capacity rows, every `run.*` row

@@ -18,9 +18,13 @@ import { runEventOf, toWireEvent } from './segment-loader';
  * `ironflow_cancel_on_expression_errors_total{function_id}`. The specs are written as
  * `cancel_on_specs` rows in the run's creating transaction.
  *
- * Two paths reach a run:
+ * Three paths reach a run:
  * - the live match (`matchEvent`), run after the event's commit off the emitter's path, finds the
  *   runs whose specs the event matches;
+ * - the reconcile (`reconcile`, a scheduler pass), for a live match lost between the event's
+ *   commit and its announce (the node died): it matches again, once per scheduler process, every
+ *   logged event of a name some live run has a spec for, stamped in the replay window and at least
+ *   `RECONCILE_SETTLE_MS` ago (a live match normally ran by then; a second match changes nothing);
  * - the replay (`replay`), run after a new run's commit and before its dispatch, reads the event
  *   log for cancel events stamped up to `cancelOnReplayWindowMs` (30 s) before the run was
  *   created, at most `cancelOnReplayRowsPerSpec` (1000) a spec, up to the store's clock. The log
@@ -34,6 +38,9 @@ import { runEventOf, toWireEvent } from './segment-loader';
  * parent wake, all off the caller's path. Its error reads `cancel_on: <event name> <event id>`.
  * A match that finds a run ended deletes that run's specs (the cleanup a lost follow-up left).
  */
+/** How old a logged event must be before the reconcile matches it again (its live match normally ran by then), ms. */
+export const RECONCILE_SETTLE_MS = 2000;
+
 export class CancelOnSystem {
   constructor(
     private readonly r: EngineResources,
@@ -129,6 +136,34 @@ export class CancelOnSystem {
   }
 
   private cleanupCursor = '';
+  /** The last event the reconcile matched (store clock ms, id); unset until its first pass. */
+  private reconcileCursor?: { ts: number; id: string };
+
+  /**
+   * The scheduler's `cancel_on` reconcile (see the class comment): pages through the event log
+   * from its cursor (at first, and whenever it fell behind, the start of the replay window: an
+   * older event could only cancel runs its live match already saw, and the replay covers newer
+   * runs) up to `RECONCILE_SETTLE_MS` ago, at most `pages` pages of `passPageSize`, and matches each
+   * event as the live match does. Returns the runs it cancelled.
+   */
+  async reconcile(pages = 10): Promise<number> {
+    const now = this.r.clock.now();
+    const windowStart = now - this.r.config.cancelOnReplayWindowMs;
+    if (!this.reconcileCursor || this.reconcileCursor.ts < windowStart) this.reconcileCursor = { ts: windowStart, id: '' };
+    let cancelled = 0;
+    for (let page = 0; page < pages; page += 1) {
+      const after: { ts: number; id: string } = this.reconcileCursor;
+      const events: EventRecord[] = await this.r.store.read('cancelOnReconcile', (tx) => cancelOnSql.listReconcileEvents(tx, after.ts, after.id, now - RECONCILE_SETTLE_MS, this.r.config.passPageSize));
+      for (const event of events) {
+        const count = await this.matchEvent(event);
+        if (count > 0) this.r.logger.warn('cancel_on reconcile cancelled runs a live match had missed', { event_id: event.id, event_name: event.name, cancelled: count });
+        cancelled += count;
+        this.reconcileCursor = { ts: event.ts, id: event.id };
+      }
+      if (events.length < this.r.config.passPageSize) break;
+    }
+    return cancelled;
+  }
 
   /**
    * The scheduler's `cancel_on` cleanup: one page of runs with specs, after its cursor, whose

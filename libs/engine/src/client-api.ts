@@ -138,9 +138,12 @@ export class EngineClientApi implements ClientApi {
 
   /**
    * Lists the event log, newest first (REST `GET /api/v1/events`; not a Connect RPC). Throws
-   * `VALIDATION_ERROR` for a cursor this API did not return.
+   * `VALIDATION_ERROR` for a cursor this API did not return, and for U+0000 in `name` or `cursor`
+   * (as every route refuses it).
    */
   async listEvents(scope: CallScope, input: ListEventsInput): Promise<ListEventsOutput> {
+    refuseNul('name', input.name);
+    refuseNul('cursor', input.cursor);
     const limit = pageSize(input.limit);
     const cursor = decodeCursor(input.cursor);
     const events = await this.r.store.read('listEvents', (tx) =>

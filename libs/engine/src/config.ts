@@ -1,4 +1,4 @@
-import { DEFAULT_MAX_PAYLOAD_BYTES } from '@ironflow/contracts';
+import { DEFAULT_MAX_PAYLOAD_BYTES, STREAM_MAX_MESSAGE_BYTES } from '@ironflow/contracts';
 
 /**
  * Every interval of the engine, in ms, so tests run the contract with short ones. Defaults are
@@ -25,6 +25,12 @@ export interface EngineConfig {
   syncDefaultTimeoutMs: number;
   /** Largest accepted event data or report, in bytes (default 4 MiB). */
   maxPayloadBytes: number;
+  /**
+   * Largest message the engine sends on a worker stream, in bytes (default 64 MiB, what our SDK's
+   * gRPC client accepts): a job assignment that would encode larger is never sent; its attempt
+   * fails at once with `PAYLOAD_TOO_LARGE`, not retryable.
+   */
+  streamMaxMessageBytes: number;
   /** Most jobs one poll hands out (default 10). */
   maxJobsPerPoll: number;
   /** Shutdown: wait for follow-ups at least this long (default 5000). */
@@ -93,6 +99,7 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   syncPollMs: 100,
   syncDefaultTimeoutMs: 30_000,
   maxPayloadBytes: DEFAULT_MAX_PAYLOAD_BYTES,
+  streamMaxMessageBytes: STREAM_MAX_MESSAGE_BYTES,
   maxJobsPerPoll: 10,
   followUpDrainMs: 5000,
   recoveryCeiling: 10,

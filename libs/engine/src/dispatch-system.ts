@@ -65,7 +65,7 @@ export class DispatchSystem {
   private async failUndelivered(segment: Segment, error: InvocationError): Promise<void> {
     const { run } = segment;
     this.r.logger.warn('segment not delivered: its attempt fails', { run_id: run.id, execution_seq: run.executionSeq, function_id: run.functionId, code: error.code });
-    await this.reports.apply(run.id, { executionSeq: run.executionSeq, leaseToken: run.leaseToken! }, { kind: 'failed', error }, { awaitRow: true }).catch((err: unknown) =>
+    await this.reports.apply(run.id, { executionSeq: run.executionSeq, leaseToken: run.leaseToken! }, { kind: 'failed', error }, undefined, { awaitRow: true }).catch((err: unknown) =>
       this.r.logger.warn('undelivered segment failure not applied; its lease expires instead', { run_id: run.id, error: String(err) }),
     );
   }

@@ -182,7 +182,7 @@ export class Engine {
     this.wakes = new WakeSystem(r, announcer, hints);
     announcer.setParentWake((child) => this.wakes.wakeParent(child));
     this.scheduler = new SchedulerSystem(r, this.wakes, announcer, hints, this.cron, this.debounces, { pendingInvokes: this.pendingInvokes, orphans: this.orphans, cancelOn: this.cancelOn });
-    this.releases = new ReleaseSystem(r, hints);
+    this.releases = new ReleaseSystem(r, hints, announcer);
     this.pull = new PullWorkerSystem(r, this.dispatch, this.reports, this.releases);
     this.push = new PushDispatcher(r, this.dispatch, this.reports, hints, this.pushEndpoints);
     this.streams = new StreamWorkerSystem(r, this.dispatch, this.reports, this.pull, hints, this.releases);

@@ -43,7 +43,7 @@ export class ExecutionTimeoutSystem {
       retryable: true,
     };
     try {
-      await this.reports.apply(runId, { executionSeq, leaseToken: run.leaseToken }, { kind: 'failed', error });
+      await this.reports.apply(runId, { executionSeq, leaseToken: run.leaseToken }, { kind: 'failed', error, byEngine: true });
       return true;
     } catch (err) {
       // The execution reported or was recovered meanwhile: nothing to time out.

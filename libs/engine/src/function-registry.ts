@@ -28,7 +28,7 @@ const definitionSchema = z.object({
   description: z.string().max(4096).optional(),
   mode: z.enum(['push', 'pull']).default('pull'),
   endpointUrl: z.string().url().refine((u) => /^https?:\/\//i.test(u), 'must be an http:// or https:// URL').optional(),
-  triggers: z.array(z.object({ event: z.string().min(1).max(256).optional(), expression: z.string().optional(), cron: z.string().optional() })).default([]),
+  triggers: z.array(z.object({ event: z.string().min(1).max(256).optional(), expression: z.string().optional(), cron: z.string().optional() }).strict()).default([]),
   // Integer ranges are the protobuf fields' (int32), so REST registration accepts exactly what Connect does.
   retry: z
     .object({
@@ -37,9 +37,10 @@ const definitionSchema = z.object({
       backoffFactor: z.number().min(1).finite().optional(),
       maxDelayMs: z.number().int().min(0).max(INT32_MAX).optional(),
     })
+    .strict()
     .optional(),
   timeoutMs: z.number().int().positive().max(INT32_MAX).optional(),
-  concurrency: z.object({ limit: z.number().int().min(0).max(INT32_MAX), key: z.string().optional() }).optional(),
+  concurrency: z.object({ limit: z.number().int().min(0).max(INT32_MAX), key: z.string().optional() }).strict().optional(),
   // An unknown key (a timeout this engine does not act on) is refused, not dropped.
   cancelOn: z.array(z.object({ event: z.string().min(1).max(256), match: z.string().min(1).max(256).optional(), if: z.string().min(1).max(4096).optional() }).strict()).default([]),
   debounce: z
@@ -48,13 +49,48 @@ const definitionSchema = z.object({
       key: z.string().max(256).optional(),
       maxWaitMs: z.number().int().positive().optional(),
     })
+    .strict()
     .refine((d) => d.maxWaitMs === undefined || d.maxWaitMs >= d.periodMs, { message: 'maxWaitMs must be at least periodMs', path: ['maxWaitMs'] })
     .optional(),
   metadata: z.record(z.unknown()).optional(),
   secrets: z.array(z.string()).max(MAX_FUNCTION_SECRETS).default([]),
   recording: z.boolean().nullish(),
   recordingProfile: z.enum(['none', 'run_lifecycle', 'all']).optional(),
-});
+  // Refused by name in `refuseUnsupportedOptions` before the schema runs; listed so they are not "unknown".
+  actorKey: z.unknown(),
+  recordingRetention: z.unknown(),
+  changeReason: z.unknown(),
+})
+  // Every object is strict: a key this engine does not know (a misspelling, another SDK's option)
+  // is refused by name, never stored and ignored.
+  .strict();
+
+/** `preferredMode` (the SDK's name, Connect's `preferred_mode`) as REST may send it: `push`/`pull` or the enum names. */
+const PREFERRED_MODES: Record<string, 'push' | 'pull'> = { push: 'push', pull: 'pull', EXECUTION_MODE_PUSH: 'push', EXECUTION_MODE_PULL: 'pull' };
+
+/**
+ * `preferredMode` is another name of `mode` (FUNCTION_OPTIONS "preferredMode / mode"): taken as
+ * `mode`; an unknown value, or one that contradicts `mode`, is `VALIDATION_ERROR`.
+ */
+function withModeAlias(input: RegisterFunctionInput): RegisterFunctionInput {
+  if (!('preferredMode' in input)) return input;
+  const { preferredMode, ...rest } = input as RegisterFunctionInput & { preferredMode?: unknown };
+  if (preferredMode === undefined) return rest;
+  const mode = typeof preferredMode === 'string' ? PREFERRED_MODES[preferredMode] : undefined;
+  if (!mode) throw new EngineError('VALIDATION_ERROR', `preferredMode: "push" or "pull", not ${JSON.stringify(preferredMode)}`);
+  if (rest.mode !== undefined && rest.mode !== mode) throw new EngineError('VALIDATION_ERROR', `preferredMode ${JSON.stringify(preferredMode)} contradicts mode ${JSON.stringify(rest.mode)}`);
+  return { ...rest, mode };
+}
+
+/**
+ * The schema's issues as one message: unknown keys named with their full path (`retry.maxAttemps`),
+ * the others as `path: message`.
+ */
+function describeIssues(issues: readonly z.ZodIssue[]): string {
+  const unknown = issues.flatMap((i) => (i.code === 'unrecognized_keys' ? i.keys.map((k) => [...i.path, k].join('.')) : []));
+  const other = issues.filter((i) => i.code !== 'unrecognized_keys').map((i) => `${i.path.join('.') || 'function'}: ${i.message}`);
+  return [...(unknown.length > 0 ? [`unknown field(s), not options of this engine: ${unknown.join(', ')}`] : []), ...other].join('; ');
+}
 
 /**
  * Registers and reads functions. `register` validates the definition (throws `VALIDATION_ERROR`
@@ -63,7 +99,8 @@ const definitionSchema = z.object({
  * event names are trimmed as at emit, a blank one refused; a trigger's cron schedule and CEL
  * expression must compile; debounce needs `periodMs` ≥ 1000 and `maxWaitMs` ≥ `periodMs`;
  * declared `secrets` need valid names and a secrets key, else `SECRETS_NOT_CONFIGURED`; an option
- * the engine does not act on yet is refused by name), keeps the function's cron schedule in the
+ * the engine does not act on yet is refused by name, and so is any key it does not know, at any
+ * depth: `unknown field(s), not options of this engine: retry.maxAttemps`), keeps the function's cron schedule in the
  * same unit of work, stores the recording profile (`recording`/`recordingProfile`, see
  * `RecordingProfile`; this node's recorder forgets its cached profile at once), fills defaults
  * (retry 3 attempts,
@@ -79,10 +116,8 @@ export class FunctionRegistry {
   async register(scope: CallScope, input: RegisterFunctionInput): Promise<{ record: FunctionRecord; created: boolean }> {
     refuseNulAnywhere('function', input);
     refuseUnsupportedOptions(input);
-    const parsed = definitionSchema.safeParse(input);
-    if (!parsed.success) {
-      throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.') || 'function'}: ${i.message}`).join('; '));
-    }
+    const parsed = definitionSchema.safeParse(withModeAlias(input));
+    if (!parsed.success) throw new EngineError('VALIDATION_ERROR', describeIssues(parsed.error.issues));
     const d = parsed.data;
     if (d.mode === 'push' && !d.endpointUrl) throw new EngineError('VALIDATION_ERROR', 'endpointUrl: a push function needs the URL the engine calls');
     checkTriggers(d.triggers);

@@ -18,3 +18,4 @@ export * from './subscription-session';
 export * from './pause-system';
 export * from './function-options';
 export { parseSentAt } from './sleep-clock';
+export { RECONCILE_SETTLE_MS } from './cancel-on-system';

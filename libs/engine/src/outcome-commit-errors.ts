@@ -4,11 +4,12 @@ import { Store } from '@ironflow/store';
 
 /**
  * The store units of work that commit run outcomes (each one's work calls `commitOutcome`): a
- * worker's report, a cancel, a `cancel_on` cancel, a lease recovery (the exhausted one), a step
+ * worker's report, a cancel, a `cancel_on` cancel, a lease recovery (the exhausted one), a release
+ * past the recovery ceiling, a step
  * timeout, a wake failing its parent, a refused resume, a held run's admission (a refusal or a
  * quiet cancel). A test over the engine's source keeps this list complete.
  */
-export const OUTCOME_UNITS = ['applyReport', 'cancelRun', 'cancelOnCancel', 'recoverLease', 'stepTimeout', 'wakeParent', 'refuseResume', 'admitRun'] as const;
+export const OUTCOME_UNITS = ['applyReport', 'cancelRun', 'cancelOnCancel', 'recoverLease', 'releaseExecution', 'stepTimeout', 'wakeParent', 'refuseResume', 'admitRun'] as const;
 
 /**
  * Wraps the store port (a decorator, like the fault hooks): a unit of {@link OUTCOME_UNITS} that

@@ -191,7 +191,7 @@ export class PullWorkerSystem {
     const parsed = updateSchema.safeParse(body);
     if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
     const fence = fenceOf(body, executionSeq);
-    return this.reports.apply(runId, fence, toReport(body));
+    return this.reports.apply(runId, fence, toReport(body), workerId);
   }
 }
 

@@ -1,7 +1,9 @@
-import { EngineError, isTerminalRunStatus } from '@ironflow/contracts';
+import { EngineError, isTerminalRunStatus, RUN_ERROR_CODES } from '@ironflow/contracts';
 import { ExecutionFence, fenceMatches } from '@ironflow/fencing';
+import { commitOutcome } from '@ironflow/outcome';
 import { RunRecord, leaseRecoverySql, leasesSql, runsSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
+import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
 
 /**
@@ -10,33 +12,51 @@ import { EngineResources } from './resources';
  * its stream. A released execution goes back to the queue at once with the same attempt —
  * `waiting_for_capacity`, available now, its lease deleted and its token cleared — so another
  * worker picks it up without waiting for the lease to expire; the steps it checkpointed are kept.
- * It does not count as a lease recovery (nothing was lost). One unit of work, fenced: only the
+ * A release counts toward the recovery ceiling like a lease recovery (`recoveries + 1`, reset by
+ * the next normal report): a job given back again and again — a worker that cannot run it and
+ * stops, a stream that breaks on it — fails on the `recoveryCeiling + 1`-th consecutive release
+ * with `EXECUTION_RECOVERY_EXHAUSTED` instead of looping. One unit of work, fenced: only the
  * live execution, and only by the worker holding its lease (or presenting its lease token).
  */
 export class ReleaseSystem {
   constructor(
     private readonly r: EngineResources,
     private readonly hints: DispatchHints,
+    private readonly announcer: OutcomeAnnouncer,
   ) {}
 
   /**
    * Releases execution `executionSeq` of `runId` held by `holder`. `fence`, when given (a REST body
    * echoing the assignment), must be the live one. Throws `RUN_NOT_FOUND`, `RUN_NOT_RUNNING` (the
    * run ended) or `STALE_EXECUTION` (another execution is live, the fence does not match, or
-   * `holder` does not hold the lease). Returns the queued run.
+   * `holder` does not hold the lease). Returns the run as written: queued, or `failed` with
+   * `EXECUTION_RECOVERY_EXHAUSTED` past the recovery ceiling (announced like any failure).
    */
   async release(runId: string, executionSeq: number, holder: string, fence: ExecutionFence | undefined, reason: string): Promise<RunRecord> {
-    const queued = await this.r.store.unitOfWork('releaseExecution', async (tx) => {
+    const written = await this.r.store.unitOfWork('releaseExecution', async (tx) => {
       const run = await runsSql.getRun(tx, runId, { lock: true });
       if (!run) throw new EngineError('RUN_NOT_FOUND', `run ${runId} does not exist`);
       if (isTerminalRunStatus(run.status)) throw new EngineError('RUN_NOT_RUNNING', `run ${runId} is ${run.status}`);
       const live = run.status === 'running' && run.executionSeq === executionSeq && !!run.leaseToken;
       if (!live || (fence && !fenceMatches(run, fence))) throw new EngineError('STALE_EXECUTION', `execution ${executionSeq} of run ${runId} is not the live one`);
       if ((await leasesSql.leaseHolder(tx, runId, executionSeq)) !== holder) throw new EngineError('STALE_EXECUTION', `execution ${executionSeq} of run ${runId} is not held by ${holder}`);
+      if (run.recoveries + 1 > this.r.config.recoveryCeiling) {
+        const failed = await commitOutcome(tx, runId, {
+          status: 'failed',
+          error: { message: `execution given back or lost ${run.recoveries + 1} times in a row (last: ${reason})`, code: RUN_ERROR_CODES.EXECUTION_RECOVERY_EXHAUSTED, retryable: false },
+        }, { kind: 'version', status: 'running', version: run.version });
+        if (!failed) throw new EngineError('STALE_EXECUTION', `run ${runId} changed while it was released`);
+        return { run: failed, exhausted: true };
+      }
       const requeued = await leaseRecoverySql.requeueReleased(tx, runId, executionSeq, run.leaseToken!);
       if (!requeued) throw new EngineError('STALE_EXECUTION', `run ${runId} changed while it was released`);
-      return requeued;
+      return { run: requeued, exhausted: false };
     });
+    if (written.exhausted) {
+      void this.announcer.announce(written.run, 'recovery-exhausted');
+      return written.run;
+    }
+    const queued = written.run;
     this.hints.queued(queued.project, queued.env, queued.mode);
     this.r.followUps.track('execution-released-audit', async () => void (await this.r.audit.record({
       project: queued.project,

@@ -20,7 +20,13 @@ import { stepNameOf } from './step-name';
  * A worker's report of one execution, from any transport. `sentAt`: the worker's clock when it sent
  * the report (ms since the epoch; ours, optional), used to place a sleep on the engine's clock.
  */
-export type SegmentReport = { steps?: StepResult[]; stepOffset?: number; sentAt?: number } & (
+/**
+ * A worker's report of one execution, or the engine's own verdict on it (`byEngine`: a timeout, a
+ * stream job dropped or too large to send): an execution the engine ended is fenced off in the same
+ * unit of work, so the worker's late report of it is refused with the fencing code, not applied
+ * and not taken for a repeat.
+ */
+export type SegmentReport = { steps?: StepResult[]; stepOffset?: number; sentAt?: number; byEngine?: boolean } & (
   | { kind: 'progress' }
   | { kind: 'completed'; output?: unknown }
   | { kind: 'failed'; error: InvocationError }
@@ -82,17 +88,19 @@ export class ReportSystem {
   ) {}
 
   /**
-   * Applies `report` (see the class comment). `options.awaitRow`: an outcome's call returns once
-   * its `run.status_changed` row has landed or been dropped, after its frame (a failed dispatch
-   * paces itself so, one row at a time); by default it returns at the commit.
+   * Applies `report` of execution `fence`. `holder`, when given (a REST worker's id), must also
+   * hold that execution's lease: a report of a job handed to another worker is `STALE_EXECUTION`
+   * even with the right token. `options.awaitRow`: an outcome's call returns once its
+   * `run.status_changed` row has landed or been dropped, after its frame (a failed dispatch paces
+   * itself so, one row at a time); by default it returns at the commit.
    */
-  async apply(runId: string, fence: ExecutionFence | undefined, report: SegmentReport, options: ApplyOptions = {}): Promise<ReportResult> {
+  async apply(runId: string, fence: ExecutionFence | undefined, report: SegmentReport, holder?: string, options: ApplyOptions = {}): Promise<ReportResult> {
     try {
       this.check(report);
-      return await this.r.followUps.during(() => this.applyChecked(runId, fence, report, options));
+      return await this.r.followUps.during(() => this.applyChecked(runId, fence, report, holder, options));
     } catch (err) {
       if (fence && report.kind !== 'progress' && err instanceof EngineError && (err.code === 'VALIDATION_ERROR' || err.code === 'PAYLOAD_TOO_LARGE')) {
-        await this.failUnapplied(runId, fence, report, err);
+        await this.failUnapplied(runId, fence, report, err, holder);
       }
       throw err;
     }
@@ -102,7 +110,7 @@ export class ReportSystem {
    * Fails the attempt of a terminal report that could not be applied (see the class comment), as
    * a fenced `failed` report without steps. A fence that no longer holds changes nothing.
    */
-  async failUnapplied(runId: string, fence: ExecutionFence, report: SegmentReport, err: EngineError): Promise<void> {
+  async failUnapplied(runId: string, fence: ExecutionFence, report: SegmentReport, err: EngineError, holder?: string): Promise<void> {
     const tooLarge = err.code === 'PAYLOAD_TOO_LARGE';
     const reason = `${report.kind} report rejected: ${err.message}`.slice(0, 2000);
     const error: InvocationError = report.kind === 'failed'
@@ -114,13 +122,13 @@ export class ReportSystem {
       : { message: reason, code: tooLarge ? RUN_ERROR_CODES.PAYLOAD_TOO_LARGE : RUN_ERROR_CODES.REPORT_REJECTED, retryable: !tooLarge };
     this.r.logger.warn('report not applicable; the attempt fails', { run_id: runId, execution_seq: fence.executionSeq, error: err.message });
     try {
-      await this.r.followUps.during(() => this.applyChecked(runId, fence, { kind: 'failed', error }));
+      await this.r.followUps.during(() => this.applyChecked(runId, fence, { kind: 'failed', error }, holder));
     } catch (again) {
       this.r.logger.warn('failure of an unapplicable report not applied', { run_id: runId, execution_seq: fence.executionSeq, error: String(again) });
     }
   }
 
-  private async applyChecked(runId: string, fence: ExecutionFence | undefined, report: SegmentReport, options: ApplyOptions = {}): Promise<ReportResult> {
+  private async applyChecked(runId: string, fence: ExecutionFence | undefined, report: SegmentReport, holder?: string, options: ApplyOptions = {}): Promise<ReportResult> {
     if (report.steps?.length) await this.recordSteps(runId, fence, report);
     let result: ReportResult & { accepted?: AcceptedInvoke; retry?: RetryRecord };
     try {
@@ -130,6 +138,9 @@ export class ReportSystem {
         const verdict = judgeReport(run, fence, report.kind as ReportKind);
         if (verdict.kind === 'reject') throw verdict.error;
         if (verdict.kind === 'duplicate') return { effect: 'none' as const, run };
+        if (holder !== undefined && (await leasesSql.leaseHolder(tx, runId, run.executionSeq)) !== holder) {
+          throw new EngineError('STALE_EXECUTION', `execution ${run.executionSeq} of run ${runId} is not held by worker ${holder}`, { runId, status: run.status, executionSeq: run.executionSeq });
+        }
         await this.r.pausePoints.reached('report.afterRead', runId);
         const liveFence = fence as ExecutionFence;
         const sequenceStart = report.stepOffset ?? (await stepsSql.nextStepSequence(tx, runId));
@@ -143,8 +154,11 @@ export class ReportSystem {
           }
           case 'completed':
             return this.commit(tx, run, liveFence, { status: 'completed', output: report.output ?? null });
-          case 'failed':
-            return this.fail(tx, run, liveFence, report.error);
+          case 'failed': {
+            const failed = await this.fail(tx, run, liveFence, report.error);
+            if (report.byEngine) await runsSql.fenceOffExecution(tx, runId, run.executionSeq);
+            return failed;
+          }
           case 'yielded':
             return this.yieldAt(tx, run, liveFence, report.yield, report);
         }

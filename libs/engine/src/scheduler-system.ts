@@ -23,10 +23,10 @@ import { InstanceFrozen, assertThawed } from './instance-control';
 /**
  * The scheduler's tick (DESIGN.md `scheduler`): the sleep sweep, the invoke and wait timeout
  * sweeps, the cron and debounce passes and the orphan sweep every tick; the waiting-run pass, the
- * pending-invocation pass and the `cancel_on` cleanup every `waitingPassEveryTicks` ticks. Each row is
- * its own unit of work, so a bad row costs only itself (principle 5). While the instance is frozen
- * the passes that admit work (sleeps, timeouts, orphans, waiting runs, pending invocations) are
- * skipped; cron and debounce still create runs, which wait in the queue for the thaw.
+ * pending-invocation pass and the `cancel_on` cleanup and reconcile every `waitingPassEveryTicks` ticks. Each
+ * row is its own unit of work, so a bad row costs only itself (principle 5). While the instance is
+ * frozen the passes that admit work (sleeps, timeouts, orphans, waiting runs, pending invocations)
+ * are skipped; cron and debounce still create runs, which wait in the queue for the thaw.
  */
 export class SchedulerSystem {
   private ticks = 0;
@@ -60,6 +60,7 @@ export class SchedulerSystem {
         await this.guard('pending-invocation pass', () => this.passes.pendingInvokes.run(signal));
       }
       await this.guard('cancel_on cleanup', () => this.passes.cancelOn.cleanUp());
+      await this.guard('cancel_on reconcile', () => this.passes.cancelOn.reconcile());
     }
   }
 

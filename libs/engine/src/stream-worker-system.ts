@@ -57,6 +57,11 @@ export interface StreamSink {
   send(message: StreamEngineMessage): void;
   /** Ends the stream from the engine's side (dead worker); the transport then calls `close()`. */
   end(reason: string): void;
+  /**
+   * The size `message` would have on the wire, in bytes (the protobuf encoding). The engine sends
+   * no job assignment over `EngineConfig.streamMaxMessageBytes`; without this, none is measured.
+   */
+  encodedBytes?(message: StreamEngineMessage): number;
 }
 
 /**
@@ -165,10 +170,13 @@ export class StreamConnection {
   /**
    * Pushes a claimed segment to the worker. A tracked earlier execution of the same run is
    * superseded: forgotten here, and the worker gets `cancel` for it, so its late report is
-   * dropped as stale.
+   * dropped as stale. An assignment that would encode over `maxMessageBytes` is not sent (the
+   * worker could not read it, and the stream would break): answers `false` and sends nothing.
    */
-  deliver(segment: Segment, leaseExpiresAt: number): void {
+  deliver(segment: Segment, leaseExpiresAt: number, maxMessageBytes: number): boolean {
     const job = toJobAssignment(segment);
+    const message: StreamEngineMessage = { kind: 'job', job, leaseExpiresAt };
+    if ((this.sink.encodedBytes?.(message) ?? 0) > maxMessageBytes) return false;
     const { run } = segment;
     const previous = this.jobOfRun.get(run.id);
     if (previous !== undefined) {
@@ -178,7 +186,8 @@ export class StreamConnection {
     remember(this.latestSeq, run.id, Math.max(run.executionSeq, this.latestSeq.get(run.id) ?? 0));
     this.jobs.set(job.job_id, { jobId: job.job_id, runId: run.id, executionSeq: run.executionSeq, leaseToken: run.leaseToken ?? '', acked: false, missed: 0 });
     this.jobOfRun.set(run.id, job.job_id);
-    this.send({ kind: 'job', job, leaseExpiresAt });
+    this.send(message);
+    return true;
   }
 
   /**
@@ -426,6 +435,27 @@ export class StreamWorkerSystem {
     }
   }
 
+  /**
+   * A claimed segment whose assignment is over the stream's message limit: no worker could read
+   * it, so its attempt fails at once, not retryable, with `PAYLOAD_TOO_LARGE` (a fenced failure
+   * through `ReportSystem.apply`), instead of breaking the stream and waiting for lease recovery.
+   */
+  private async failTooLarge(conn: StreamConnection, segment: Segment): Promise<void> {
+    const { run } = segment;
+    const error = {
+      message: `the job assignment of execution ${run.executionSeq} is over the stream's ${this.r.config.streamMaxMessageBytes}-byte message limit (event data and memoized step outputs)`,
+      code: RUN_ERROR_CODES.PAYLOAD_TOO_LARGE,
+      retryable: false,
+    };
+    this.r.logger.warn('stream job assignment over the message limit; attempt failed', { worker_id: conn.workerId, run_id: run.id, execution_seq: run.executionSeq });
+    try {
+      await this.reports.apply(run.id, { executionSeq: run.executionSeq, leaseToken: run.leaseToken ?? '' }, { kind: 'failed', error, byEngine: true });
+    } catch (err) {
+      // The execution already ended or moved on (a cancel): its lease is gone or expires.
+      this.r.logger.log('oversized stream job not failed', { worker_id: conn.workerId, run_id: run.id, error: String(err) });
+    }
+  }
+
   /** @internal The v0.29 yield: an acked job left the worker without a report. */
   async failYieldedWithoutReport(conn: StreamConnection, job: TrackedJob): Promise<void> {
     const error = {
@@ -434,7 +464,7 @@ export class StreamWorkerSystem {
       retryable: false,
     };
     try {
-      await this.reports.apply(job.runId, { executionSeq: job.executionSeq, leaseToken: job.leaseToken }, { kind: 'failed', error });
+      await this.reports.apply(job.runId, { executionSeq: job.executionSeq, leaseToken: job.leaseToken }, { kind: 'failed', error, byEngine: true });
     } catch (err) {
       // The execution already ended or moved on (a report that raced the heartbeat, a cancel): nothing to fail.
       this.r.logger.log('dropped stream job not failed', { worker_id: conn.workerId, job_id: job.jobId, run_id: job.runId, error: String(err) });
@@ -503,7 +533,9 @@ export class StreamWorkerSystem {
       const segments = await this.dispatch.claim({ mode: 'pull', limit, project: conn.project, env: conn.env, functionIds: [...conn.functionIds] }, conn.workerId);
       // Claimed for a stream that closed meanwhile: the leases expire and recovery queues them again.
       const leaseExpiresAt = this.r.clock.now() + this.r.config.leaseMs;
-      for (const segment of segments) conn.deliver(segment, leaseExpiresAt);
+      for (const segment of segments) {
+        if (!conn.deliver(segment, leaseExpiresAt, this.r.config.streamMaxMessageBytes)) await this.failTooLarge(conn, segment);
+      }
       return segments.length;
     } catch (err) {
       this.r.logger.warn('stream claim failed; retrying after the poll period', { worker_id: conn.workerId, error: String(err) });

@@ -53,17 +53,19 @@ export class TriggerSystem {
       });
       if (duplicate) {
         const rows = await tx.query<{ id: string }>(`SELECT id FROM runs WHERE event_id = $1 ORDER BY id`, [event.id]);
-        return { event, duplicate, runIds: rows.map((row) => row.id), modes: [] as string[], created: [] as RunRecord[] };
+        return { event, duplicate, runIds: rows.map((row) => row.id), debounced: [] as string[], modes: [] as string[], created: [] as RunRecord[] };
       }
       const resumed = await this.satisfyWaits(tx, scope, event);
       const wireEvent = toWireEvent(event);
       const functions = (await functionsSql.listFunctionsForEvent(tx, scope.project, scope.env, event.name)).filter((fn) => this.expressions.accepts(fn, wireEvent));
       const runIds: string[] = [];
+      const debounced: string[] = [];
       const modes: string[] = [...resumed];
       const created: RunRecord[] = [];
       for (const fn of functions) {
         if (fn.definition.debounce) {
           await this.debounces.defer(tx, fn, event, options.sync === true);
+          debounced.push(fn.definition.id);
           continue;
         }
         const run = await insertNewRun(tx, fn, newRunOf(scope, fn, event.id, event.data));
@@ -72,7 +74,7 @@ export class TriggerSystem {
         created.push(run);
         this.r.metrics.runsCreated.inc({ function_id: fn.definition.id });
       }
-      return { event, duplicate, runIds, modes, created };
+      return { event, duplicate, runIds, debounced, modes, created };
     });
     for (const mode of new Set(result.modes)) this.hints.queued(scope.project, scope.env, mode);
     for (const run of result.created) afterNewRun(this.r, this.hints, this.admissions, run, true);
@@ -80,7 +82,7 @@ export class TriggerSystem {
       const { event } = result;
       this.r.followUps.track('cancel-on-match', () => this.cancelOn.matchEvent(event).then(() => undefined));
     }
-    return { eventId: result.event.id, runIds: result.runIds };
+    return { eventId: result.event.id, runIds: result.runIds, debouncedFunctionIds: result.debounced };
   }
 
 

@@ -50,6 +50,7 @@ export function toStepView(step: StepRecord): StepView {
     ...(step.wakeAt !== null ? { wakeAt: iso(step.wakeAt) } : {}),
     sequence: step.sequence,
     createdAt: iso(step.createdAt),
+    startedAt: iso(step.startedAt ?? step.createdAt),
     ...(step.endedAt !== null ? { endedAt: iso(step.endedAt) } : {}),
     ...(step.injected ? { injected: true } : {}),
   };

@@ -21,7 +21,8 @@ export type OutcomeGuard =
 /**
  * The terminal commit (DESIGN.md "The outcome transaction"), inside the caller's unit of work:
  * a conditional UPDATE that only a non-terminal run passing `guard` takes, which also sets
- * `wake_pending` for a child and clears `held` (an ended run waits for no admission), then the
+ * `wake_pending` for a child, clears `held` (an ended run waits for no admission) and clears a
+ * pause (requested or parked: an ended run has no pending pause and nothing to resume), then the
  * idempotent delete of the run's lease. Returns the committed row, from which every follow-up is
  * announced, or `null` when the guard failed and nothing was written. The only place in the
  * codebase that writes a terminal status.
@@ -46,7 +47,8 @@ export async function commitOutcome(tx: Tx, runId: string, outcome: Outcome, gua
   const rows = await tx.query(
     `UPDATE runs SET status = $2, output = $3, error = CASE WHEN $2 = 'completed' THEN NULL ELSE COALESCE($4, error) END, version = version + 1,
        ended_at = $5, updated_at = $5,
-       wake_pending = CASE WHEN parent_run_id IS NULL THEN 0 ELSE 1 END, held = 0
+       wake_pending = CASE WHEN parent_run_id IS NULL THEN 0 ELSE 1 END, held = 0,
+       pause_requested = 0, pause_reason = NULL, resume_status = NULL
      WHERE id = $1 AND ${condition} RETURNING *`,
     params,
   );

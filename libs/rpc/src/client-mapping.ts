@@ -192,7 +192,7 @@ export function registerFunctionInputFromProto(req: RegisterFunctionRequest): Re
       ...(t.expression ? { expression: t.expression } : {}),
       ...(t.cron ? { cron: t.cron } : {}),
     })),
-    cancelOn: req.cancelOn.map((c) => ({ event: c.event, ...(c.match ? { match: c.match } : {}) })),
+    cancelOn: req.cancelOn.map((c) => ({ event: c.event, ...(c.match ? { match: c.match } : {}), ...(c.if ? { if: c.if } : {}) })),
   };
   if (req.name) input.name = req.name;
   if (req.description) input.description = req.description;
@@ -268,7 +268,7 @@ export function functionToProto(
     status: FunctionStatus.ACTIVE,
     version: fn.version,
     ...(metadata ? { metadata } : {}),
-    cancelOn: fn.cancelOn.map((c) => ({ event: c.event, match: c.match ?? '' })),
+    cancelOn: fn.cancelOn.map((c) => ({ event: c.event, match: c.match ?? '', if: c.if ?? '' })),
     recording: fn.recordingProfile === 'all',
   };
 }
@@ -323,6 +323,7 @@ export function stepToProto(step: StepView): MessageInitShape<typeof StepSchema>
     wakeAt: toTimestamp(step.wakeAt),
     sequence: step.sequence,
     createdAt: toTimestamp(step.createdAt),
+    startedAt: toTimestamp(step.startedAt),
     endedAt: toTimestamp(step.endedAt),
     injected: step.injected === true,
   };

@@ -92,11 +92,11 @@ export const CLIENT_METHODS = {
   }),
   trigger: bind('trigger', {
     call: (d, scope, req) => d.api.trigger(scope, triggerInputFromProto(req)),
-    toMessage: (r) => ({ runIds: r.runIds, eventId: r.eventId }),
+    toMessage: (r) => ({ runIds: r.runIds, eventId: r.eventId, debouncedFunctionIds: r.debouncedFunctionIds }),
   }),
   emit: bind('emit', {
     call: (d, scope, req) => d.api.trigger(scope, triggerInputFromProto(req)),
-    toMessage: (r) => ({ runIds: r.runIds, eventId: r.eventId }),
+    toMessage: (r) => ({ runIds: r.runIds, eventId: r.eventId, debouncedFunctionIds: r.debouncedFunctionIds }),
   }),
   triggerSync: bind('triggerSync', {
     call: (d, scope, req) =>

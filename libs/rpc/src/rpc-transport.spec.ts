@@ -178,7 +178,7 @@ describe('client RPC transport on one port', () => {
       );
       expect(res.status).toBe(200);
       expect(res.contentType).toBe('application/json');
-      expect(res.body).toEqual({ runIds: ['run_0002'], eventId: 'evt_0001' });
+      expect(res.body).toEqual({ runIds: ['run_0002'], eventId: 'evt_0001', debouncedFunctionIds: [] });
       expect(api.lastCall('trigger')).toEqual({
         method: 'trigger',
         scope: { project: 'default', env: 'staging' },
@@ -189,7 +189,7 @@ describe('client RPC transport on one port', () => {
     it('Trigger without a matching function answers runIds: [] and uses the default environment', async () => {
       const res = await post('Trigger', { event: 'nobody.listens' });
       expect(res.status).toBe(200);
-      expect(res.body).toEqual({ runIds: [], eventId: 'evt_0001' });
+      expect(res.body).toEqual({ runIds: [], eventId: 'evt_0001', debouncedFunctionIds: [] });
       expect(api.lastCall('trigger')?.scope).toEqual({ project: 'default', env: 'default' });
       expect(api.lastCall('trigger')?.input).toEqual({ event: 'nobody.listens', data: {} });
     });
@@ -340,16 +340,16 @@ describe('client RPC transport on one port', () => {
       const { body: trig } = await post('Trigger', { event: 'order.placed', data: {} });
       const parentId = trig.runIds[0];
       api.steps.set(parentId, [
-        { id: 's1', name: 'charge', type: 'run', status: 'completed', output: 'ok', sequence: 1, createdAt: '2025-01-01T00:00:00.000Z' },
-        { id: 's2', name: 'child', type: 'invoke', status: 'waiting', childRunId: 'run_child', sequence: 2, createdAt: '2025-01-01T00:00:01.000Z' },
+        { id: 's1', name: 'charge', type: 'run', status: 'completed', output: 'ok', sequence: 1, createdAt: '2025-01-01T00:00:00.000Z', startedAt: '2024-12-31T23:59:59.500Z', endedAt: '2025-01-01T00:00:00.000Z' },
+        { id: 's2', name: 'child', type: 'invoke', status: 'waiting', childRunId: 'run_child', sequence: 2, createdAt: '2025-01-01T00:00:01.000Z', startedAt: '2025-01-01T00:00:01.000Z' },
       ]);
       api.runs.set('run_child', { ...api.runs.get(parentId)!, id: 'run_child', status: 'running', parentRunId: parentId, parentStepId: 's2' });
 
       const res = await post('GetRunSteps', { id: parentId });
       expect(res.status).toBe(200);
       expect(res.body.steps).toEqual([
-        { id: 's1', name: 'charge', type: 'run', status: 'completed', output: 'ok', sequence: 1, createdAt: '2025-01-01T00:00:00Z', injected: false },
-        { id: 's2', name: 'child', type: 'invoke', status: 'waiting', childRunId: 'run_child', sequence: 2, createdAt: '2025-01-01T00:00:01Z', injected: false },
+        { id: 's1', name: 'charge', type: 'run', status: 'completed', output: 'ok', sequence: 1, createdAt: '2025-01-01T00:00:00Z', startedAt: '2024-12-31T23:59:59.500Z', endedAt: '2025-01-01T00:00:00Z', injected: false },
+        { id: 's2', name: 'child', type: 'invoke', status: 'waiting', childRunId: 'run_child', sequence: 2, createdAt: '2025-01-01T00:00:01Z', startedAt: '2025-01-01T00:00:01Z', injected: false },
       ]);
       expect(res.body.history).toEqual([{ eventType: 'run.created', data: ['a', 1], ts: '2025-01-02T03:04:05.678Z' }]);
       expect(res.body.children).toHaveLength(1);

@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createClient } from './client';
 import { IronflowClientError, RunCancelledError, RunFailedError } from './errors';
 import { createFunction } from './function';
@@ -24,9 +26,9 @@ describe('createClient', () => {
   const client = (extra: Parameters<typeof createClient>[0] = {}) => createClient({ serverUrl: server.url, apiKey: 'k-1', environment: 'prod', ...extra });
 
   it('emit posts Trigger with camelCase keys and auth/environment headers', async () => {
-    replies.Trigger = () => ({ status: 200, body: { eventId: 'evt-1', runIds: ['run-1', 'run-2'] } });
+    replies.Trigger = () => ({ status: 200, body: { eventId: 'evt-1', runIds: ['run-1', 'run-2'], debouncedFunctionIds: ['search'] } });
     const res = await client().emit('order.created', { orderId: 'o-1' }, { idempotencyKey: 'idem-1' });
-    expect(res).toEqual({ eventId: 'evt-1', runIds: ['run-1', 'run-2'] });
+    expect(res).toEqual({ eventId: 'evt-1', runIds: ['run-1', 'run-2'], debouncedFunctionIds: ['search'] });
     const [req] = server.requests;
     expect(req.method).toBe('POST');
     expect(req.path).toBe('/ironflow.v1.IronflowService/Trigger');
@@ -36,9 +38,9 @@ describe('createClient', () => {
     expect(req.headers['content-type']).toBe('application/json');
   });
 
-  it('emit answers runIds [] when the server omits them', async () => {
+  it('emit answers runIds [] and debouncedFunctionIds [] when the server omits them', async () => {
     replies.Trigger = () => ({ status: 200, body: { eventId: 'evt-2' } });
-    expect(await client().emit('nobody.listens')).toEqual({ eventId: 'evt-2', runIds: [] });
+    expect(await client().emit('nobody.listens')).toEqual({ eventId: 'evt-2', runIds: [], debouncedFunctionIds: [] });
     expect(server.requests[0].body).toEqual({ event: 'nobody.listens', data: {} });
   });
 
@@ -225,6 +227,17 @@ describe('createClient', () => {
       await expect(client().waitForRun('r-1')).rejects.toBeInstanceOf(RunFailedError);
       replies.GetRun = () => ({ status: 200, body: view('waiting') });
       expect(await client().waitForRun('r-1', { timeoutMs: 50, pollMs: 10 })).toMatchObject({ runId: 'r-1', status: 'waiting' });
+    });
+
+    it('throws UNREACHABLE naming the server and the cause when the server cannot be reached until the deadline', async () => {
+      // A port nothing listens on: bound, then closed.
+      const closed = createServer();
+      await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+      const port = (closed.address() as AddressInfo).port;
+      await new Promise((resolve) => closed.close(resolve));
+      const err = await createClient({ serverUrl: `http://127.0.0.1:${port}` }).waitForRun('r-1', { timeoutMs: 300, pollMs: 50 }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ name: 'IronflowClientError', code: 'UNREACHABLE', status: 0, retryable: true });
+      expect((err as Error).message).toMatch(new RegExp(`^server http://127\\.0\\.0\\.1:${port} could not be reached while waiting for run r-1: connect ECONNREFUSED`));
     });
 
     it('reads again after unavailable (a draining replica) but not after another error', async () => {

@@ -97,8 +97,12 @@ export interface IronflowClient {
    * existing definition was updated or unchanged) and the stored `function` as returned.
    */
   registerFunction(def: IronflowFunction<any, any> | FunctionRegistration, options?: { endpointUrl?: string }): Promise<{ created: boolean; function?: unknown }>;
-  /** Emits an event (`Trigger`); resolves to its id and the runs it started (`[]` when none). */
-  emit(event: string, data?: unknown, options?: EmitOptions): Promise<{ eventId: string; runIds: string[] }>;
+  /**
+   * Emits an event (`Trigger`); resolves to its id, the runs it started (`[]` when none) and the
+   * functions whose `debounce` deferred their run (`debouncedFunctionIds`, ours: field 100; the run
+   * starts once the period passes without another event of its key; `[]` from an engine without it).
+   */
+  emit(event: string, data?: unknown, options?: EmitOptions): Promise<{ eventId: string; runIds: string[]; debouncedFunctionIds: string[] }>;
   /**
    * Emits an event and waits for the first run it started (`TriggerSync`, HTTP deadline
    * `timeoutMs + 5000`). Throws {@link RunFailedError} when that run's status is `"failed"`,
@@ -117,7 +121,9 @@ export interface IronflowClient {
    * passes; resolves like `invoke` (`completed`, or the run's status at the deadline) and throws
    * {@link RunFailedError} / {@link RunCancelledError} when it failed or was cancelled. A read that
    * fails retryably (the engine unreachable or `unavailable`, e.g. a replica draining) is tried
-   * again until the deadline, so a wait survives a rolling restart.
+   * again until the deadline, so a wait survives a rolling restart. When the server still cannot
+   * be reached at the deadline (connection refused, no answer), throws
+   * {@link IronflowClientError} `UNREACHABLE` (status 0) naming the server and the cause.
    */
   waitForRun<T = unknown>(runId: string, options?: WaitForRunOptions): Promise<InvokeResult<T>>;
   /** Lists the registered functions with their versions (REST `GET /api/v1/functions`). */
@@ -216,6 +222,16 @@ const DEFAULT_TIMEOUT_MS = 30_000;
 const DEFAULT_WAIT_POLL_MS = 250;
 /** Errors a read may hit while the engine restarts or a replica drains: tried again. */
 const RETRYABLE_READ_CODES = new Set(['NETWORK_ERROR', 'TIMEOUT', 'unavailable']);
+
+/** The innermost reason of a network failure (`ECONNREFUSED 127.0.0.1:9123`, a timeout), for messages. */
+function networkCause(err: IronflowClientError): string {
+  type Failure = { message?: unknown; code?: unknown; cause?: unknown };
+  // Duck-typed: fetch's errors may come from another realm, where `instanceof Error` is false.
+  let cause = err.cause as Failure | undefined;
+  while (cause?.cause && typeof cause.cause === 'object') cause = cause.cause as Failure;
+  const message = typeof cause?.message === 'string' && cause.message !== '' ? cause.message : err.message;
+  return typeof cause?.code === 'string' && !message.includes(cause.code) ? `${cause.code} ${message}` : message;
+}
 const TERMINAL_STATUSES = new Set(['completed', 'failed', 'cancelled']);
 const SYNC_DEADLINE_SLACK_MS = 5_000;
 
@@ -260,7 +276,11 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
       if (opts.idempotencyKey !== undefined) body.idempotencyKey = opts.idempotencyKey;
       if (opts.metadata !== undefined) body.metadata = opts.metadata;
       const res = await call('Trigger', body);
-      return { eventId: String(res.eventId ?? ''), runIds: Array.isArray(res.runIds) ? (res.runIds as string[]) : [] };
+      return {
+        eventId: String(res.eventId ?? ''),
+        runIds: Array.isArray(res.runIds) ? (res.runIds as string[]) : [],
+        debouncedFunctionIds: Array.isArray(res.debouncedFunctionIds) ? (res.debouncedFunctionIds as string[]) : [],
+      };
     },
 
     async emitSync<T = unknown>(event: string, data: unknown = {}, opts: EmitSyncOptions = {}): Promise<EmitSyncResult<T>> {
@@ -288,12 +308,18 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
       const pollMs = opts.pollMs ?? DEFAULT_WAIT_POLL_MS;
       let run: RunView | undefined;
       for (;;) {
+        let unreachable: IronflowClientError | undefined;
         try {
           run = (await call('GetRun', { id: runId }, Math.max(1000, Math.min(timeoutMs, deadline - Date.now())))) as unknown as RunView;
         } catch (err) {
-          if (!(err instanceof IronflowClientError && RETRYABLE_READ_CODES.has(err.code)) || (Date.now() >= deadline && !run)) throw err;
+          if (!(err instanceof IronflowClientError && RETRYABLE_READ_CODES.has(err.code))) throw err;
+          if (err.status === 0) unreachable = err;
+          else if (Date.now() >= deadline && !run) throw err;
         }
-        if (run && (TERMINAL_STATUSES.has(run.status) || Date.now() >= deadline)) {
+        if (unreachable && Date.now() >= deadline) {
+          throw new IronflowClientError(`server ${serverUrl} could not be reached while waiting for run ${runId}: ${networkCause(unreachable)}`, 'UNREACHABLE', 0, { cause: unreachable });
+        }
+        if (run && !unreachable && (TERMINAL_STATUSES.has(run.status) || Date.now() >= deadline)) {
           const durationMs = run.endedAt ? Date.parse(run.endedAt) - Date.parse(run.startedAt ?? run.createdAt) : Date.now() - Date.parse(run.startedAt ?? run.createdAt);
           return runResult<T>({ runId: run.id, functionId: run.functionId, status: run.status, output: run.output, error: run.error, durationMs });
         }

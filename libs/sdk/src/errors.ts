@@ -185,3 +185,15 @@ export function errorMessage(err: unknown): string {
     return String(err);
   }
 }
+
+/**
+ * Thrown by every step primitive once the invocation's abort signal fired (`code` `ABORTED`, not
+ * retryable): the run was cancelled, its lease was lost or the worker stops, so no new step may
+ * start. The worker reports nothing for such an invocation; the engine already decided its fate.
+ */
+export class StepsAbortedError extends IronflowError {
+  constructor(reason: unknown) {
+    super(`invocation aborted; no new step starts${reason instanceof Error ? `: ${reason.message}` : typeof reason === 'string' ? `: ${reason}` : ''}`, { code: 'ABORTED', retryable: false, cause: reason });
+    this.name = 'StepsAbortedError';
+  }
+}

@@ -468,3 +468,30 @@ describe('resume shapes', () => {
     expect(expectYielded(outcome).yield.type).toBe('invoke_function');
   });
 });
+
+describe('abort signal', () => {
+  it('once the invocation is aborted (run cancelled, lease lost) no new step starts: every primitive throws StepsAbortedError (ABORTED)', async () => {
+    const abort = new AbortController();
+    const started: string[] = [];
+    const caught: unknown[] = [];
+    const outcome = await runOnce(
+      async ({ step }) => {
+        await step.run('a', () => {
+          started.push('a');
+          abort.abort(new Error('run cancelled'));
+          return 1;
+        });
+        for (const next of [() => step.run('b', () => started.push('b')), () => step.sleep('nap', '1s'), () => step.invoke('child', { function: 'other' })]) {
+          await next().catch((err: unknown) => caught.push(err));
+        }
+        return step.run('c', () => started.push('c'));
+      },
+      { signal: abort.signal },
+    );
+    expect(started).toEqual(['a']);
+    expect(caught).toHaveLength(3);
+    for (const err of caught) expect(err).toMatchObject({ name: 'StepsAbortedError', code: 'ABORTED', retryable: false, message: 'invocation aborted; no new step starts: run cancelled' });
+    expect(expectFailed(outcome).error).toMatchObject({ code: 'ABORTED', retryable: false });
+    expect(outcome.steps.map((s) => s.name)).toEqual(['a']);
+  });
+});

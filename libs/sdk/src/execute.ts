@@ -91,6 +91,7 @@ export async function executeInvocation(input: InvocationInput): Promise<Invocat
     onStep: input.onStep,
     now: input.now,
     publish: createPublisher(input.publishTo ?? {}, input.runId),
+    signal: input.signal,
   });
   const secrets = input.secrets ?? {};
   let returned: unknown;

@@ -74,6 +74,16 @@ export function httpError(what: string, response: RawResponse): IronflowClientEr
   return new IronflowClientError(`${what}: ${message}`, code, response.status, engineCode ? { engineCode } : {});
 }
 
+/**
+ * Whether a registration answer is a refusal no retry can change: a 4xx other than 408 (timeout),
+ * 409 (conflict) and 429 (rate limit) — bad credentials (401/403), an invalid function or worker
+ * (400 `VALIDATION_ERROR`), a route or function the server does not have (404). A worker stops and
+ * its `start()` rejects with it instead of registering again and again.
+ */
+export function isPermanentRefusal(err: unknown): err is IronflowClientError {
+  return err instanceof IronflowClientError && err.status >= 400 && err.status < 500 && err.status !== 408 && err.status !== 409 && err.status !== 429;
+}
+
 /** Turns a network failure or abort into an {@link IronflowClientError} (`TIMEOUT` or `NETWORK_ERROR`, status 0). */
 export function networkError(what: string, err: unknown): IronflowClientError {
   const name = (err as { name?: string } | undefined)?.name;

@@ -24,6 +24,7 @@ export {
   RunCancelledError,
   RunFailedError,
   StepError,
+  StepsAbortedError,
   StepTimeoutError,
 } from './errors';
 export type { IronflowErrorOptions, RunErrorInfo } from './errors';

@@ -1,6 +1,6 @@
 import type { StepResult, YieldInfo } from '@ironflow/contracts';
 import { Duration, formatDuration, toMs } from './duration';
-import { IronflowError, InvokeError, StepError, StepTimeoutError, errorMessage, isFetchTypeError } from './errors';
+import { IronflowError, InvokeError, StepError, StepsAbortedError, StepTimeoutError, errorMessage, isFetchTypeError } from './errors';
 import { StepIdAllocator } from './step-id';
 import type { PublishResult, Publisher } from './publish';
 import { YieldSignal, isYieldSignal } from './yield-signal';
@@ -109,6 +109,11 @@ export interface StepSessionInput {
   now?: () => number;
   /** What `step.publish` calls. */
   publish?: Publisher;
+  /**
+   * The invocation's abort signal (the run was cancelled, its lease was lost, the worker stops):
+   * once aborted, no new step starts — every step primitive throws {@link StepsAbortedError}.
+   */
+  signal?: AbortSignal;
 }
 
 function invalid(message: string): IronflowError {
@@ -189,7 +194,7 @@ export class StepSession implements StepTools {
   }
 
   async run<T>(name: string, fn: () => T | Promise<T>, options: RunStepOptions = {}): Promise<Awaited<T>> {
-    this.throwIfYielded();
+    this.beforeStep();
     requireName('step.run', name);
     if (typeof fn !== 'function') throw invalid(`step.run("${name}"): fn must be a function`);
     const timeoutMs = options.timeout !== undefined ? this.positiveMs('step.run timeout', options.timeout) : this.input.stepTimeoutMs;
@@ -243,7 +248,7 @@ export class StepSession implements StepTools {
   }
 
   async sleep(name: string, duration: Duration): Promise<void> {
-    this.throwIfYielded();
+    this.beforeStep();
     requireName('step.sleep', name);
     const id = this.ids.next(name);
     if (this.resumed(id, 'sleep') || this.input.memo.get(id)?.status === 'completed') return;
@@ -252,7 +257,7 @@ export class StepSession implements StepTools {
   }
 
   async sleepUntil(name: string, time: Date | string | number): Promise<void> {
-    this.throwIfYielded();
+    this.beforeStep();
     requireName('step.sleepUntil', name);
     const until = time instanceof Date ? time : new Date(time);
     if (Number.isNaN(until.getTime())) throw invalid(`step.sleepUntil("${name}"): invalid time ${JSON.stringify(time)}`);
@@ -263,7 +268,7 @@ export class StepSession implements StepTools {
   }
 
   async waitForEvent<T = unknown>(name: string, options: WaitForEventOptions): Promise<T> {
-    this.throwIfYielded();
+    this.beforeStep();
     requireName('step.waitForEvent', name);
     const event = typeof options?.event === 'string' ? options.event.trim() : '';
     if (event === '') throw invalid(`step.waitForEvent("${name}"): event must be a non-empty string`);
@@ -288,7 +293,7 @@ export class StepSession implements StepTools {
   }
 
   async invoke<T = unknown>(functionId: string, input?: unknown, options: InvokeOptions = {}): Promise<T> {
-    this.throwIfYielded();
+    this.beforeStep();
     requireName('step.invoke', functionId);
     const timeoutMs = options.timeout !== undefined ? this.positiveMs(`step.invoke("${functionId}") timeout`, options.timeout) : DEFAULT_INVOKE_TIMEOUT_MS;
     const id = this.ids.next(functionId);
@@ -310,7 +315,7 @@ export class StepSession implements StepTools {
   }
 
   async invokeAsync(functionId: string, input?: unknown): Promise<{ runId: string }> {
-    this.throwIfYielded();
+    this.beforeStep();
     requireName('step.invokeAsync', functionId);
     const id = this.ids.next(functionId);
     const memo = this.input.memo.get(id);
@@ -345,8 +350,11 @@ export class StepSession implements StepTools {
     throw new YieldSignal(this.pendingYield);
   }
 
-  private throwIfYielded(): void {
+  /** Before any step primitive: the first yield is thrown again; an aborted invocation starts no step. */
+  private beforeStep(): void {
     if (this.pendingYield) throw new YieldSignal(this.pendingYield);
+    const signal = this.input.signal;
+    if (signal?.aborted) throw new StepsAbortedError(signal.reason);
   }
 
   private positiveMs(what: string, duration: Duration): number {

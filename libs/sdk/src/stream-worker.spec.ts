@@ -245,6 +245,30 @@ describe('createStreamWorker (gRPC stream)', () => {
     expect((w as unknown as { maxReportBytes: number }).maxReportBytes).toBe(2_048);
   });
 
+  it('accepts a job assignment over grpc-js\'s 4 MiB default (the engine sends up to 64 MiB) and runs it', async () => {
+    const fn = createFunction({ id: 'orders' }, async ({ event }) => ({ length: (event.data as { blob: string }).blob.length }));
+    engine = await new FakeStreamEngine().start();
+    await start({ functions: [fn] });
+    const blob = 'b'.repeat(5 * 1024 * 1024);
+    const job = jobMessage('job-big', 1, 'tok-big');
+    (job.payload!.value as { eventDataJson: string }).eventDataJson = JSON.stringify({ blob });
+    engine.streams[0].send(job);
+    const [completed] = await waitFor(() => engine.streams[0].all('jobCompleted').length === 1 && engine.streams[0].all('jobCompleted'), 'the big job to complete', 5_000);
+    expect(completed).toMatchObject({ jobId: 'job-big', outputJson: JSON.stringify({ length: blob.length }) });
+    expect(engine.streams).toHaveLength(1);
+  });
+
+  it('start() rejects when the engine refuses the register as invalid (invalid_argument before registered), without reconnecting', async () => {
+    engine = await new FakeStreamEngine((stream) => stream.end({ code: grpc.status.INVALID_ARGUMENT, details: 'register: worker id "bad id": letters, digits' })).start();
+    const fn = createFunction({ id: 'orders' }, async () => 'x');
+    worker = createStreamWorker({ serverUrl: engine.url, registerFunctions: false, reconnectDelayMs: 20, logger: recorder().logger, functions: [fn] });
+    const failure = await worker.start().then(() => undefined, (err: unknown) => err);
+    expect(failure).toMatchObject({ name: 'IronflowClientError', code: 'invalid_argument', status: 400 });
+    expect((failure as Error).message).toContain('worker id "bad id"');
+    await worker.stop(); // returns once its loop ended: a refused worker never opens another stream
+    expect(engine.streams).toHaveLength(1);
+  });
+
   it('reads the limit from Connect and gRPC resource_exhausted details', () => {
     expect(messageLimitOf('message size 5242999 is larger than configured readMaxBytes 4194304')).toBe(4_194_304);
     expect(messageLimitOf('message size is larger than configured readMaxBytes 1024')).toBe(1_024);

@@ -4,7 +4,7 @@ import * as grpc from '@grpc/grpc-js';
 import { IronflowClientError, IronflowError, errorMessage } from './errors';
 import { executeInvocation } from './execute';
 import { IronflowFunction, indexFunctions } from './function';
-import { baseHeaders, connectUnary } from './http';
+import { baseHeaders, connectUnary, isPermanentRefusal } from './http';
 import { REGISTER_FUNCTION_PROCEDURE, workerRegistrationBody } from './register-function';
 import { SDK_VERSION, resolveApiKey, resolveEnvironment, resolveServerUrl } from './settings';
 import {
@@ -23,7 +23,7 @@ import {
   yieldJson,
 } from './stream-codec';
 import { EngineMessage, JobAssignment, WorkerMessage } from '@ironflow/contracts/proto';
-import type { StepResult } from '@ironflow/contracts';
+import { STREAM_MAX_MESSAGE_BYTES, type StepResult } from '@ironflow/contracts';
 import { LeaseState } from '@ironflow/contracts/proto';
 import type { Worker, WorkerLogger } from './worker';
 
@@ -154,7 +154,12 @@ function newWorkerId(): string {
   return `worker-stream-${Date.now().toString(36)}-${suffix}`;
 }
 
-const REFUSED = new Set<number>([grpc.status.UNAUTHENTICATED, grpc.status.PERMISSION_DENIED]);
+/** Stream ends no reconnect can change (bad key, wrong env, a `register` refused as invalid), as HTTP refusals. */
+const REFUSED = new Map<number, { code: string; status: number }>([
+  [grpc.status.UNAUTHENTICATED, { code: 'unauthenticated', status: 401 }],
+  [grpc.status.PERMISSION_DENIED, { code: 'permission_denied', status: 403 }],
+  [grpc.status.INVALID_ARGUMENT, { code: 'invalid_argument', status: 400 }],
+]);
 
 /** `http://host:port` → gRPC target `host:port` and credentials (h2c or TLS). */
 function grpcTarget(serverUrl: string): { target: string; credentials: grpc.ChannelCredentials } {
@@ -178,6 +183,8 @@ class GrpcStreamWorker implements StreamWorker {
   private readonly timeoutMs: number;
   private readonly registerFunctions: boolean;
   private readonly log: WorkerLogger;
+  /** Whether the current stream was answered `registered`. */
+  private streamRegistered = false;
   /** Current heartbeat interval; follows each `registered` answer unless `heartbeatFixed`. */
   private heartbeatMs: number | undefined;
   private readonly heartbeatFixed: boolean;
@@ -228,7 +235,9 @@ class GrpcStreamWorker implements StreamWorker {
     this.startPromise = new Promise<void>((resolve, reject) => (this.settleStart = { resolve, reject }));
     this.state = 'connecting';
     const { target, credentials } = grpcTarget(this.baseUrl);
-    this.client = new grpc.Client(target, credentials);
+    // Assignments carry every memoized step output (twice: Struct and exact JSON); grpc-js would
+    // refuse anything over its 4 MiB default and break the stream, so accept what the engine sends.
+    this.client = new grpc.Client(target, credentials, { 'grpc.max_receive_message_length': STREAM_MAX_MESSAGE_BYTES });
     if (this.handleSignals) this.unregisterSignals = stopOnSignals(() => this.stop());
     this.loop = this.run();
     return this.startPromise;
@@ -286,7 +295,7 @@ class GrpcStreamWorker implements StreamWorker {
             await connectUnary(this.baseUrl, REGISTER_FUNCTION_PROCEDURE, workerRegistrationBody(fn), { headers: this.httpHeaders, timeoutMs: this.timeoutMs });
           }
         } catch (err) {
-          if (err instanceof IronflowClientError && (err.status === 401 || err.status === 403)) return this.refused(err);
+          if (isPermanentRefusal(err)) return this.refused(err);
           if (!this.running) break;
           this.log.warn('function registration failed; retrying', { worker_id: this.workerId, error: errorMessage(err), retry_in_ms: this.reconnectMs });
           await this.sleeps.sleep(this.reconnectMs);
@@ -305,9 +314,9 @@ class GrpcStreamWorker implements StreamWorker {
       if (!this.running) break;
       // The engine gave this stream's jobs back (it keeps them only while it shuts down or after a message it could not read).
       if (!afterShutdown && status.code !== grpc.status.RESOURCE_EXHAUSTED) this.abandonJobs();
-      if (REFUSED.has(status.code)) {
-        return this.refused(new IronflowClientError(`worker stream refused: ${status.details}`, status.code === grpc.status.UNAUTHENTICATED ? 'unauthenticated' : 'permission_denied', status.code === grpc.status.UNAUTHENTICATED ? 401 : 403));
-      }
+      // invalid_argument refuses the `register` only before `registered`; later it is one message's fault.
+      const refusal = status.code === grpc.status.INVALID_ARGUMENT && this.streamRegistered ? undefined : REFUSED.get(status.code);
+      if (refusal) return this.refused(new IronflowClientError(`worker stream refused: ${status.details}`, refusal.code, refusal.status));
       const clean = status.code === grpc.status.OK;
       const delay = clean && !afterShutdown && Date.now() - opened >= 1_000 ? 0 : this.reconnectMs;
       this.log.warn(afterShutdown ? 'worker stream ended after the engine shut down; reconnecting' : 'worker stream ended; reconnecting', {
@@ -321,7 +330,7 @@ class GrpcStreamWorker implements StreamWorker {
   }
 
   private refused(err: IronflowClientError): void {
-    this.log.error('engine refused the credentials; worker stops', { worker_id: this.workerId, error: err.message });
+    this.log.error(err.status === 401 || err.status === 403 ? 'engine refused the credentials; worker stops' : 'engine refused the registration; worker stops', { worker_id: this.workerId, error: err.message });
     this.settleStart?.reject(err);
     this.settleStart = undefined;
     this.state = 'stopped';
@@ -337,6 +346,7 @@ class GrpcStreamWorker implements StreamWorker {
     metadata.set('x-ironflow-environment', this.environment);
     const call = this.client!.makeBidiStreamRequest(CONNECT_METHOD_PATH, serializeWorkerMessage, deserializeEngineMessage, metadata);
     this.call = call;
+    this.streamRegistered = false;
     return new Promise((resolve) => {
       let settled = false;
       const finish = (code: number, details: string) => {
@@ -432,6 +442,7 @@ class GrpcStreamWorker implements StreamWorker {
     const { payload } = message;
     switch (payload.case) {
       case 'registered':
+        this.streamRegistered = true;
         if (this.state === 'connecting') this.state = 'connected';
         if (!this.heartbeatFixed) this.heartbeatMs = payload.value.heartbeatIntervalMs > 0 ? payload.value.heartbeatIntervalMs : 30_000;
         this.startHeartbeat();

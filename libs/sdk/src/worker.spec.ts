@@ -299,6 +299,24 @@ describe('createWorker (REST pull)', () => {
     expect(polls(engine)).toEqual([]);
   });
 
+  it.each([
+    [400, 'invalid_argument', 'VALIDATION_ERROR'],
+    [404, 'not_found', 'FUNCTION_NOT_FOUND'],
+  ])('start() rejects at once on a permanent refusal (%i) instead of registering again', async (status, code, ironflowCode) => {
+    let attempts = 0;
+    engine = await startEngine({
+      registerFunction: () => (++attempts, { status, body: { code, message: 'refused for good', ironflowCode } }),
+    });
+    const fn = createFunction({ id: 'orders' }, async () => 'x');
+    const failure = await start([fn]).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(failure).toMatchObject({ name: 'IronflowClientError', status, code, engineCode: ironflowCode });
+    expect(attempts).toBe(1);
+    expect(polls(engine)).toEqual([]);
+  });
+
   it('drain stops polling and waits for the active job to report', async () => {
     const gate = deferred();
     const fn = createFunction({ id: 'orders' }, async () => {

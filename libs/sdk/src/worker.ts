@@ -4,7 +4,7 @@ import { Checkpointer, MAX_STEPS_PER_CHECKPOINT } from './checkpointer';
 import { IronflowClientError, IronflowError, errorMessage } from './errors';
 import { executeInvocation } from './execute';
 import { IronflowFunction, indexFunctions } from './function';
-import { RawResponse, baseHeaders, connectUnary, httpError, parseJson, sendRaw } from './http';
+import { RawResponse, baseHeaders, connectUnary, httpError, isPermanentRefusal, parseJson, sendRaw } from './http';
 import { REGISTER_FUNCTION_PROCEDURE, workerRegistrationBody } from './register-function';
 import { SDK_VERSION, resolveApiKey, resolveEnvironment, resolveServerUrl } from './settings';
 import type { PublishTarget } from './publish';
@@ -95,7 +95,9 @@ export interface Worker {
    * Starts registering, heartbeating and polling in the background. Resolves once the functions
    * and the worker are registered (retrying every `reconnectDelayMs` while the engine is
    * unreachable), or when the worker is stopped first. Rejects with {@link IronflowClientError}
-   * (status 401/403) when the engine refuses the credentials; the worker is then stopped.
+   * when the engine refuses for good — the credentials (401/403), a function or the worker as
+   * invalid (400 `VALIDATION_ERROR`), a route it does not have (404) — and the worker is then
+   * stopped; timeouts, 409, 429 and 5xx are retried.
    * Rejects with `IronflowError` `WORKER_STOPPED` when called after `stop()`.
    */
   start(): Promise<void>;
@@ -269,7 +271,7 @@ class PullWorker implements Worker {
       try {
         await this.register();
       } catch (err) {
-        if (err instanceof IronflowClientError && isAuthStatus(err.status)) return this.refused(err);
+        if (isPermanentRefusal(err)) return this.refused(err);
         if (!this.running) break;
         this.log.warn('registration failed; retrying', { worker_id: this.workerId, error: errorMessage(err), retry_in_ms: this.reconnectMs });
         await this.sleeps.sleep(this.reconnectMs);
@@ -286,7 +288,7 @@ class PullWorker implements Worker {
   }
 
   private async refused(err: IronflowClientError): Promise<void> {
-    this.log.error('engine refused the credentials; worker stops', { worker_id: this.workerId, status: err.status, error: err.message });
+    this.log.error(isAuthStatus(err.status) ? 'engine refused the credentials; worker stops' : 'engine refused the registration; worker stops', { worker_id: this.workerId, status: err.status, error: err.message });
     this.settleStart?.reject(err);
     this.settleStart = undefined;
     this.state = 'stopped';

@@ -80,7 +80,7 @@ export async function startServer(settings: IronflowSettings, services: readonly
       ? (req: Parameters<typeof failOversizedJobUpdate>[1]) => failOversizedJobUpdate(runtime, req, settings.maxPayloadBytes)
       : undefined;
     app.use(rawBodyMiddleware(settings.maxPayloadBytes, onTooLarge));
-    app.useGlobalFilters(new EngineErrorFilter());
+    app.useGlobalFilters(new EngineErrorFilter(services));
     await app.init();
     if (services.includes('audit-writer') && settings.natsUrl) {
       // Subjects and queue group in the deployment's namespace: `ifx.{clusterId}.ironflow.*.*.audit.write`, `{clusterId}-audit-writer`.

@@ -53,6 +53,8 @@ export interface StepRecord {
   timeoutAt: number | null;
   sequence: number;
   createdAt: number;
+  /** When a `step.run` started on the worker (ms); `null` for waits, which started at `createdAt`. */
+  startedAt: number | null;
   endedAt: number | null;
   /** The output was set by `InjectStepOutput`, not by the worker. */
   injected: boolean;
@@ -165,6 +167,7 @@ export function mapStep(r: Row): StepRecord {
     timeoutAt: numOrNull(r.timeout_at),
     sequence: num(r.sequence),
     createdAt: num(r.created_at),
+    startedAt: numOrNull(r.started_at),
     endedAt: numOrNull(r.ended_at),
     injected: num(r.injected) === 1,
   };

@@ -16,6 +16,7 @@ import { PauseAndTopics1734400000000 } from './migrations/pause-and-topics';
 import { EventsListingIndex1734500000000 } from './migrations/events-listing-index';
 import { CancelOnAndInvokes1734600000000 } from './migrations/cancel-on-and-invokes';
 import { InstanceAuthority1734700000000 } from './migrations/instance-authority';
+import { StepStartedAt1734700000007 } from './migrations/step-started-at';
 
 const MIGRATIONS = [
   InitialSchema1732900000000,
@@ -30,6 +31,7 @@ const MIGRATIONS = [
   EventsListingIndex1734500000000,
   CancelOnAndInvokes1734600000000,
   InstanceAuthority1734700000000,
+  StepStartedAt1734700000007,
 ];
 
 export interface StoreOptions {

@@ -13,7 +13,9 @@ export interface Run {
 }
 export interface Step {
   id: string; name: string; type: string; status: string; output?: unknown; error?: unknown; childRunId?: string;
-  wakeAt?: string; sequence: number; createdAt: string; endedAt?: string;
+  wakeAt?: string; sequence: number; createdAt: string; startedAt?: string; endedAt?: string;
+  /** The output was set by InjectStepOutput while the run was paused. */
+  injected?: boolean;
 }
 export interface HistoryEntry { eventType: string; cause?: string; data?: unknown; ts: string }
 export interface RunSteps { steps: Step[]; history: HistoryEntry[]; children: Run[] }

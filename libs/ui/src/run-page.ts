@@ -75,7 +75,7 @@ function render(ctx: PageContext, run: Run, detail: RunSteps, cfg: UiConfig, ref
     h('h2', {}, 'Input'), json(run.input, 'run-input'),
     run.output !== undefined ? [h('h2', {}, 'Output'), json(run.output, 'run-output')] : null,
     h('h2', {}, `Steps (${detail.steps.length})`),
-    table(['#', 'Step', 'Type', 'Status', 'Result'], detail.steps.map(stepRow), 'steps-table', 'No steps yet.'),
+    table(['#', 'Step', 'Type', 'Status', 'Started', 'Ended', 'Result'], detail.steps.map(stepRow), 'steps-table', 'No steps yet.'),
     h('h2', {}, `Child runs (${detail.children.length})`),
     table(['Run', 'Function', 'Status', 'Attempt', 'Duration'],
       detail.children.map((c) => [runLink(c.id, 'child-link'), c.functionId, status(c.status), `${c.attempt} / ${c.maxAttempts}`, runDuration(c)]), 'children-table', 'No child runs.'),
@@ -96,7 +96,9 @@ function stepRow(step: Step): Child[] {
         : step.wakeAt
           ? `until ${time(step.wakeAt)}`
           : '—';
-  return [String(step.sequence), step.name, step.type.replace(/_/g, ' '), status(step.status), result];
+  // An output set by InjectStepOutput is marked: the worker did not produce it.
+  const marked: Child = step.injected ? h('span', {}, h('span', { class: 'status injected', 'data-testid': 'step-injected', title: 'set by InjectStepOutput while the run was paused' }, 'injected'), ' ', result) : result;
+  return [String(step.sequence), step.name, step.type.replace(/_/g, ' '), status(step.status), time(step.startedAt ?? step.createdAt), time(step.endedAt), marked];
 }
 
 /** The run's life: created, started, every history row (retries, status changes, cancel), ended; offsets from creation. */

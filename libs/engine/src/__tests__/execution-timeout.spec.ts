@@ -29,9 +29,8 @@ describe.each(STORES)('function timeout on pull [%s]', (dialect) => {
     expect(await t.engine.timeouts.scan()).toBe(1);
     expect(await readRun(t, runId)).toMatchObject({ status: 'waiting_for_capacity', attempt: 2, error: { code: 'FUNCTION_TIMED_OUT', retryable: true } });
     expect(await readLeases(t, runId)).toEqual([]);
-    // The timed-out execution's late report changes nothing (its attempt already moved the run on).
-    const late = await t.engine.pull.update(WORKER, first.job_id, fenced(first, { status: 'completed', output: 'late' }));
-    expect(late.effect).toBe('none');
+    // The timed-out execution's late report is refused with the fencing code (the engine ended it).
+    await expect(t.engine.pull.update(WORKER, first.job_id, fenced(first, { status: 'completed', output: 'late' }))).rejects.toMatchObject({ code: 'STALE_EXECUTION' });
     expect(await readRun(t, runId)).toMatchObject({ status: 'waiting_for_capacity', output: null });
 
     const second = await pollAndAck(t);

@@ -32,6 +32,33 @@ describe.each(STORES)('function registration options [%s]', (dialect) => {
     expect((err as EngineError).message).toContain(option.name);
     expect((await t.engine.api.listFunctions(SCOPE)).map((f) => f.id)).not.toContain(id);
   });
+
+  it('a key the engine does not know, at any depth, is refused with VALIDATION_ERROR naming each one; nothing is stored', async () => {
+    const input = {
+      id: 'opt-unknown',
+      mode: 'pull',
+      timeout: 5000,
+      triggers: [{ event: 'x', filter: 'event.data.a > 1' }],
+      retry: { maxAttemps: 2 },
+      concurrency: { limit: 1, scope: 'fn' },
+      debounce: { periodMs: 1000, period: 5 },
+      cancelOn: [{ event: 'y', timeout: '1m' }],
+    };
+    const err = await t.engine.api.registerFunction(SCOPE, input as never).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(EngineError);
+    expect((err as EngineError).code).toBe('VALIDATION_ERROR');
+    const named = /^unknown field\(s\), not options of this engine: (.*)$/.exec((err as EngineError).message)?.[1].split(', ');
+    expect(named?.sort()).toEqual(['cancelOn.0.timeout', 'concurrency.scope', 'debounce.period', 'retry.maxAttemps', 'timeout', 'triggers.0.filter'].sort());
+    expect((await t.engine.api.listFunctions(SCOPE)).map((f) => f.id)).not.toContain('opt-unknown');
+  });
+
+  it('preferredMode is another name of mode (push, pull or the enum names); an unknown or contradicting value is refused', async () => {
+    const push = { triggers: [{ event: 'x' }], endpointUrl: 'http://127.0.0.1:1/fn' };
+    expect((await t.engine.api.registerFunction(SCOPE, { id: 'opt-alias-push', preferredMode: 'push', ...push } as never)).function.mode).toBe('push');
+    expect((await t.engine.api.registerFunction(SCOPE, { id: 'opt-alias-pull', preferredMode: 'EXECUTION_MODE_PULL' } as never)).function.mode).toBe('pull');
+    await expect(t.engine.api.registerFunction(SCOPE, { id: 'opt-alias-bad', preferredMode: 'sideways' } as never)).rejects.toMatchObject({ code: 'VALIDATION_ERROR', message: 'preferredMode: "push" or "pull", not "sideways"' });
+    await expect(t.engine.api.registerFunction(SCOPE, { id: 'opt-alias-both', mode: 'pull', preferredMode: 'push', ...push } as never)).rejects.toMatchObject({ code: 'VALIDATION_ERROR' });
+  });
 });
 
 describe('README', () => {

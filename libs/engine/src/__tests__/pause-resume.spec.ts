@@ -177,6 +177,27 @@ describe.each(STORES)('pause, resume and step injection [%s]', (dialect) => {
     expect(await readAudit(t, other, 'run.resumed')).toEqual([]);
   });
 
+  it('clears the pause when the run ends: a paused run cancelled, a running run with a pause requested cancelled or completing, show no pending pause', async () => {
+    const parked = await start();
+    await t.engine.api.pauseRun(t.scope, parked, 'look');
+    await t.engine.api.cancelRun(t.scope, parked, 'not needed');
+    expect(await readRun(t, parked)).toMatchObject({ status: 'cancelled', pauseRequested: false, pauseReason: null, resumeStatus: null });
+
+    const requested = await start();
+    await pollAndAck(t);
+    expect((await t.engine.api.pauseRun(t.scope, requested, 'look')).status).toBe('pause_requested');
+    await t.engine.api.cancelRun(t.scope, requested, 'not needed');
+    expect(await readRun(t, requested)).toMatchObject({ status: 'cancelled', pauseRequested: false, pauseReason: null });
+    const notPaused = await t.engine.api.getPausedState(t.scope, requested).catch((e: unknown) => e);
+    expect(notPaused).toMatchObject({ code: 'RUN_NOT_PAUSED', message: `run ${requested} is cancelled, not paused` });
+
+    const completing = await start();
+    const job = await pollAndAck(t);
+    await t.engine.api.pauseRun(t.scope, completing);
+    await t.engine.pull.update(WORKER, job.job_id, fenced(job, { status: 'completed', output: 'done' }));
+    expect(await readRun(t, completing)).toMatchObject({ status: 'completed', pauseRequested: false, pauseReason: null });
+  });
+
   it('still fails a paused run whose wait times out: the pause holds only its next segment', async () => {
     const runId = await start();
     const job = await pollAndAck(t);

@@ -1,8 +1,10 @@
 /**
  * A worker that stops gives its work back, and a heartbeat tells a worker which jobs it lost
  * (issue 7 items 8 and 9), on both stores:
- * - a released execution is queued again at once, same attempt, not counted as a lease recovery,
- *   its checkpointed steps kept; only the worker holding its live lease can release it;
+ * - a released execution is queued again at once, same attempt, its checkpointed steps kept; only
+ *   the worker holding its live lease can release it;
+ * - releases count toward the recovery ceiling: a job released forever ends failed with
+ *   `EXECUTION_RECOVERY_EXHAUSTED` instead of looping;
  * - a REST heartbeat answers each listed job `refreshed` or `lost`; a heartbeat after the lease
  *   expired does not revive it (lease recovery then queues the run again).
  */
@@ -22,14 +24,14 @@ describe.each(STORES)('releasing work and lost jobs [%s]', (dialect) => {
 
   const fenceOf = (job: { execution_seq?: number; lease_token?: string; run_id: string }) => ({ run_id: job.run_id, execution_seq: job.execution_seq, lease_token: job.lease_token });
 
-  it('a released job is queued again at once, same attempt, no recovery counted; the next worker gets it with the checkpointed steps', async () => {
+  it('a released job is queued again at once, same attempt, counted toward the recovery ceiling; the next worker gets it with the checkpointed steps', async () => {
     const { runIds: [runId] } = await t.engine.api.trigger(SCOPE, { event: 'go', data: {} });
     const job = await pollAndAck(t);
     await t.engine.pull.update(WORKER, job.job_id, fenced(job, { status: 'progress', steps: [ranStep(runId, 'a', 'A')], step_offset: 0 }));
     await t.engine.pull.release(WORKER, job.job_id, fenceOf(job));
 
     const run = await readRun(t, runId);
-    expect(run).toMatchObject({ status: 'waiting_for_capacity', attempt: 1, recoveries: 0, leaseToken: null, executionSeq: 1 });
+    expect(run).toMatchObject({ status: 'waiting_for_capacity', attempt: 1, recoveries: 1, leaseToken: null, executionSeq: 1 });
     expect(run.availableAt).toBeLessThanOrEqual(t.db.clock.now());
     expect(await readLeases(t, runId)).toEqual([]);
 
@@ -82,5 +84,27 @@ describe.each(STORES)('releasing work and lost jobs [%s]', (dialect) => {
     expect(await readRun(t, runId)).toMatchObject({ status: 'waiting_for_capacity', recoveries: 1 });
     // Nor does a progress report or an ack of the lost execution extend anything.
     await expect(t.engine.pull.ack(WORKER, job.job_id, fenceOf(job))).rejects.toMatchObject({ code: 'STALE_EXECUTION' });
+  });
+
+  it('a job released again and again fails with EXECUTION_RECOVERY_EXHAUSTED on the release past the ceiling', async () => {
+    await t.close();
+    t = await openTestEngine(dialect, { leaseMs: 30_000, recoveryCeiling: 2 });
+    await registerPull(t, { id: 'f', triggers: [{ event: 'go' }] });
+    await registerWorker(t, ['f']);
+    const { runIds: [runId] } = await t.engine.api.trigger(SCOPE, { event: 'go', data: {} });
+    for (const recoveries of [1, 2]) {
+      const job = await pollAndAck(t);
+      await t.engine.pull.release(WORKER, job.job_id, fenceOf(job));
+      expect(await readRun(t, runId)).toMatchObject({ status: 'waiting_for_capacity', recoveries, attempt: 1 });
+    }
+    const last = await pollAndAck(t);
+    await t.engine.pull.release(WORKER, last.job_id, fenceOf(last));
+    const run = await readRun(t, runId);
+    expect(run).toMatchObject({ status: 'failed', recoveries: 2 });
+    expect(run.error).toMatchObject({ code: 'EXECUTION_RECOVERY_EXHAUSTED', retryable: false });
+    expect(run.error?.message).toBe(`execution given back or lost 3 times in a row (last: worker ${WORKER} released job ${last.job_id})`);
+    expect(await readLeases(t, runId)).toEqual([]);
+    await expect(t.engine.pull.release(WORKER, last.job_id, {})).rejects.toMatchObject({ code: 'RUN_NOT_RUNNING' });
+
   });
 });

@@ -52,18 +52,20 @@ export class RestController {
    * (`nextCursor` `""` on the last page). A bad cursor → 400 `VALIDATION_ERROR`.
    */
   @Get('events')
-  async listEvents(@Req() req: Request, @Query() q: Record<string, string | undefined>) {
-    return this.runtime.engine.api.listEvents(scopeOf(req), { name: q.name, limit: q.limit ? Number(q.limit) : undefined, cursor: q.cursor });
+  async listEvents(@Req() req: Request, @Query() q: Record<string, unknown>) {
+    const limit = queryParam(q, 'limit');
+    return this.runtime.engine.api.listEvents(scopeOf(req), { name: queryParam(q, 'name'), limit: limit ? Number(limit) : undefined, cursor: queryParam(q, 'cursor') });
   }
 
   /** Query: `functionId`, `status` (lowercase), `limit`, `cursor` → `{runs, nextCursor, totalCount}`. */
   @Get('runs')
-  async listRuns(@Req() req: Request, @Query() q: Record<string, string | undefined>) {
+  async listRuns(@Req() req: Request, @Query() q: Record<string, unknown>) {
+    const limit = queryParam(q, 'limit');
     return this.runtime.engine.api.listRuns(scopeOf(req), {
-      functionId: q.functionId,
-      status: q.status as RunStatus | undefined,
-      limit: q.limit ? Number(q.limit) : undefined,
-      cursor: q.cursor,
+      functionId: queryParam(q, 'functionId'),
+      status: queryParam(q, 'status') as RunStatus | undefined,
+      limit: limit ? Number(limit) : undefined,
+      cursor: queryParam(q, 'cursor'),
     });
   }
 
@@ -88,4 +90,11 @@ export class RestController {
   async getRunSteps(@Req() req: Request, @Param('id') id: string) {
     return this.runtime.engine.api.getRunSteps(scopeOf(req), id);
   }
+}
+
+/** One query parameter as a string; given twice (`?name=a&name=b`) or as an object → `VALIDATION_ERROR`. */
+function queryParam(q: Record<string, unknown>, key: string): string | undefined {
+  const value = q[key];
+  if (value === undefined || typeof value === 'string') return value;
+  throw new EngineError('VALIDATION_ERROR', `${key}: one value is expected`);
 }

@@ -2,6 +2,7 @@ import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@n
 import type { Request, Response } from 'express';
 import { EngineError, isEngineError } from '@ironflow/contracts';
 import { unaryJsonError } from '@ironflow/rpc';
+import { wrongServiceHint } from './route-owner';
 
 /** The error body of every REST route: `{"code", "message"}` (WIRE-PROTOCOL.md 3.6 suggestion). */
 export function errorBody(err: EngineError) {
@@ -11,12 +12,16 @@ export function errorBody(err: EngineError) {
 /**
  * Maps what a REST handler throws to an answer with a code: `EngineError` → its status and code
  * (on a Connect route, `/ironflow.v1.*`, the Connect error shape, e.g. a refused API key);
- * Nest's own HTTP errors (unknown route 404…) keep their status with a code; anything else is a
- * 500 `INTERNAL_ERROR` and is logged.
+ * Nest's own HTTP errors (unknown route 404…) keep their status with a code — a 404 on a path
+ * another service serves (a worker route on an api-gateway, a client route on a dispatcher) says
+ * so in its message; anything else is a 500 `INTERNAL_ERROR` and is logged. `services` are the
+ * services this process runs.
  */
 @Catch()
 export class EngineErrorFilter implements ExceptionFilter {
   private readonly logger = new Logger('http');
+
+  constructor(private readonly services: readonly string[]) {}
 
   catch(err: unknown, host: ArgumentsHost): void {
     const res = host.switchToHttp().getResponse<Response>();
@@ -31,7 +36,8 @@ export class EngineErrorFilter implements ExceptionFilter {
     }
     if (err instanceof HttpException) {
       const status = err.getStatus();
-      res.status(status).json({ code: status === 404 ? 'NOT_FOUND' : 'HTTP_ERROR', message: err.message });
+      const hint = status === 404 ? wrongServiceHint(host.switchToHttp().getRequest<Request>().path, this.services) : undefined;
+      res.status(status).json({ code: status === 404 ? 'NOT_FOUND' : 'HTTP_ERROR', message: hint ? `${err.message}: ${hint}` : err.message });
       return;
     }
     if (err instanceof Error) this.logger.error(err.message, err.stack);

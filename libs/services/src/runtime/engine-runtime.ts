@@ -70,6 +70,7 @@ export class EngineRuntime {
         dispatchPollMs: settings.dispatchPollMs,
         scanMs: settings.scanMs,
         maxPayloadBytes: settings.maxPayloadBytes,
+        streamMaxMessageBytes: settings.streamMaxMessageBytes,
         pushAllowedHosts: settings.pushAllowedHosts,
         cronCatchUpMs: settings.cronCatchUpMs,
         ...(settings.signingKey ? { signingKey: settings.signingKey } : {}),

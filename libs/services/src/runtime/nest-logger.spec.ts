@@ -28,6 +28,13 @@ describe("Nest's logs through the process logger", () => {
     expect(verbose.out).toEqual([expect.objectContaining({ level: 'debug', context: 'RouterExplorer' })]);
   });
 
+  it("puts Nest's slow module serialization warning at debug: no warning noise at start on a busy machine", () => {
+    const { logger, out } = capture('info');
+    logger.warn('The module "InternalCoreModule" is taking 87.13ms to serialize, this may be caused by larger objects statically assigned to the module. More details: https://github.com/nestjs/nest/issues/12738', 'ModuleTokenFactory');
+    logger.warn('a real warning', 'http');
+    expect(out).toEqual([expect.objectContaining({ level: 'warn', msg: 'a real warning' })]);
+  });
+
   it('keeps the stack of an error as a field of the one JSON line', () => {
     const { logger, out } = capture('info');
     logger.error('handler failed', 'Error: handler failed\n    at x (y.ts:1:1)', 'http');

@@ -2,10 +2,16 @@ import { LoggerService } from '@nestjs/common';
 import { ProcessLogger } from '@ironflow/observability';
 
 /**
- * Nest's start-up chatter (module loading, one line per mapped route): logged at `debug`, so an
- * `info` log shows what the engine does, not how Nest wired itself.
+ * Nest's start-up chatter (module loading, one line per mapped route, its slow-serialization
+ * warning): logged at `debug`, so an `info` log shows what the engine does, not how Nest wired itself.
  */
 const NEST_WIRING_CONTEXTS = new Set(['NestFactory', 'InstanceLoader', 'RoutesResolver', 'RouterExplorer', 'NestApplication', 'NestMicroservice']);
+
+/**
+ * Nest's warning that a module took long to serialize its token (nestjs/nest#12738): timing of its
+ * own start-up on a busy machine, nothing an operator can act on, so `debug` like the wiring.
+ */
+const NEST_SERIALIZE_WARNING = /^The module ".*" is taking [\d.]+ms to serialize/;
 
 /**
  * Nest's logger routed into the process's pino logger: every Nest line is a JSON line of the same
@@ -24,7 +30,7 @@ export class NestPinoLogger implements LoggerService {
   }
 
   warn(message: unknown, ...params: unknown[]): void {
-    this.write('warn', message, params);
+    this.write(typeof message === 'string' && NEST_SERIALIZE_WARNING.test(message) ? 'debug' : 'warn', message, params);
   }
 
   debug(message: unknown, ...params: unknown[]): void {

@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { parseAllowedHosts, parseSecretsKey } from '@ironflow/engine';
 import { CLUSTER_ID_PATTERN, DEFAULT_CLUSTER_ID } from '@ironflow/bus';
+import { STREAM_MAX_MESSAGE_BYTES } from '@ironflow/contracts';
 import { LOG_LEVELS, LogLevel } from '@ironflow/observability';
 
 /**
@@ -19,6 +20,7 @@ import { LOG_LEVELS, LogLevel } from '@ironflow/observability';
  * | IRONFLOW_DISPATCH_POLL_MS | 1000 |
  * | IRONFLOW_SCAN_MS | 1000 (capacity scanner period) |
  * | IRONFLOW_MAX_PAYLOAD_BYTES | 4194304 |
+ * | IRONFLOW_STREAM_MAX_MESSAGE_BYTES | 67108864 (largest message sent on a worker stream; a larger job assignment fails its attempt with PAYLOAD_TOO_LARGE) |
  * | IRONFLOW_CRON_CATCH_UP_MS | 10000 (a cron tick later than this is missed; missed ticks collapse into one run) |
  * | NATS_URL (or IRONFLOW_NATS_URL) | none: the in-process bus (one process); `nats://…` for a cluster |
  * | IRONFLOW_LOG_LEVEL | info (trace, debug, info, warn, error, fatal, silent) |
@@ -45,6 +47,7 @@ const schema = z.object({
   IRONFLOW_DISPATCH_POLL_MS: z.coerce.number().int().min(10).default(1000),
   IRONFLOW_SCAN_MS: z.coerce.number().int().min(10).default(1000),
   IRONFLOW_MAX_PAYLOAD_BYTES: z.coerce.number().int().min(1024).default(4 * 1024 * 1024),
+  IRONFLOW_STREAM_MAX_MESSAGE_BYTES: z.coerce.number().int().min(1024).default(STREAM_MAX_MESSAGE_BYTES),
   IRONFLOW_LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   IRONFLOW_SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).default(30_000),
   IRONFLOW_CRON_CATCH_UP_MS: z.coerce.number().int().min(0).default(10_000),
@@ -90,6 +93,8 @@ export interface IronflowSettings {
   dispatchPollMs: number;
   scanMs: number;
   maxPayloadBytes: number;
+  /** Largest message sent on a worker stream, bytes (default 64 MiB). */
+  streamMaxMessageBytes: number;
   /** Cron: ticks at most this late all fire; a schedule further behind fires once (ms). */
   cronCatchUpMs: number;
   /** NATS JetStream URL; without it the process uses the in-process bus. */
@@ -120,6 +125,9 @@ export interface IronflowSettings {
  * line, without a stack.
  */
 export class SettingsError extends Error {
+  /** What the CLI and logs show as the error's code. */
+  readonly code = 'SETTINGS_ERROR';
+
   constructor(message: string) {
     super(message);
     this.name = 'SettingsError';
@@ -146,6 +154,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env, overrides: Pa
     dispatchPollMs: e.IRONFLOW_DISPATCH_POLL_MS,
     scanMs: e.IRONFLOW_SCAN_MS,
     maxPayloadBytes: e.IRONFLOW_MAX_PAYLOAD_BYTES,
+    streamMaxMessageBytes: e.IRONFLOW_STREAM_MAX_MESSAGE_BYTES,
     logLevel: e.IRONFLOW_LOG_LEVEL,
     shutdownTimeoutMs: e.IRONFLOW_SHUTDOWN_TIMEOUT_MS,
     cronCatchUpMs: e.IRONFLOW_CRON_CATCH_UP_MS,

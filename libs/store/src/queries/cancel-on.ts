@@ -128,3 +128,19 @@ export async function listReplayEvents(
   );
   return rows.map(mapEvent);
 }
+
+/**
+ * The reconcile's page (a live match lost between the event's commit and its announce): events
+ * after `(afterTs, afterId)` and stamped up to `upToTs`, oldest first, of names some run not yet
+ * cleaned up has a `cancelOn` spec for, in the same project and env. At most `limit`.
+ */
+export async function listReconcileEvents(tx: Tx, afterTs: number, afterId: string, upToTs: number, limit: number): Promise<EventRecord[]> {
+  const rows = await tx.query(
+    `SELECT e.* FROM events e
+     WHERE (e.ts > $1 OR (e.ts = $1 AND e.id > $2)) AND e.ts <= $3
+       AND EXISTS (SELECT 1 FROM cancel_on_specs s WHERE s.project = e.project AND s.env = e.env AND s.event_name = e.name)
+     ORDER BY e.ts, e.id LIMIT $4`,
+    [afterTs, afterId, upToTs, limit],
+  );
+  return rows.map(mapEvent);
+}

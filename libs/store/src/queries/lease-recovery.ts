@@ -50,13 +50,13 @@ export async function resetRecoveries(tx: Tx, runId: string): Promise<void> {
 /**
  * Queues again an execution its worker gave back (a worker stopping, a stream that closed): status
  * `waiting_for_capacity` with the same attempt, available now, the lease token cleared so a late
- * report of it is stale, and the lease row deleted; `recoveries` is left as it is (nothing was
- * lost). Only while that execution, with `leaseToken`, is still the live one. Returns the row as
- * written, or `null`.
+ * report of it is stale, and the lease row deleted; `recoveries + 1`, so a job given back forever
+ * reaches the recovery ceiling. Only while that execution, with `leaseToken`, is still the live
+ * one. Returns the row as written, or `null`.
  */
 export async function requeueReleased(tx: Tx, runId: string, executionSeq: number, leaseToken: string): Promise<RunRecord | null> {
   const rows = await tx.query(
-    `UPDATE runs SET status = 'waiting_for_capacity', lease_token = NULL, available_at = $2, version = version + 1, updated_at = $2
+    `UPDATE runs SET status = 'waiting_for_capacity', lease_token = NULL, recoveries = recoveries + 1, available_at = $2, version = version + 1, updated_at = $2
      WHERE id = $1 AND status = 'running' AND execution_seq = $3 AND lease_token = $4 RETURNING *`,
     [runId, tx.now, executionSeq, leaseToken],
   );

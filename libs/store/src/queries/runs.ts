@@ -224,6 +224,16 @@ export async function requeueForRetry(tx: Tx, run: RunRecord, availableAt: numbe
   return parked.affected === 1 ? 'paused' : null;
 }
 
+/**
+ * Fences off execution `executionSeq` after the engine ended it (a timeout): clears the run's lease
+ * token while that execution is still the run's latest, so the worker's late report of it no longer
+ * matches and is refused (`STALE_EXECUTION`, or `RUN_NOT_RUNNING` once the run ended) instead of
+ * being taken for a repeat of the outcome. Call it in the unit of work that ended the execution.
+ */
+export async function fenceOffExecution(tx: Tx, runId: string, executionSeq: number): Promise<void> {
+  await tx.execute(`UPDATE runs SET lease_token = NULL WHERE id = $1 AND execution_seq = $2`, [runId, executionSeq]);
+}
+
 /** A running execution yields at a wait: status `waiting` (or `paused`), fenced like `requeueForRetry`. */
 export async function markWaiting(tx: Tx, run: RunRecord): Promise<BoundaryStatus | null> {
   const fence = runningFence(run, 2);

@@ -30,15 +30,25 @@ export async function saveReportedSteps(tx: Tx, runId: string, steps: StepResult
     const status: StepStatus = step.status === 'completed' ? 'completed' : 'failed';
     const endedAt = step.ended_at ? Date.parse(step.ended_at) || tx.now : tx.now;
     await tx.execute(
-      `INSERT INTO steps (run_id, step_id, name, type, status, output, error, sequence, created_at, ended_at)
-       VALUES ($1, $2, $3, 'run', $4, $5, $6, $7, $8, $9)
+      `INSERT INTO steps (run_id, step_id, name, type, status, output, error, sequence, created_at, ended_at, started_at)
+       VALUES ($1, $2, $3, 'run', $4, $5, $6, $7, $8, $9, $10)
        ON CONFLICT (run_id, step_id) DO UPDATE SET status = excluded.status, output = excluded.output,
-         error = excluded.error, ended_at = excluded.ended_at
+         error = excluded.error, ended_at = excluded.ended_at, started_at = excluded.started_at
        WHERE steps.status <> 'completed'`,
-      [runId, step.id, step.name, status, toJson(step.output), toJson(step.error), sequence, tx.now, endedAt],
+      [runId, step.id, step.name, status, toJson(step.output), toJson(step.error), sequence, tx.now, endedAt, startedAtOf(step, endedAt)],
     );
     sequence += 1;
   }
+}
+
+/**
+ * When a reported step started (ms, the worker's clock like its `ended_at`): its `started_at`, else
+ * `ended_at` − `duration_ms`; `null` when it says neither, or a start after its end.
+ */
+function startedAtOf(step: StepResult, endedAt: number): number | null {
+  const parsed = step.started_at ? Date.parse(step.started_at) : NaN;
+  const started = Number.isFinite(parsed) ? parsed : typeof step.duration_ms === 'number' && Number.isFinite(step.duration_ms) && step.duration_ms >= 0 ? endedAt - Math.round(step.duration_ms) : null;
+  return started !== null && started <= endedAt ? started : null;
 }
 
 export interface NewWaitStep {

@@ -53,7 +53,7 @@ describe.each(STORES)('stream job lifecycle on %s', (dialect) => {
     }
   });
 
-  it('a worker that closes its stream gives its acked job back at once: queued again, no recovery, and the next stream runs it', async () => {
+  it('a worker that closes its stream gives its acked job back at once: queued again (one give-back toward the recovery ceiling), and the next stream runs it', async () => {
     const fnId = uid('stream-close');
     const event = uid('close.event');
     await engine.registerPullFunction(fnId, event);
@@ -74,7 +74,7 @@ describe.each(STORES)('stream job lifecycle on %s', (dialect) => {
       const run = await engine.waitForRun(runId, (r) => r.status === 'completed', 'the second worker to complete the run');
       expect(run.output).toEqual({ by: 'second' });
       const rows = await engine.server.runtime.store.read('t', (tx) => tx.query<{ recoveries: unknown; execution_seq: unknown }>(`SELECT recoveries, execution_seq FROM runs WHERE id = $1`, [runId]));
-      expect(rows.map((r) => [Number(r.recoveries), Number(r.execution_seq)])).toEqual([[0, 2]]);
+      expect(rows.map((r) => [Number(r.recoveries), Number(r.execution_seq)])).toEqual([[1, 2]]);
     } finally {
       first.close();
       second.close();

@@ -7,6 +7,7 @@
  * A thin edge: it parses messages and hands each to the engine's `StreamConnection`, one at a
  * time in arrival order; everything the engine decides to send goes out in order.
  */
+import { create, toBinary } from '@bufbuild/protobuf';
 import type { ConnectRouter, HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
@@ -83,6 +84,7 @@ async function* serveStream(
       if (first.value.payload.case !== 'register') throw new ConnectError('the first message of a worker stream must be `register`', Code.InvalidArgument);
       conn = await streams.open(scope, fromRegister(first.value.payload.value), {
         send: (message) => out.push(toEngineMessage(message)),
+        encodedBytes: (message) => toBinary(v1.EngineMessageSchema, create(v1.EngineMessageSchema, toEngineMessage(message))).byteLength,
         end: (reason) => out.fail(new ConnectError(reason, Code.DeadlineExceeded)),
       });
       for (;;) {
