@@ -99,8 +99,9 @@ export const STREAM_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
  *   (`run.created`, `run.status_changed`, `run.cancelled`, `run.retry_scheduled`,
  *   `run.lease_recovered`, and the operator's `run.pause_requested`, `run.paused`, `run.resumed`,
  *   `run.step_injected`), which `run get` shows as the run's history;
- * - `all`: those and a row per saved step (`step.completed`, `step.failed`); time travel needs it
- *   (the engine writes no step rows yet, so today `all` records what `run_lifecycle` does).
+ * - `all`: those and a row per saved step (`step.completed`, `step.failed`): each step a report
+ *   saves, written on the reporter's path before the report commits, and the invoke step a
+ *   parent wake finishes, written after the wake; time travel needs it.
  * The SDK's registration `recording: true` selects `all`, `recording: false` selects `none`, and
  * leaving it out keeps the default.
  */

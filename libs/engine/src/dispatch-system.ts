@@ -56,11 +56,16 @@ export class DispatchSystem {
     return segments;
   }
 
-  /** Ends the claimed execution's attempt with `error`; if that report cannot be applied, its lease expires and recovery runs. */
+  /**
+   * Ends the claimed execution's attempt with `error`; if that report cannot be applied, its lease
+   * expires and recovery runs. A failure that ends the run waits for its audit row after its
+   * frame (specification, "A stuck store cannot take the pool"), so the claim's failures are
+   * written one row at a time.
+   */
   private async failUndelivered(segment: Segment, error: InvocationError): Promise<void> {
     const { run } = segment;
     this.r.logger.warn('segment not delivered: its attempt fails', { run_id: run.id, execution_seq: run.executionSeq, function_id: run.functionId, code: error.code });
-    await this.reports.apply(run.id, { executionSeq: run.executionSeq, leaseToken: run.leaseToken! }, { kind: 'failed', error }).catch((err: unknown) =>
+    await this.reports.apply(run.id, { executionSeq: run.executionSeq, leaseToken: run.leaseToken! }, { kind: 'failed', error }, undefined, { awaitRow: true }).catch((err: unknown) =>
       this.r.logger.warn('undelivered segment failure not applied; its lease expires instead', { run_id: run.id, error: String(err) }),
     );
   }

@@ -69,7 +69,7 @@ export const FUNCTION_OPTIONS: readonly FunctionOption[] = [
     example: { secrets: ['API_KEY'] },
   },
   { name: 'actorKey', status: 'refused', semantics: 'sticky routing of an actor\'s runs to one worker: refused, since pull and stream workers claim any queued run of their functions', example: { actorKey: 'event.data.customerId' } },
-  { name: 'recording', status: 'acted on', semantics: 'the recording profile of audit rows: true records `all`, false `none`; left out, `run_lifecycle` (every run.* row)', example: { recording: true } },
+  { name: 'recording', status: 'acted on', semantics: 'the recording profile of audit rows: true records `all` (also a step.completed / step.failed row per saved step), false `none`; left out, `run_lifecycle` (every run.* row)', example: { recording: true } },
   { name: 'recordingRetention', status: 'refused', semantics: 'audit retention of a function: refused until implemented', example: { recordingRetention: '30d' } },
   { name: 'changeReason', status: 'refused', semantics: 'function history entry: refused until implemented', example: { changeReason: 'raise the limit' } },
 ];

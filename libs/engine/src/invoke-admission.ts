@@ -6,6 +6,8 @@ import { DispatchHints } from './dispatch-hints';
 import { insertNewRun, newRunOf } from './new-run';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { holdsOpenWait } from './pause-announcer';
+import { recordStepRow } from './step-audit';
+import { stepNameOf } from './step-name';
 import { EngineResources } from './resources';
 import { recordRunCreated } from './run-created-audit';
 import { assertThawed } from './instance-control';
@@ -40,7 +42,9 @@ export interface AdmissionTarget {
  * - `retried-yield`: a repeated invoke report that finds its child created (no rows);
  * - `pass`: the pending-invocation pass (writes the row unless its admission already did, waits at
  *   most `createdRowWaitMs` for it, gives up on a lock after `lockLimitMs`);
- * - `sweep`: the orphan sweep (no rows, the same lock limit).
+ * - `sweep`: the orphan sweep (the `run.created` row only of a run no invocation links, waited
+ *   for as the pass does; the same lock limit; it waits, outside the slot, for the `run.status_changed`
+ *   row of a refusal it commits, after its frame, so it writes one row at a time).
  */
 export type AdmissionPath = 'report' | 'created' | 'retried-yield' | 'pass' | 'sweep';
 
@@ -57,7 +61,8 @@ export type AdmissionOutcome = 'dispatched' | 'ended' | 'refused' | 'settled' | 
  * invoked child replays cancel_on and is read again before it is dispatched"; "Outcomes nobody
  * announces"). A report that yields `step.invoke` commits, in its own unit of work, the child run
  * (held: no claim takes it), the parent's invoke step linked to it, the parent's wait, and the
- * pending invocation (`function_invokes`). Then, off the report and in this order: the child's
+ * pending invocation (`function_invokes`). Then, off the report and in this order: for a
+ * fire-and-forget invoke the parent's `step.completed` row (`all` profile), the child's
  * `run.created` row, a slot (waiting at most `admissionSlotWaitMs`, 5 s), the child's `cancel_on`
  * replay, a second read of the child under its row lock, and one unit of work that dispatches the
  * child (releases it to the queue), settles the invocation and, for a fire-and-forget invoke,
@@ -149,9 +154,10 @@ export class InvokeAdmission {
         await this.leaveToPass(invoke, wroteRow);
         return 'no-slot';
       }
+      let dispatched: { outcome: AdmissionOutcome; announced: Promise<void>[] };
       try {
         if (target.replay !== false) await this.cancelOn.replay(run);
-        return await this.dispatch(target, path);
+        dispatched = await this.dispatch(target, path);
       } catch (err) {
         this.r.logger.warn('admission stopped before its dispatch; the pass tries again', { run_id: run.id, path, error: String(err) });
         await this.leaveToPass(invoke, wroteRow);
@@ -159,6 +165,9 @@ export class InvokeAdmission {
       } finally {
         release();
       }
+      // The sweep waits, outside the slot, for the rows of the outcomes it committed (after their frames).
+      if (path === 'sweep') await Promise.all(dispatched.announced);
+      return dispatched.outcome;
     } finally {
       this.inFlight.delete(run.id);
     }
@@ -170,15 +179,29 @@ export class InvokeAdmission {
   }
 
   /**
-   * The child's `run.created` row, stamped with its creation time so it sorts first. A report or a
-   * new run waits for it (up to the recorder's 5 s budget); a pass waits at most `createdRowWaitMs`
-   * and lets the row land after the dispatch. Resolves whether a row was written here.
+   * The admission's rows: for a fire-and-forget invoke, the parent's `step.completed` row (`all`
+   * profile), then the child's `run.created` row, stamped with its creation time so it sorts
+   * first. A report or a new run waits for them (up to the recorder's 5 s budget each); a pass
+   * waits at most `createdRowWaitMs` and lets them land after the dispatch. The orphan sweep
+   * writes the row of a run no invocation links (a triggered, cron or debounced run of a function
+   * with `cancelOn` whose admission a crash cut off) the same way, so a recovered run still gets
+   * it; one whose admission wrote it before the crash can get it twice. Resolves whether rows
+   * were written here.
    */
   private async writeCreatedRow(target: AdmissionTarget, path: AdmissionPath): Promise<boolean> {
-    const wanted = path === 'report' || path === 'created' || (path === 'pass' && target.invoke !== null && !target.invoke.createdRow);
+    const { invoke } = target;
+    const wanted = path === 'report' || path === 'created'
+      || (path === 'pass' && invoke !== null && !invoke.createdRow)
+      || (path === 'sweep' && invoke === null && !target.run.parentRunId);
     if (!wanted) return false;
-    const row = recordRunCreated(this.r, target.run);
-    if (path !== 'pass') {
+    const row = (async () => {
+      if (invoke?.async) {
+        const parent = { project: invoke.project, env: invoke.env, id: invoke.parentRunId, functionId: invoke.parentFunctionId };
+        await recordStepRow(this.r, parent, { id: invoke.parentStepId, name: stepNameOf(invoke.parentRunId, invoke.parentStepId), status: 'completed' }, 'invoke');
+      }
+      return recordRunCreated(this.r, target.run);
+    })();
+    if (path !== 'pass' && path !== 'sweep') {
       await row;
       return true;
     }
@@ -204,7 +227,7 @@ export class InvokeAdmission {
    * releases it to the queue (or fails it for a refusal no retry can change, or cancels it quietly
    * when no parent waits on it), settles its invocation and resumes a fire-and-forget parent.
    */
-  private async dispatch(target: AdmissionTarget, path: AdmissionPath): Promise<AdmissionOutcome> {
+  private async dispatch(target: AdmissionTarget, path: AdmissionPath): Promise<{ outcome: AdmissionOutcome; announced: Promise<void>[] }> {
     const recovery = path === 'pass' || path === 'sweep';
     const effect = await this.r.store.unitOfWork('admitRun', async (tx) => {
       // A pass or the sweep gives up on a locked row (the store raises `LockTimeoutError`); the
@@ -256,11 +279,12 @@ export class InvokeAdmission {
     });
     if (effect.dispatched) this.hints.queued(effect.dispatched.project, effect.dispatched.env, effect.dispatched.mode);
     if (effect.resumed) this.hints.queued(effect.resumed.project, effect.resumed.env, effect.resumed.mode);
-    if (effect.refused) void this.announcer.announce(effect.refused, 'admission-refused');
-    if (effect.parentRefused) void this.announcer.announce(effect.parentRefused, 'admission-refused');
+    const announced: Promise<void>[] = [];
+    if (effect.refused) announced.push(this.announcer.announce(effect.refused, 'admission-refused'));
+    if (effect.parentRefused) announced.push(this.announcer.announce(effect.parentRefused, 'admission-refused'));
     // Nobody waits on a run cancelled quietly: no frame, no audit row; a pass publishes `updated`.
     if (effect.quiet && recovery) void this.announcer.publishRunEvent(effect.quiet, 'updated');
-    return effect.outcome;
+    return { outcome: effect.outcome, announced };
   }
 
 }

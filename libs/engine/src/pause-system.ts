@@ -4,7 +4,7 @@ import { DispatchHints } from './dispatch-hints';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { announceParked } from './pause-announcer';
 import { checkName, checkPayload } from './payload-limits';
-import { stepNameOf } from './report-system';
+import { stepNameOf } from './step-name';
 import { EngineResources } from './resources';
 
 const MAX_REASON_CHARS = 1024;

@@ -13,6 +13,8 @@ import { AcceptedInvoke, InvokeAdmission } from './invoke-admission';
 import { checkName, checkPayload, refuseNul, refuseNulAnywhere } from './payload-limits';
 import { MAX_TIME_MS, sleepWakeAt, workerAheadAtLeast } from './sleep-clock';
 import { announceParked } from './pause-announcer';
+import { recordStepRow } from './step-audit';
+import { stepNameOf } from './step-name';
 
 /**
  * A worker's report of one execution, from any transport. `sentAt`: the worker's clock when it sent
@@ -30,6 +32,11 @@ export type SegmentReport = { steps?: StepResult[]; stepOffset?: number; sentAt?
   | { kind: 'failed'; error: InvocationError }
   | { kind: 'yielded'; yield: YieldInfo }
 );
+
+export interface ApplyOptions {
+  /** Return an outcome's call only once its audit row landed or was dropped, after its frame (default false). */
+  awaitRow?: boolean;
+}
 
 /** What the report did: nothing (a repeat), saved progress, or moved the run. */
 export type ReportEffect = 'none' | 'progress' | 'outcome' | 'retry' | 'waiting';
@@ -83,12 +90,14 @@ export class ReportSystem {
   /**
    * Applies `report` of execution `fence`. `holder`, when given (a REST worker's id), must also
    * hold that execution's lease: a report of a job handed to another worker is `STALE_EXECUTION`
-   * even with the right token.
+   * even with the right token. `options.awaitRow`: an outcome's call returns once its
+   * `run.status_changed` row has landed or been dropped, after its frame (a failed dispatch paces
+   * itself so, one row at a time); by default it returns at the commit.
    */
-  async apply(runId: string, fence: ExecutionFence | undefined, report: SegmentReport, holder?: string): Promise<ReportResult> {
+  async apply(runId: string, fence: ExecutionFence | undefined, report: SegmentReport, holder?: string, options: ApplyOptions = {}): Promise<ReportResult> {
     try {
       this.check(report);
-      return await this.r.followUps.during(() => this.applyChecked(runId, fence, report, holder));
+      return await this.r.followUps.during(() => this.applyChecked(runId, fence, report, holder, options));
     } catch (err) {
       if (fence && report.kind !== 'progress' && err instanceof EngineError && (err.code === 'VALIDATION_ERROR' || err.code === 'PAYLOAD_TOO_LARGE')) {
         await this.failUnapplied(runId, fence, report, err, holder);
@@ -119,7 +128,8 @@ export class ReportSystem {
     }
   }
 
-  private async applyChecked(runId: string, fence: ExecutionFence | undefined, report: SegmentReport, holder?: string): Promise<ReportResult> {
+  private async applyChecked(runId: string, fence: ExecutionFence | undefined, report: SegmentReport, holder?: string, options: ApplyOptions = {}): Promise<ReportResult> {
+    if (report.steps?.length) await this.recordSteps(runId, fence, report);
     let result: ReportResult & { accepted?: AcceptedInvoke; retry?: RetryRecord };
     try {
       result = await this.r.store.unitOfWork('applyReport', async (tx) => {
@@ -157,7 +167,7 @@ export class ReportSystem {
       if (err instanceof EngineError) this.r.metrics.reportsRejected.inc({ code: err.code });
       throw err;
     }
-    await this.followUp(result);
+    await this.followUp(result, options);
     if (result.effect === 'none' && report.kind === 'yielded' && report.yield?.type?.startsWith('invoke_function')) {
       this.admissions.afterRetriedYield(runId, report.yield.step_id);
     }
@@ -166,12 +176,26 @@ export class ReportSystem {
   }
 
   /**
+   * The rows of a report's steps (`all` profile), one at a time on the reporter's path before the
+   * report's unit of work (specification, "Two kinds of row on the way to an outcome"): a stuck
+   * table delays the commit, and so the frame and the wake, by up to the audit budget per row,
+   * and holds a fast reporter back instead of letting it pass the backlog bound. Written only
+   * when the report's fence holds on a read of the run; a report sent again can write its rows
+   * twice, and one that then loses a race to another writer still wrote them (best effort).
+   */
+  private async recordSteps(runId: string, fence: ExecutionFence | undefined, report: SegmentReport): Promise<void> {
+    const run = await this.r.store.read('readReportedRun', (tx) => runsSql.getRun(tx, runId));
+    if (!run || judgeReport(run, fence, report.kind as ReportKind).kind !== 'apply') return;
+    for (const step of report.steps ?? []) await recordStepRow(this.r, run, step, 'report');
+  }
+
+  /**
    * After the commit: an outcome is announced off this path; a retry's row stays on the
    * reporter's path (the specification keeps rows of changes that do not end a run there).
    */
-  private async followUp(result: ReportResult & { accepted?: AcceptedInvoke; retry?: RetryRecord }): Promise<void> {
+  private async followUp(result: ReportResult & { accepted?: AcceptedInvoke; retry?: RetryRecord }, options: ApplyOptions): Promise<void> {
     const { run } = result;
-    if (result.effect === 'outcome') void this.announcer.announce(run, 'report');
+    const announced = result.effect === 'outcome' ? this.announcer.announce(run, 'report') : undefined;
     if (result.effect === 'retry') this.hints.queued(run.project, run.env, run.mode);
     // A pause was requested while the segment ran: its end parked the run instead of moving it on.
     if (run.status === 'paused') await announceParked(this.r, this.announcer, run, 'report');
@@ -187,6 +211,7 @@ export class ReportSystem {
         data: result.retry,
       });
     }
+    if (options.awaitRow) await announced;
   }
 
   private async commit(tx: Tx, run: RunRecord, fence: ExecutionFence, outcome: Parameters<typeof commitOutcome>[2]): Promise<ReportResult> {
@@ -334,11 +359,4 @@ function timeAfter(now: number, durationMs: unknown, what: string): number {
     throw new EngineError('VALIDATION_ERROR', `${what}: a positive duration in ms ending before ${new Date(MAX_TIME_MS).toISOString()}`);
   }
   return Math.round(now + durationMs);
-}
-
-/** The user's step name from a step id `<runId>:<name>:<k>` (WIRE-PROTOCOL.md 1.2). */
-export function stepNameOf(runId: string, stepId: string): string {
-  const rest = stepId.startsWith(`${runId}:`) ? stepId.slice(runId.length + 1) : stepId;
-  const cut = rest.lastIndexOf(':');
-  return (cut > 0 ? rest.slice(0, cut) : rest).replace(/\\:/g, ':').replace(/\\\\/g, '\\');
 }

@@ -138,8 +138,11 @@ export class SchedulerSystem {
    * `invokeGraceMs`). A timed-out invoke resumes a push run (the SDK throws "invoke timed out") and
    * fails a pull run with `INVOKE_FAILED`, which pull cannot express; a timed-out `waitForEvent`
    * fails the run with `EVENT_WAIT_TIMED_OUT`, because the SDK has no representation for it
-   * (WIRE-PROTOCOL.md section 7, decision 4). Each step is its own unit of work under the lock limit; one that gives up is
-   * left as it was, and the sweep moves on. Returns how many steps it handled.
+   * (WIRE-PROTOCOL.md section 7, decision 4). Each step is its own unit of work under the lock
+   * limit; one that gives up is left as it was, and the sweep moves on. Each outcome's frame goes
+   * out first; then the sweep waits for its audit row before the next step (specification, "A
+   * stuck store cannot take the pool": the scheduler's sweeps write one row at a time). Returns how
+   * many steps it handled.
    */
   async timeoutSweep(): Promise<number> {
     const due = await this.r.store.read('listDueTimeouts', async (tx) => [
@@ -190,9 +193,12 @@ export class SchedulerSystem {
       return { cancelledChild, failed };
     });
     if (!effect) return false;
-    if (effect.cancelledChild) void this.announcer.announce(effect.cancelledChild, 'step-timeout');
+    // Frames first, then the sweep waits for the rows (one timed-out step at a time).
+    const announced: Promise<void>[] = [];
+    if (effect.cancelledChild) announced.push(this.announcer.announce(effect.cancelledChild, 'step-timeout'));
     if (effect.queued) this.hints.queued(effect.queued.project, effect.queued.env, effect.queued.mode);
-    if (effect.failed) void this.announcer.announce(effect.failed, 'step-timeout');
+    if (effect.failed) announced.push(this.announcer.announce(effect.failed, 'step-timeout'));
+    await Promise.all(announced);
     return true;
   }
 

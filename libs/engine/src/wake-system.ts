@@ -7,6 +7,8 @@ import { admissionRefusal, refusalError } from './invoke-admission';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
 import { holdsOpenWait } from './pause-announcer';
+import { stepNameOf } from './step-name';
+import { recordStepRow } from './step-audit';
 
 /**
  * The parent wake (specification, "A parent run is woken once"). It copies a child's committed
@@ -29,32 +31,52 @@ export class WakeSystem {
     private readonly hints: DispatchHints,
   ) {}
 
-  /** The wake from a child's commit: waits for a slot, then applies. */
+  /**
+   * The wake from a child's commit: waits for a slot, applies, and releases the slot before the
+   * invoke step's audit row (specification, "A stuck store cannot take the pool").
+   */
   async wakeParent(child: RunRecord): Promise<void> {
-    await this.r.wakeSlots.run(() => this.apply(child, 'commit'));
+    const parent = await this.r.wakeSlots.run(() => this.apply(child, 'commit'));
+    if (parent) await this.recordInvokeStep(child, parent);
   }
 
-  private async apply(child: RunRecord, path: 'commit' | 'pass'): Promise<void> {
-    if (!child.parentRunId || !child.parentStepId || !isTerminalRunStatus(child.status)) return;
+  /**
+   * The invoke step's `step.completed` / `step.failed` row, written after the wake resumed (or
+   * failed) the parent and outside its slot, so the parent never waits for it; the row itself
+   * takes a slot of the recorder, like every audit row.
+   */
+  private async recordInvokeStep(child: RunRecord, parent: RunRecord): Promise<void> {
+    const failed = child.status !== 'completed';
+    await recordStepRow(this.r, parent, {
+      id: child.parentStepId!,
+      name: stepNameOf(parent.id, child.parentStepId!),
+      status: failed ? 'failed' : 'completed',
+      ...(failed ? { error: { message: child.error?.message ?? `child run ${child.status}` } } : {}),
+    }, 'wake');
+  }
+
+  /** Applies the wake; returns the parent whose invoke step it finished, or `null`. */
+  private async apply(child: RunRecord, path: 'commit' | 'pass'): Promise<RunRecord | null> {
+    if (!child.parentRunId || !child.parentStepId || !isTerminalRunStatus(child.status)) return null;
     const parentRunId = child.parentRunId;
     const parentStepId = child.parentStepId;
     const failed = child.status !== 'completed';
     const stepResult = [failed ? 'failed' : 'completed', failed ? null : child.output, failed ? invokeStepError(child) : null] as const;
     const effect = await unitWithLockLimit(this.r.store, 'wakeParent', this.r.config.lockLimitMs, async (tx): Promise<WakeEffect> => {
       // A frozen instance resumes nothing: the wake stays pending for the pass after the thaw.
-      if (await authoritySql.isFrozen(tx)) return { failedParent: null, queued: null, frozen: true };
+      if (await authoritySql.isFrozen(tx)) return { failedParent: null, queued: null, resolved: null, frozen: true };
       const parent = await runsSql.getRun(tx, parentRunId, { lock: true });
       await this.r.pausePoints.reached('wake.afterRead', parentRunId);
       if (!parent || isTerminalRunStatus(parent.status)) {
         await runsSql.clearWakePending(tx, child.id);
-        return { failedParent: null, queued: null };
+        return { failedParent: null, queued: null, resolved: null };
       }
       const failsParent = failed && parent.mode === 'pull' && holdsOpenWait(parent);
       const refusal = !failsParent && holdsOpenWait(parent)
         ? admissionRefusal(parent, await functionsSql.getFunction(tx, parent.project, parent.env, parent.functionId))
         : null;
       // A refused resume writes nothing here: its failure commits below, guarded by this read.
-      if (refusal) return { failedParent: null, queued: null, refused: { parent, reason: refusal } };
+      if (refusal) return { failedParent: null, queued: null, resolved: null, refused: { parent, reason: refusal } };
       const resolved = await stepsSql.resolveInvokeStep(tx, parent.id, parentStepId, child.id, ...stepResult);
       let failedParent: RunRecord | null = null;
       let queued: RunRecord | null = null;
@@ -69,16 +91,20 @@ export class WakeSystem {
         queued = parent;
       }
       await runsSql.clearWakePending(tx, child.id);
-      return { failedParent, queued };
+      return { failedParent, queued, resolved: resolved ? parent : null };
     });
     if (effect.frozen) {
       this.r.logger.warn('parent wake held by a frozen instance; the waiting-run pass applies it after the thaw', { ...runFields(child), parent_run_id: parentRunId });
-      return;
+      return null;
     }
-    if (effect.refused) effect.failedParent = await this.refuseResume(child, effect.refused.parent, effect.refused.reason, stepResult);
+    if (effect.refused) {
+      effect.failedParent = await this.refuseResume(child, effect.refused.parent, effect.refused.reason, stepResult);
+      effect.resolved = effect.failedParent ? effect.refused.parent : null;
+    }
     if (effect.failedParent) void this.announcer.announce(effect.failedParent, effect.refused ? 'admission-refused' : 'invoke-failed');
     if (effect.queued) this.hints.queued(effect.queued.project, effect.queued.env, effect.queued.mode);
     if (effect.failedParent || effect.queued) this.r.metrics.parentWakes.inc({ path });
+    return effect.resolved;
   }
 
   /**
@@ -134,11 +160,13 @@ export class WakeSystem {
       }
       started += 1;
       this.r.followUps.track('parent-wake-pass', async () => {
+        let parent: RunRecord | null;
         try {
-          await this.apply(child, 'pass');
+          parent = await this.apply(child, 'pass');
         } finally {
           release();
         }
+        if (parent) await this.recordInvokeStep(child, parent);
       });
     }
     return started;
@@ -149,6 +177,8 @@ export class WakeSystem {
 interface WakeEffect {
   failedParent: RunRecord | null;
   queued: RunRecord | null;
+  /** The parent whose invoke step the wake finished. */
+  resolved: RunRecord | null;
   refused?: { parent: RunRecord; reason: string };
   /** The instance is frozen: nothing was written. */
   frozen?: boolean;

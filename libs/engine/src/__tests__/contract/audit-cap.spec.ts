@@ -1,0 +1,232 @@
+import { subjects } from '@ironflow/bus';
+import { JobAssignment } from '@ironflow/contracts';
+import { slotsFor } from '@ironflow/follow-up';
+import { Client } from 'pg';
+import { STORES, TestEngine, openTestEngine, testDatabaseUrl, waitFor } from '@ironflow/testing';
+import { takeAllSlots } from './admission-kit';
+import { ParentWaiting, auditRows, metricValue, parentWaitingOnChild, pollOne, readRun, readStep, registerParentAndChild } from './post-commit-kit';
+
+/**
+ * Contract tests of the specification "Shutdown" and "A stuck store cannot take the pool" (issue
+ * 10 item 2): the scanner's lease rows, follow-ups during and after `Engine.stop`, and the cap on
+ * what a burst of follow-ups holds. Audit inserts are blocked with the "block audit insert" hook
+ * behind the sink port (`t.audit`), with a budget long enough that only the test's `unblock` or
+ * the recorder's stop ends a blocked write.
+ */
+const BUDGET = 60_000;
+const LEASE = 30_000;
+
+describe.each(STORES)('audit follow-ups and shutdown [%s]', (dialect) => {
+  const SLOTS = slotsFor(dialect, 8);
+  let t: TestEngine;
+  beforeEach(async () => {
+    t = await openTestEngine(dialect, { auditBudgetMs: BUDGET, followUpDrainMs: 1000, leaseMs: LEASE, scanMs: 20 }, { bus: 'in-process' });
+  });
+  afterEach(async () => {
+    t.audit.unblock();
+    await t.close();
+  });
+
+  const failures = (eventType?: string) => metricValue(t.engine, 'ironflow_audit_write_failures_total', eventType ? { event_type: eventType } : {});
+  const frames = (runId: string) => {
+    const seen: unknown[] = [];
+    const sub = t.bus.subscribe(subjects.result(t.scope.project, t.scope.env, runId), (m) => seen.push(m.data));
+    return { seen, stop: () => sub.unsubscribe() };
+  };
+  const fenceOf = (job: JobAssignment) => ({ execution_seq: job.execution_seq, lease_token: job.lease_token });
+  const recoveries = () => metricValue(t.engine, 'ironflow_lease_recoveries_total');
+  /** A leased pull run whose lease has expired on the store clock. */
+  const expiredLease = async () => {
+    await t.engine.api.registerFunction(t.scope, { id: 'leased', mode: 'pull' });
+    await t.engine.pull.register(t.scope, 'w1', { worker_id: 'w1', function_ids: ['leased'] });
+    const runId = (await t.engine.triggers.invoke(t.scope, 'leased', {})).id;
+    await pollOne(t.engine, runId);
+    await t.engine.resources.followUps.drain(5000);
+    t.db.clock.advance(LEASE + 1);
+    return runId;
+  };
+
+  it('TestPostCommit_BlockedAuditDoesNotBlockScannerStop: with the lease row stuck, the running scanner recovers the lease and Engine.stop stops it without waiting for the row', async () => {
+    const runId = await expiredLease();
+    t.audit.block();
+    t.engine.start({ pushDispatch: false, scheduler: false, scanner: true });
+    await waitFor('the lease recovered', async () => (await readRun(t, runId))?.status === 'waiting_for_capacity' || undefined);
+    await waitFor('the lease row stuck', () => t.audit.waiting === 1 || undefined);
+    const started = Date.now();
+    await t.engine.stop(500);
+    // Stopped well inside the row's budget: the scanner's stop does not wait for its row.
+    expect(Date.now() - started).toBeLessThan(BUDGET / 2);
+    expect(t.audit.waiting).toBe(0);
+    expect(await recoveries()).toBe(1);
+    expect(await auditRows(t, runId, 'run.lease_recovered')).toBe(0);
+    expect(await failures('run.lease_recovered')).toBe(1);
+  });
+
+  it('TestPostCommit_LeaseAuditRowsOutliveTheSweepContext: a lease row still stuck when the sweep ends and the engine starts stopping lands once the table recovers', async () => {
+    const runId = await expiredLease();
+    t.audit.block();
+    expect(await t.engine.recovery.scan()).toEqual(['requeued']);
+    await waitFor('the lease row stuck', () => t.audit.waiting === 1 || undefined);
+    // The sweep is over and the engine has begun stopping (its loops' signal is aborted at once); the row is still being written.
+    let stopped = false;
+    const stopping = t.engine.stop(10_000).then(() => (stopped = true));
+    expect(t.audit.waiting).toBe(1);
+    expect(stopped).toBe(false);
+    t.audit.unblock();
+    await stopping;
+    expect(await auditRows(t, runId, 'run.lease_recovered')).toBe(1);
+    expect(await failures()).toBe(0);
+  });
+
+  it('TestPostCommit_FollowUpConcurrencyIsCapped: a burst of outcomes with the audit table stuck holds no more writes than the slots, and every frame and wake goes out', async () => {
+    const N = 3 * SLOTS;
+    await registerParentAndChild(t, 'push');
+    const waits: ParentWaiting[] = [];
+    for (let i = 0; i < N; i += 1) waits.push(await parentWaitingOnChild(t, 'push'));
+    const jobs: JobAssignment[] = [];
+    await waitFor('every child polled', async () => { jobs.push(...(await t.engine.pull.poll('w1', N - jobs.length))); return jobs.length === N || undefined; });
+    await t.engine.resources.followUps.drain(5000);
+    const f = waits.map((w) => frames(w.childId));
+    t.audit.block();
+    await Promise.all(jobs.map((job) => t.engine.pull.update('w1', job.job_id, { status: 'completed', output: { n: 1 }, ...fenceOf(job) })));
+    await waitFor('every frame', () => f.every((x) => x.seen.length === 1) || undefined);
+    await waitFor('every parent woken', async () => (await Promise.all(waits.map((w) => readStep(t, w.parentId, w.stepId)))).every((s) => s?.status === 'completed') || undefined);
+    await waitFor('the rows stuck', () => t.audit.waiting > 0 || undefined);
+    expect(t.audit.maxWaiting).toBeLessThanOrEqual(SLOTS);
+    expect(t.engine.resources.wakeSlots.free).toBe(SLOTS);
+    f.forEach((x) => x.stop());
+    t.audit.unblock();
+    await t.engine.resources.followUps.drain(10_000);
+    for (const w of waits) expect(await auditRows(t, w.childId, 'run.status_changed')).toBe(1);
+    expect(await failures()).toBe(0);
+  });
+
+  it('TestPostCommit_ShutdownDrainsFollowUpStartedAfterAdmissionCloses: a report that commits after Engine.stop began gets its frame and its row before stop returns', async () => {
+    await registerParentAndChild(t, 'push');
+    const { parentId, childId, stepId } = await parentWaitingOnChild(t, 'push');
+    const job = await pollOne(t.engine, childId);
+    await t.engine.resources.followUps.drain(5000);
+    const gate = t.gate.arm('report.afterRead', childId);
+    const reporting = t.engine.pull.update('w1', job.job_id, { status: 'completed', output: { charged: 42 }, ...fenceOf(job) });
+    await gate.reached;
+    t.audit.block();
+    let stopped = false;
+    const stopping = t.engine.stop(10_000).then(() => (stopped = true));
+    const f = frames(childId);
+    gate.release();
+    await reporting;
+    await waitFor('the frame', () => f.seen.length === 1 || undefined);
+    await waitFor('the parent woken', async () => (await readStep(t, parentId, stepId))?.status === 'completed' || undefined);
+    await waitFor('the status row stuck', () => t.audit.waiting === 1 || undefined);
+    expect(stopped).toBe(false);
+    f.stop();
+    t.audit.unblock();
+    await stopping;
+    expect(await auditRows(t, childId, 'run.status_changed')).toBe(1);
+    expect(await failures()).toBe(0);
+  });
+
+  it('TestPostCommit_OutcomeCommittedAfterStopIsAnnouncedWithoutAudit: an outcome committed after Engine.stop returned sends its frame and wakes its parent; its row is dropped and counted', async () => {
+    await registerParentAndChild(t, 'push');
+    const { parentId, childId, stepId } = await parentWaitingOnChild(t, 'push');
+    const job = await pollOne(t.engine, childId);
+    await t.engine.stop(1000);
+    const f = frames(childId);
+    await t.engine.pull.update('w1', job.job_id, { status: 'completed', output: { charged: 42 }, ...fenceOf(job) });
+    await waitFor('the frame', () => f.seen.length === 1 || undefined);
+    await waitFor('the parent woken', async () => (await readStep(t, parentId, stepId))?.status === 'completed' || undefined);
+    f.stop();
+    await waitFor('the row counted', async () => (await failures('run.status_changed')) === 1 || undefined);
+    expect(await auditRows(t, childId, 'run.status_changed')).toBe(0);
+    expect(await readRun(t, childId)).toMatchObject({ status: 'completed' });
+  });
+
+  it('TestPostCommit_FollowUpStoreWorkTakesASlot: a burst of parent wakes keeps to its slots, while every frame goes out at once', async () => {
+    const N = 2 * SLOTS + 1;
+    await registerParentAndChild(t, 'push');
+    const waits: ParentWaiting[] = [];
+    for (let i = 0; i < N; i += 1) waits.push(await parentWaitingOnChild(t, 'push'));
+    const jobs: JobAssignment[] = [];
+    await waitFor('every child polled', async () => { jobs.push(...(await t.engine.pull.poll('w1', N - jobs.length))); return jobs.length === N || undefined; });
+    await t.engine.resources.followUps.drain(5000);
+    // Every slot taken: the wakes of the burst queue for one.
+    const releaseSlots = await takeAllSlots(t.engine);
+    const f = waits.map((w) => frames(w.childId));
+    await Promise.all(jobs.map((job) => t.engine.pull.update('w1', job.job_id, { status: 'completed', output: { n: 1 }, ...fenceOf(job) })));
+    await waitFor('every frame', () => f.every((x) => x.seen.length === 1) || undefined);
+    f.forEach((x) => x.stop());
+    // Each wake stops inside its unit of work (holding a connection) until the test lets it go.
+    const gates = waits.map((w) => ({ reached: false, released: false, gate: t.gate.arm('wake.afterRead', w.parentId) }));
+    gates.forEach((g) => void g.gate.reached.then(() => (g.reached = true)));
+    releaseSlots();
+    let released = 0;
+    let most = 0;
+    while (released < N) {
+      const holding = await waitFor('a wake inside its unit of work', () => {
+        const at = gates.filter((g) => g.reached && !g.released);
+        return at.length > 0 ? at : undefined;
+      });
+      most = Math.max(most, holding.length);
+      expect(holding.length).toBeLessThanOrEqual(SLOTS);
+      for (const g of holding) {
+        g.gate.release();
+        g.released = true;
+        released += 1;
+      }
+    }
+    expect(most).toBeGreaterThan(0);
+    await t.engine.resources.followUps.drain(10_000);
+    for (const w of waits) expect(await readStep(t, w.parentId, w.stepId)).toMatchObject({ status: 'completed' });
+    expect(t.engine.resources.wakeSlots.free).toBe(SLOTS);
+  });
+});
+
+describe('follow-ups under a real table lock [postgres]', () => {
+  let t: TestEngine;
+  let locker: Client;
+  beforeEach(async () => {
+    t = await openTestEngine('postgres', { auditBudgetMs: BUDGET, followUpDrainMs: 1000, leaseMs: LEASE }, { bus: 'in-process' });
+    locker = new Client({ connectionString: testDatabaseUrl() });
+    await locker.connect();
+  });
+  afterEach(async () => {
+    await locker.query('ROLLBACK').catch(() => undefined);
+    await locker.end();
+    await t.close();
+  });
+
+  const fenceOf = (job: JobAssignment) => ({ execution_seq: job.execution_seq, lease_token: job.lease_token });
+
+  it('TestPostCommit_LockedTableLeavesThePoolFreeOfFollowUps: with steps locked against writes, a burst of parent wakes holds no more connections than its slots, an unrelated read and the scanner still work, and the parents are woken once the table is free', async () => {
+    const SLOTS = slotsFor('postgres', 8);
+    const N = 3 * SLOTS;
+    await registerParentAndChild(t, 'push');
+    const waits: ParentWaiting[] = [];
+    for (let i = 0; i < N; i += 1) waits.push(await parentWaitingOnChild(t, 'push'));
+    const jobs: JobAssignment[] = [];
+    await waitFor('every child polled', async () => { jobs.push(...(await t.engine.pull.poll('w1', N - jobs.length))); return jobs.length === N || undefined; });
+    await t.engine.resources.followUps.drain(5000);
+    const schema = String((await t.db.store.read('test', (tx) => tx.query<{ s: string }>(`SELECT current_schema() AS s`)))[0].s);
+    const steps = `"${schema}".steps`;
+    await locker.query('BEGIN');
+    // Reads of steps pass; the wakes' step writes wait on the lock (up to their 1 s lock limit).
+    await locker.query(`LOCK TABLE ${steps} IN EXCLUSIVE MODE`);
+    await Promise.all(jobs.map((job) => t.engine.pull.update('w1', job.job_id, { status: 'completed', output: { n: 1 }, ...fenceOf(job) })));
+    const lockWaiters = async () => (await locker.query(`SELECT COUNT(DISTINCT pid)::int AS n FROM pg_locks WHERE relation = $1::regclass AND NOT granted`, [steps])).rows[0].n as number;
+    let most = 0;
+    await waitFor('wakes waiting on the lock', async () => { most = Math.max(most, await lockWaiters()); return most > 0 || undefined; });
+    expect(await lockWaiters()).toBeLessThanOrEqual(SLOTS);
+    expect((await t.engine.api.listFunctions(t.scope)).map((fn) => fn.id).sort()).toEqual(['child', 'parent']);
+    expect(await t.engine.recovery.scan()).toEqual([]);
+    // Every wake has given up at its lock limit, none holding more than the slots on the way.
+    await t.engine.resources.followUps.drain(30_000);
+    expect(most).toBeLessThanOrEqual(SLOTS);
+    await locker.query('ROLLBACK');
+    // The waiting-run pass wakes the parents once the table is free.
+    await waitFor('every parent woken', async () => {
+      await t.engine.wakes.waitingRunPass();
+      await t.engine.resources.followUps.drain(10_000);
+      return (await Promise.all(waits.map((w) => readStep(t, w.parentId, w.stepId)))).every((s) => s?.status === 'completed') || undefined;
+    }, 30_000);
+  });
+});
