@@ -1,12 +1,12 @@
 import { ChildProcess, fork, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Client } from 'pg';
 import { createClient } from '@ironflow/sdk';
 import { BusNamespace } from '@ironflow/bus';
+import { freePort } from '@ironflow/testing';
 import { DATABASE_URL, NATS_URL, sleep } from '../lib/common';
 import { PhaseRequest, PhaseResult, Workload, runPhase } from './load';
 
@@ -26,16 +26,6 @@ export interface System {
   stop(): Promise<void>;
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
-  });
-}
 
 /** Runs `sql` on the admin database (`IRONFLOW_BENCH_DATABASE_URL`). */
 export async function adminQuery<T extends Record<string, unknown>>(sql: string, params: unknown[] = []): Promise<T[]> {
