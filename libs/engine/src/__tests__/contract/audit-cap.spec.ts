@@ -1,10 +1,9 @@
-import { subjects } from '@ironflow/bus';
 import { JobAssignment } from '@ironflow/contracts';
 import { slotsFor } from '@ironflow/follow-up';
 import { Client } from 'pg';
 import { STORES, TestEngine, openTestEngine, testDatabaseUrl, waitFor } from '@ironflow/testing';
 import { takeAllSlots } from './admission-kit';
-import { ParentWaiting, auditRows, metricValue, parentWaitingOnChild, pollOne, readRun, readStep, registerParentAndChild } from './post-commit-kit';
+import { ParentWaiting, auditRows, auditWriteFailures, metricValue, parentWaitingOnChild, pollOne, readRun, readStep, registerParentAndChild, watchFrames } from './post-commit-kit';
 
 /**
  * Contract tests of the specification "Shutdown" and "A stuck store cannot take the pool" (issue
@@ -27,12 +26,8 @@ describe.each(STORES)('audit follow-ups and shutdown [%s]', (dialect) => {
     await t.close();
   });
 
-  const failures = (eventType?: string) => metricValue(t.engine, 'ironflow_audit_write_failures_total', eventType ? { event_type: eventType } : {});
-  const frames = (runId: string) => {
-    const seen: unknown[] = [];
-    const sub = t.bus.subscribe(subjects.result(t.scope.project, t.scope.env, runId), (m) => seen.push(m.data));
-    return { seen, stop: () => sub.unsubscribe() };
-  };
+  const failures = (eventType?: string) => auditWriteFailures(t, eventType);
+  const frames = (runId: string) => watchFrames(t, runId);
   const fenceOf = (job: JobAssignment) => ({ execution_seq: job.execution_seq, lease_token: job.lease_token });
   const recoveries = () => metricValue(t.engine, 'ironflow_lease_recoveries_total');
   /** A leased pull run whose lease has expired on the store clock. */

@@ -2,7 +2,7 @@ import { Client } from 'pg';
 import { subjects } from '@ironflow/bus';
 import { slotsFor } from '@ironflow/follow-up';
 import { STORES, TestEngine, openTestEngine, testDatabaseUrl, waitFor } from '@ironflow/testing';
-import { auditRows, endChild, metricValue, parentWaitingOnChild, pollOne, readRun, readStep, registerParentAndChild } from './post-commit-kit';
+import { auditRows, auditWriteFailures, endChild, metricValue, parentWaitingOnChild, pollOne, readRun, readStep, registerParentAndChild, watchFrames } from './post-commit-kit';
 
 /**
  * Contract tests of the specification "A stuck store cannot take the pool" and "Audit rows can
@@ -25,12 +25,8 @@ describe.each(STORES)('audit under pressure [%s]', (dialect) => {
     await t.close();
   });
 
-  const failures = (eventType?: string) => metricValue(t.engine, 'ironflow_audit_write_failures_total', eventType ? { event_type: eventType } : {});
-  const frames = (runId: string) => {
-    const seen: unknown[] = [];
-    const sub = t.bus.subscribe(subjects.result(t.scope.project, t.scope.env, runId), (m) => seen.push(m.data));
-    return { seen, stop: () => sub.unsubscribe() };
-  };
+  const failures = (eventType?: string) => auditWriteFailures(t, eventType);
+  const frames = (runId: string) => watchFrames(t, runId);
   /** Rows the recorder is asked for directly, with no function (recorded whatever the profile). */
   const bareRow = (runId: string, eventType = 'run.status_changed') => ({ project: t.scope.project, env: t.scope.env, runId, functionId: null, eventType });
   const storedLike = async (prefix: string) => Number((await t.db.store.read('test', (tx) => tx.query<{ n: unknown }>(`SELECT COUNT(*) AS n FROM audit_events WHERE run_id LIKE $1`, [`${prefix}%`])))[0].n);

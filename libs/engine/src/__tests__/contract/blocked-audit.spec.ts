@@ -1,11 +1,10 @@
 import { createServer, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
-import { subjects } from '@ironflow/bus';
 import { JobAssignment, StepResult } from '@ironflow/contracts';
 import { StreamEngineMessage } from '@ironflow/engine';
 import { slotsFor } from '@ironflow/follow-up';
 import { STORES, TestEngine, openTestEngine, waitFor, waitForAdmission } from '@ironflow/testing';
-import { auditRows, metricValue, pollOne, readRun, readStep } from './post-commit-kit';
+import { auditRows, auditWriteFailures, pollOne, readRun, readStep, watchFrames } from './post-commit-kit';
 
 /**
  * Contract tests of the specification "A stuck store cannot take the pool" and "Two kinds of row
@@ -53,12 +52,8 @@ describe.each(STORES)('blocked audit [%s]', (dialect) => {
   });
 
   const once = { maxAttempts: 1, initialDelayMs: 1000, backoffFactor: 2, maxDelayMs: 300_000 };
-  const failures = (eventType?: string) => metricValue(t.engine, 'ironflow_audit_write_failures_total', eventType ? { event_type: eventType } : {});
-  const frames = (runId: string) => {
-    const seen: unknown[] = [];
-    const sub = t.bus.subscribe(subjects.result(t.scope.project, t.scope.env, runId), (m) => seen.push(m.data));
-    return { seen, stop: () => sub.unsubscribe() };
-  };
+  const failures = (eventType?: string) => auditWriteFailures(t, eventType);
+  const frames = (runId: string) => watchFrames(t, runId);
   const fenceOf = (job: JobAssignment) => ({ execution_seq: job.execution_seq, lease_token: job.lease_token });
   const history = async (runId: string) => (await t.engine.api.getRunSteps(t.scope, runId)).history.map((h) => h.eventType);
 

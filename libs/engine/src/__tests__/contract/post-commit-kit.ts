@@ -1,3 +1,4 @@
+import { subjects } from '@ironflow/bus';
 import { CallScope, JobAssignment } from '@ironflow/contracts';
 import { Engine } from '@ironflow/engine';
 import { RunRecord, StepRecord, runsSql, stepsSql } from '@ironflow/store';
@@ -76,4 +77,16 @@ export async function metricValue(engine: Engine, name: string, labels: Record<s
     .filter((v) => Object.entries(labels).every(([k, val]) => (v.labels as Record<string, unknown>)[k] === val))
     .filter((v) => !('metricName' in v) || !String((v as { metricName?: string }).metricName).endsWith('_bucket'))
     .reduce((sum, v) => sum + v.value, 0);
+}
+
+/** Collects the RESULTS frames published for `runId` (message data, in arrival order) until `stop`. */
+export function watchFrames(t: TestEngine, runId: string): { seen: unknown[]; stop: () => void } {
+  const seen: unknown[] = [];
+  const sub = t.bus.subscribe(subjects.result(t.scope.project, t.scope.env, runId), (m) => seen.push(m.data));
+  return { seen, stop: () => sub.unsubscribe() };
+}
+
+/** `ironflow_audit_write_failures_total` (audit rows given up and counted), for one `event_type` or all. */
+export function auditWriteFailures(t: TestEngine, eventType?: string): Promise<number> {
+  return metricValue(t.engine, 'ironflow_audit_write_failures_total', eventType ? { event_type: eventType } : {});
 }
