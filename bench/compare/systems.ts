@@ -1,17 +1,14 @@
-import { ChildProcess, fork, spawn } from 'node:child_process';
+import { ChildProcess, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { Client } from 'pg';
 import { createClient } from '@ironflow/sdk';
 import { BusNamespace } from '@ironflow/bus';
-import { freePort } from '@ironflow/testing';
-import { DATABASE_URL, NATS_URL, sleep } from '../lib/common';
+import { ServiceApp, ServiceProcess, devApp, freePort } from '@ironflow/testing';
+import { DATABASE_URL, NATS_URL } from '../lib/common';
 import { PhaseRequest, PhaseResult, Workload, runPhase } from './load';
-
-/** `dist/` (this file runs from `dist/bench/compare`). */
-const DIST = resolve(__dirname, '..', '..');
 
 export type SystemName = 'cluster' | 'single' | 'dev' | 'dbos';
 
@@ -48,54 +45,14 @@ async function createDatabase(prefix: string): Promise<{ name: string; url: stri
 
 const dropDatabase = (name: string) => adminQuery(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).then(() => undefined);
 
-/** A service process from `dist/apps/<script>`, ready once its `/ready` answers 200. */
-class ServiceProcess {
-  private child?: ChildProcess;
-  private readonly log: string[] = [];
-  constructor(
-    readonly script: string,
-    readonly args: string[],
-    readonly port: number,
-    private readonly env: Record<string, string>,
-  ) {}
+/** How long a service may take to answer `/ready` (ms). */
+const READY_TIMEOUT_MS = 90_000;
+/** How long a service may drain after SIGTERM before it is killed (ms). */
+const STOP_KILL_AFTER_MS = 15_000;
 
-  get url(): string {
-    return `http://127.0.0.1:${this.port}`;
-  }
-
-  get pid(): number {
-    return this.child!.pid!;
-  }
-
-  async start(): Promise<void> {
-    const env: Record<string, string | undefined> = { ...process.env, ...this.env, IRONFLOW_PORT: String(this.port), IRONFLOW_HOST: '127.0.0.1', IRONFLOW_LOG_LEVEL: 'warn' };
-    if (!this.env.IRONFLOW_DATABASE_URL) delete env.IRONFLOW_DATABASE_URL;
-    if (!this.env.NATS_URL) delete env.NATS_URL;
-    delete env.IRONFLOW_NATS_URL;
-    const child = spawn(process.execPath, [join(DIST, 'apps', this.script, 'src', 'main.js'), ...this.args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    this.child = child;
-    const keep = (d: Buffer) => {
-      this.log.push(String(d));
-      if (this.log.length > 200) this.log.shift();
-    };
-    child.stdout!.on('data', keep);
-    child.stderr!.on('data', keep);
-    const deadline = Date.now() + 90_000;
-    for (;;) {
-      if (child.exitCode !== null) throw new Error(`${this.script} exited with ${child.exitCode}: ${this.log.join('').slice(-2000)}`);
-      try {
-        if ((await fetch(`${this.url}/ready`)).status === 200) return;
-      } catch {
-        // not listening yet
-      }
-      if (Date.now() > deadline) throw new Error(`${this.script} not ready after 90 s: ${this.log.join('').slice(-2000)}`);
-      await sleep(100);
-    }
-  }
-
-  stop(): Promise<void> {
-    return stopChild(this.child, 'SIGTERM');
-  }
+/** A service of the bench: logs at warn, and only the database and NATS given here (none inherited). */
+function benchService(app: ConstructorParameters<typeof ServiceProcess>[0], port: number, env: Record<string, string>): ServiceProcess {
+  return new ServiceProcess(app, port, { IRONFLOW_DATABASE_URL: undefined, NATS_URL: undefined, IRONFLOW_NATS_URL: undefined, IRONFLOW_LOG_LEVEL: 'warn', ...env });
 }
 
 /** Signals `child` and waits for its exit (SIGKILL after 15 s). */
@@ -145,7 +102,7 @@ class IronflowSystem implements System {
 
   processes(): Record<string, number[]> {
     const out: Record<string, number[]> = {};
-    for (const [role, s] of Object.entries(this.services)) out[role] = [s.pid];
+    for (const [role, s] of Object.entries(this.services)) out[role] = [s.pid!];
     out.worker = [this.worker.pid!];
     return out;
   }
@@ -156,13 +113,13 @@ class IronflowSystem implements System {
 
   async stop(): Promise<void> {
     await stopChild(this.worker, 'SIGTERM');
-    await Promise.all(Object.values(this.services).map((s) => s.stop()));
+    await Promise.all(Object.values(this.services).map((s) => s.stop(STOP_KILL_AFTER_MS)));
     await this.cleanup();
   }
 }
 
 /** Pool sizes per service: the two on the hot path get 8, the others 4. */
-const POOLS: Record<string, number> = { 'api-gateway': 8, dispatcher: 8, scheduler: 4, 'capacity-scanner': 4, 'audit-writer': 4 };
+const POOLS: Record<ServiceApp, number> = { 'api-gateway': 8, dispatcher: 8, scheduler: 4, 'capacity-scanner': 4, 'audit-writer': 4 };
 
 /**
  * The five services as separate processes on a database of their own and NATS under a cluster id
@@ -174,7 +131,7 @@ export async function startCluster(): Promise<System> {
   const environment = `cmp${randomBytes(3).toString('hex')}`;
   const services: Record<string, ServiceProcess> = {};
   for (const [app, pool] of Object.entries(POOLS)) {
-    services[app] = new ServiceProcess(app, [], await freePort(), {
+    services[app] = benchService(app as ServiceApp, await freePort(), {
       IRONFLOW_DATABASE_URL: db.url,
       NATS_URL,
       IRONFLOW_CLUSTER_ID: clusterId,
@@ -187,12 +144,12 @@ export async function startCluster(): Promise<System> {
     await deleteStreams(clusterId);
   };
   try {
-    await Promise.all(Object.values(services).map((s) => s.start()));
+    await Promise.all(Object.values(services).map((s) => s.start(READY_TIMEOUT_MS)));
     const gateway = services['api-gateway'].url;
     const worker = await forkReady('worker', [gateway, environment]);
     return new IronflowSystem('cluster', services, worker, ironflowCaller(gateway, environment), cleanup, db.name);
   } catch (err) {
-    await Promise.all(Object.values(services).map((s) => s.stop()));
+    await Promise.all(Object.values(services).map((s) => s.stop(STOP_KILL_AFTER_MS)));
     await cleanup();
     throw err;
   }
@@ -202,17 +159,17 @@ export async function startCluster(): Promise<System> {
 export async function startDev(): Promise<System> {
   const file = join(tmpdir(), `ironflow-bench-dev-${randomBytes(4).toString('hex')}.db`);
   const port = await freePort();
-  const dev = new ServiceProcess('ironflow', ['dev', '--db', file, '--port', String(port)], port, {});
+  const dev = benchService(devApp(file), port, {});
   const environment = 'bench';
   const cleanup = async () => {
     for (const p of [file, `${file}-wal`, `${file}-shm`]) rmSync(p, { force: true });
   };
   try {
-    await dev.start();
+    await dev.start(READY_TIMEOUT_MS);
     const worker = await forkReady('worker', [dev.url, environment]);
     return new IronflowSystem('dev', { dev }, worker, ironflowCaller(dev.url, environment), cleanup);
   } catch (err) {
-    await dev.stop();
+    await dev.stop(STOP_KILL_AFTER_MS);
     await cleanup();
     throw err;
   }
@@ -227,7 +184,7 @@ export async function startDev(): Promise<System> {
 export async function startSingle(): Promise<System> {
   const db = await createDatabase('ironflow_bench_single');
   const port = await freePort();
-  const node = new ServiceProcess('ironflow', ['dev', '--port', String(port)], port, {
+  const node = benchService({ script: 'ironflow', args: ['dev'] }, port, {
     IRONFLOW_DATABASE_URL: db.url,
     IRONFLOW_POOL_SIZE: '10',
     IRONFLOW_TICK_MS: '1000',
@@ -237,11 +194,11 @@ export async function startSingle(): Promise<System> {
   const environment = 'bench';
   const cleanup = () => dropDatabase(db.name).catch(() => undefined);
   try {
-    await node.start();
+    await node.start(READY_TIMEOUT_MS);
     const worker = await forkReady('worker', [node.url, environment]);
     return new IronflowSystem('single', { single: node }, worker, ironflowCaller(node.url, environment), cleanup, db.name);
   } catch (err) {
-    await node.stop();
+    await node.stop(STOP_KILL_AFTER_MS);
     await cleanup();
     throw err;
   }

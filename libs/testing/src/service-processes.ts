@@ -30,8 +30,9 @@ export function freePort(): Promise<number> {
 
 /**
  * One service as its own OS process, started from the build output (`dist/apps/<app>`) and
- * configured by environment, as in a cluster. `kill9()` is a crash; `restart()` starts it again
- * with the same configuration.
+ * configured by environment, as in a cluster: the parent's environment with `env` over it (a
+ * variable set to `undefined` there is not passed on). `kill9()` is a crash; `restart()` starts it
+ * again with the same configuration.
  */
 export class ServiceProcess {
   private child?: ChildProcess;
@@ -43,8 +44,13 @@ export class ServiceProcess {
   constructor(
     readonly app: ServiceApp | ReturnType<typeof devApp>,
     readonly port: number,
-    private readonly env: Record<string, string>,
+    private readonly env: Record<string, string | undefined>,
   ) {}
+
+  /** The OS process id of the last start. */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
 
   /** The exit code once the process exited (null when killed by a signal), else undefined. */
   get exitCode(): number | null | undefined {
@@ -59,8 +65,10 @@ export class ServiceProcess {
   async start(readyTimeoutMs = 60_000): Promise<void> {
     const script = typeof this.app === 'string' ? this.app : this.app.script;
     const args = typeof this.app === 'string' ? [] : [...this.app.args, '--port', String(this.port)];
+    const env: NodeJS.ProcessEnv = { ...process.env, ...this.env, IRONFLOW_PORT: String(this.port), IRONFLOW_HOST: '127.0.0.1' };
+    for (const [k, v] of Object.entries(env)) if (v === undefined) delete env[k];
     const child = spawn(process.execPath, [join(repoRoot(), `dist/apps/${script}/src/main.js`), ...args], {
-      env: { ...process.env, ...this.env, IRONFLOW_PORT: String(this.port), IRONFLOW_HOST: '127.0.0.1' },
+      env,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.child = child;
@@ -88,11 +96,20 @@ export class ServiceProcess {
     await this.exitedAt;
   }
 
-  /** SIGTERM and wait for the drain. Resolves with the exit code. */
-  async stop(): Promise<number | null> {
-    if (!this.child || this.child.exitCode !== null) return this.child?.exitCode ?? null;
-    this.child.kill('SIGTERM');
-    return this.exited;
+  /**
+   * SIGTERM and wait for the drain. Resolves with the exit code (null when killed by a signal).
+   * With `killAfterMs`, a process still running that long after the SIGTERM gets a SIGKILL.
+   */
+  async stop(killAfterMs?: number): Promise<number | null> {
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return child?.exitCode ?? null;
+    child.kill('SIGTERM');
+    const timer = killAfterMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+    try {
+      return await this.exited;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Sends SIGTERM and returns at once; `exited` resolves with the exit code. */
