@@ -2,8 +2,11 @@ import { RunRecord } from '@ironflow/store';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
 
-/** Why a run parked: an operator paused it at once, or its segment ended with a pause requested. */
-export type ParkCause = 'operator' | 'report' | 'lease-recovery';
+/**
+ * Why a run parked: an operator paused it at once, or its segment ended with a pause requested (a
+ * report, a lost lease, a worker giving the execution back).
+ */
+export type ParkCause = 'operator' | 'report' | 'lease-recovery' | 'release';
 
 /**
  * What follows a run entering `paused`: its `run.paused` audit row and the best-effort run event

@@ -4,6 +4,7 @@ import { commitOutcome } from '@ironflow/outcome';
 import { RunRecord, leaseRecoverySql, leasesSql, runsSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { OutcomeAnnouncer } from './outcome-announcer';
+import { announceParked } from './pause-announcer';
 import { EngineResources } from './resources';
 
 /**
@@ -15,8 +16,11 @@ import { EngineResources } from './resources';
  * A release counts toward the recovery ceiling like a lease recovery (`recoveries + 1`, reset by
  * the next normal report): a job given back again and again — a worker that cannot run it and
  * stops, a stream that breaks on it — fails on the `recoveryCeiling + 1`-th consecutive release
- * with `EXECUTION_RECOVERY_EXHAUSTED` instead of looping. One unit of work, fenced: only the
- * live execution, and only by the worker holding its lease (or presenting its lease token).
+ * with `EXECUTION_RECOVERY_EXHAUSTED` instead of looping, counted in
+ * `ironflow_lease_recoveries_total{effect="exhausted"}` like a lease recovery's. A run with a pause
+ * requested parks instead of queueing (`paused`, resumed to the queue; its `run.paused` row and
+ * `paused` event follow), as its segment's report would have parked it. One unit of work, fenced:
+ * only the live execution, and only by the worker holding its lease (or presenting its lease token).
  */
 export class ReleaseSystem {
   constructor(
@@ -29,8 +33,9 @@ export class ReleaseSystem {
    * Releases execution `executionSeq` of `runId` held by `holder`. `fence`, when given (a REST body
    * echoing the assignment), must be the live one. Throws `RUN_NOT_FOUND`, `RUN_NOT_RUNNING` (the
    * run ended) or `STALE_EXECUTION` (another execution is live, the fence does not match, or
-   * `holder` does not hold the lease). Returns the run as written: queued, or `failed` with
-   * `EXECUTION_RECOVERY_EXHAUSTED` past the recovery ceiling (announced like any failure).
+   * `holder` does not hold the lease). Returns the run as written: queued, `paused` (a pause was
+   * requested), or `failed` with `EXECUTION_RECOVERY_EXHAUSTED` past the recovery ceiling
+   * (announced like any failure).
    */
   async release(runId: string, executionSeq: number, holder: string, fence: ExecutionFence | undefined, reason: string): Promise<RunRecord> {
     const written = await this.r.store.unitOfWork('releaseExecution', async (tx) => {
@@ -53,11 +58,13 @@ export class ReleaseSystem {
       return { run: requeued, exhausted: false };
     });
     if (written.exhausted) {
+      this.r.metrics.leaseRecoveries.inc({ effect: 'exhausted' });
       void this.announcer.announce(written.run, 'recovery-exhausted');
       return written.run;
     }
     const queued = written.run;
-    this.hints.queued(queued.project, queued.env, queued.mode);
+    if (queued.status === 'paused') this.r.followUps.track('paused-audit', () => announceParked(this.r, this.announcer, queued, 'release'));
+    else this.hints.queued(queued.project, queued.env, queued.mode);
     this.r.followUps.track('execution-released-audit', async () => void (await this.r.audit.record({
       project: queued.project,
       env: queued.env,

@@ -4,12 +4,13 @@
  * - a released execution is queued again at once, same attempt, its checkpointed steps kept; only
  *   the worker holding its live lease can release it;
  * - releases count toward the recovery ceiling: a job released forever ends failed with
- *   `EXECUTION_RECOVERY_EXHAUSTED` instead of looping;
+ *   `EXECUTION_RECOVERY_EXHAUSTED` instead of looping, counted as an exhausted recovery;
+ * - a released run with a pause requested parks, as its segment's report would have parked it;
  * - a REST heartbeat answers each listed job `refreshed` or `lost`; a heartbeat after the lease
  *   expired does not revive it (lease recovery then queues the run again).
  */
 import { SCOPE, STORES, TestEngine, openTestEngine } from '@ironflow/testing';
-import { WORKER, fenced, pollAndAck, pollOne, ranStep, readAudit, readLeases, readRun, registerPull, registerWorker, stepId } from './engine-kit.test';
+import { WORKER, counterValue, fenced, pollAndAck, pollOne, ranStep, readAudit, readLeases, readRun, registerPull, registerWorker, stepId } from './engine-kit.test';
 
 describe.each(STORES)('releasing work and lost jobs [%s]', (dialect) => {
   let t: TestEngine;
@@ -40,6 +41,24 @@ describe.each(STORES)('releasing work and lost jobs [%s]', (dialect) => {
     await expect(t.engine.pull.update(WORKER, job.job_id, fenced(job, { status: 'completed', output: 'late' }))).rejects.toMatchObject({ code: 'STALE_EXECUTION' });
     await t.engine.resources.followUps.drain(5_000);
     expect((await readAudit(t, runId, 'run.execution_released')).map((a) => a.data)).toEqual([{ execution_seq: 1, holder: WORKER, attempt: 1 }]);
+  });
+
+  it('a released run with a pause requested parks instead of queueing: no worker gets it until the resume', async () => {
+    const { runIds: [runId] } = await t.engine.api.trigger(SCOPE, { event: 'go', data: {} });
+    const job = await pollAndAck(t);
+    expect((await t.engine.api.pauseRun(SCOPE, runId, 'hold')).status).toBe('pause_requested');
+    await t.engine.pull.release(WORKER, job.job_id, fenceOf(job));
+
+    expect(await readRun(t, runId)).toMatchObject({ status: 'paused', resumeStatus: 'waiting_for_capacity', pauseRequested: true, recoveries: 1, leaseToken: null, attempt: 1 });
+    expect(await readLeases(t, runId)).toEqual([]);
+    expect(await t.engine.pull.poll('w2', 1)).toEqual([]);
+    await t.engine.resources.followUps.drain(5_000);
+    expect((await readAudit(t, runId, 'run.paused')).map((a) => a.data)).toEqual([{ resume_status: 'waiting_for_capacity', attempt: 1, reason: 'hold' }]);
+    expect(await readAudit(t, runId, 'run.execution_released')).toHaveLength(1);
+
+    await t.engine.api.resumeRun(SCOPE, runId);
+    expect(await readRun(t, runId)).toMatchObject({ status: 'waiting_for_capacity', pauseRequested: false });
+    expect(await pollOne(t, 'w2')).toMatchObject({ run_id: runId, execution_seq: 2, attempt: 1 });
   });
 
   it('only the worker holding the live lease can release it: another worker, a wrong token, a second release, an ended run are refused', async () => {
@@ -92,6 +111,8 @@ describe.each(STORES)('releasing work and lost jobs [%s]', (dialect) => {
     await registerPull(t, { id: 'f', triggers: [{ event: 'go' }] });
     await registerWorker(t, ['f']);
     const { runIds: [runId] } = await t.engine.api.trigger(SCOPE, { event: 'go', data: {} });
+    const exhausted = () => counterValue(t.engine.resources.metrics.leaseRecoveries, { effect: 'exhausted' });
+    expect(await exhausted()).toBe(0);
     for (const recoveries of [1, 2]) {
       const job = await pollAndAck(t);
       await t.engine.pull.release(WORKER, job.job_id, fenceOf(job));
@@ -103,6 +124,7 @@ describe.each(STORES)('releasing work and lost jobs [%s]', (dialect) => {
     expect(run).toMatchObject({ status: 'failed', recoveries: 2 });
     expect(run.error).toMatchObject({ code: 'EXECUTION_RECOVERY_EXHAUSTED', retryable: false });
     expect(run.error?.message).toBe(`execution given back or lost 3 times in a row (last: worker ${WORKER} released job ${last.job_id})`);
+    expect(await exhausted()).toBe(1);
     expect(await readLeases(t, runId)).toEqual([]);
     await expect(t.engine.pull.release(WORKER, last.job_id, {})).rejects.toMatchObject({ code: 'RUN_NOT_RUNNING' });
 

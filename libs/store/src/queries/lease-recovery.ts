@@ -21,24 +21,26 @@ export async function listExpiredLeases(tx: Tx, limit: number): Promise<ExpiredL
  * requested parks instead (`paused`, resumed to the queue). Only while that execution is still
  * the live one. Returns the row as written, or `null`.
  */
-export async function requeueRecovered(tx: Tx, run: RunRecord): Promise<RunRecord | null> {
-  const params = [run.id, tx.now, run.executionSeq, run.version];
-  let rows = await tx.query(
-    `UPDATE runs SET status = 'waiting_for_capacity', lease_token = NULL, recoveries = recoveries + 1,
-       available_at = $2, version = version + 1, updated_at = $2
-     WHERE id = $1 AND status = 'running' AND execution_seq = $3 AND version = $4 AND pause_requested = 0 RETURNING *`,
-    params,
+export function requeueRecovered(tx: Tx, run: RunRecord): Promise<RunRecord | null> {
+  return requeueOrPark(tx, run.id, run.executionSeq, 'version', run.version);
+}
+
+/**
+ * Queues again the live execution (`runId`, `executionSeq`, and `guard` = `value`), or parks it
+ * when a pause is requested, as an outcome would: `paused` with `resume_status` =
+ * `waiting_for_capacity`. Either way the same attempt, available now, `recoveries + 1`, the lease
+ * token cleared and the lease row deleted.
+ */
+async function requeueOrPark(tx: Tx, runId: string, executionSeq: number, guard: 'version' | 'lease_token', value: unknown): Promise<RunRecord | null> {
+  const rows = await tx.query(
+    `UPDATE runs SET status = CASE WHEN pause_requested = 1 THEN 'paused' ELSE 'waiting_for_capacity' END,
+       resume_status = CASE WHEN pause_requested = 1 THEN 'waiting_for_capacity' ELSE resume_status END,
+       lease_token = NULL, recoveries = recoveries + 1, available_at = $2, version = version + 1, updated_at = $2
+     WHERE id = $1 AND status = 'running' AND execution_seq = $3 AND ${guard} = $4 RETURNING *`,
+    [runId, tx.now, executionSeq, value],
   );
-  if (rows.length === 0) {
-    rows = await tx.query(
-      `UPDATE runs SET status = 'paused', resume_status = 'waiting_for_capacity', lease_token = NULL, recoveries = recoveries + 1,
-         available_at = $2, version = version + 1, updated_at = $2
-       WHERE id = $1 AND status = 'running' AND execution_seq = $3 AND version = $4 AND pause_requested = 1 RETURNING *`,
-      params,
-    );
-  }
   if (rows.length === 0) return null;
-  await tx.execute(`DELETE FROM leases WHERE run_id = $1 AND execution_seq = $2`, [run.id, run.executionSeq]);
+  await tx.execute(`DELETE FROM leases WHERE run_id = $1 AND execution_seq = $2`, [runId, executionSeq]);
   return mapRun(rows[0]);
 }
 
@@ -51,16 +53,10 @@ export async function resetRecoveries(tx: Tx, runId: string): Promise<void> {
  * Queues again an execution its worker gave back (a worker stopping, a stream that closed): status
  * `waiting_for_capacity` with the same attempt, available now, the lease token cleared so a late
  * report of it is stale, and the lease row deleted; `recoveries + 1`, so a job given back forever
- * reaches the recovery ceiling. Only while that execution, with `leaseToken`, is still the live
- * one. Returns the row as written, or `null`.
+ * reaches the recovery ceiling. A run with a pause requested parks instead (`paused`, resumed to
+ * the queue), as its segment's report would have parked it. Only while that execution, with
+ * `leaseToken`, is still the live one. Returns the row as written, or `null`.
  */
-export async function requeueReleased(tx: Tx, runId: string, executionSeq: number, leaseToken: string): Promise<RunRecord | null> {
-  const rows = await tx.query(
-    `UPDATE runs SET status = 'waiting_for_capacity', lease_token = NULL, recoveries = recoveries + 1, available_at = $2, version = version + 1, updated_at = $2
-     WHERE id = $1 AND status = 'running' AND execution_seq = $3 AND lease_token = $4 RETURNING *`,
-    [runId, tx.now, executionSeq, leaseToken],
-  );
-  if (rows.length === 0) return null;
-  await tx.execute(`DELETE FROM leases WHERE run_id = $1 AND execution_seq = $2`, [runId, executionSeq]);
-  return mapRun(rows[0]);
+export function requeueReleased(tx: Tx, runId: string, executionSeq: number, leaseToken: string): Promise<RunRecord | null> {
+  return requeueOrPark(tx, runId, executionSeq, 'lease_token', leaseToken);
 }
