@@ -185,8 +185,8 @@ export class InvokeAdmission {
    * waits at most `createdRowWaitMs` and lets them land after the dispatch. The orphan sweep
    * writes the row of a run no invocation links (a triggered, cron or debounced run of a function
    * with `cancelOn` whose admission a crash cut off) the same way, so a recovered run still gets
-   * it; one whose admission wrote it before the crash can get it twice. Resolves whether rows
-   * were written here.
+   * it; one whose admission wrote it before the crash keeps that row alone (the store takes one
+   * `run.created` row per run and skips a second). Resolves whether rows were written here.
    */
   private async writeCreatedRow(target: AdmissionTarget, path: AdmissionPath): Promise<boolean> {
     const { invoke } = target;

@@ -10,7 +10,9 @@ import { EngineResources } from './resources';
  * page a tick, in laps (`LapCursor`), one at a time on its loop, without waiting for whoever began
  * the admission: a child its parent's step still links, and a triggered run of a function with
  * `cancelOn`, is re-admitted (its `cancel_on` replay reads the event log first, then the second
- * read and the dispatch; a triggered run's `run.created` row goes first, a child's not); a child no parent waits on any more is cancelled quietly
+ * read and the dispatch; a triggered run's `run.created` row goes first, a child's not, and a row
+ * its cut-off admission already wrote stays the only one, as the store skips a second); a child no
+ * parent waits on any more is cancelled quietly
  * (`invoke-link-failed`, `invoke-result-won`, `parent-ended`) with an `updated` run event. A run
  * whose replay fails stays held, and the sweep pages past it and comes back to it next lap.
  */

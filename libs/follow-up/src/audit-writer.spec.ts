@@ -45,7 +45,7 @@ describe.each(STORES)('AuditWriter [%s]', (dialect) => {
     const writer = new AuditWriter(db.store, new SlotSet(1));
     const future = db.clock.now() + 3_600_000;
     await writer.write([{ project: 'p', env: 'e', runId: 'r', functionId: 'f', eventType: 'run.created', ts: 1000 }]);
-    await writer.write([{ project: 'p', env: 'e', runId: 'r', functionId: 'f', eventType: 'run.created', ts: future }]);
+    await writer.write([{ project: 'p', env: 'e', runId: 'r', functionId: 'f', eventType: 'run.status_changed', ts: future }]);
     const ts = await db.store.read('t', (tx) => tx.query<{ ts: unknown }>(`SELECT ts FROM audit_events ORDER BY id`));
     expect(Number(ts[0].ts)).toBe(1000);
     expect(Number(ts[1].ts)).toBeLessThan(future);

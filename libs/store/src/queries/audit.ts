@@ -11,15 +11,18 @@ export interface AuditRow {
   ts?: number;
 }
 
-/** Appends one audit row stamped with the unit of work's store time. */
+/**
+ * Appends one audit row stamped with the unit of work's store time. A second `run.created` row of
+ * a run is skipped (a unique index allows one; see the `RunCreatedOnce` migration).
+ */
 export async function insertAudit(tx: Tx, row: AuditRow): Promise<void> {
   await tx.execute(
-    `INSERT INTO audit_events (run_id, function_id, event_type, cause, data, ts) VALUES ($1, $2, $3, $4, $5, $6)`,
+    `INSERT INTO audit_events (run_id, function_id, event_type, cause, data, ts) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`,
     [row.runId, row.functionId, row.eventType, row.cause ?? null, toJson(row.data), tx.now],
   );
 }
 
-/** Inserts rows that arrived together in one multi-row statement. */
+/** Inserts rows that arrived together in one multi-row statement; a second `run.created` row of a run is skipped, as in {@link insertAudit}. */
 export async function insertAuditRows(tx: Tx, rows: AuditRow[]): Promise<void> {
   if (rows.length === 0) return;
   const params: unknown[] = [];
@@ -28,7 +31,7 @@ export async function insertAuditRows(tx: Tx, rows: AuditRow[]): Promise<void> {
     const k = params.length - 6;
     return `($${k + 1}, $${k + 2}, $${k + 3}, $${k + 4}, $${k + 5}, $${k + 6})`;
   });
-  await tx.execute(`INSERT INTO audit_events (run_id, function_id, event_type, cause, data, ts) VALUES ${values.join(', ')}`, params);
+  await tx.execute(`INSERT INTO audit_events (run_id, function_id, event_type, cause, data, ts) VALUES ${values.join(', ')} ON CONFLICT DO NOTHING`, params);
 }
 
 /**

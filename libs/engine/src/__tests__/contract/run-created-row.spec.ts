@@ -1,6 +1,6 @@
 import { JobAssignment } from '@ironflow/contracts';
 import { StoreClock } from '@ironflow/store';
-import { STORES, CrashingFollowUpTracker, TestEngine, auditOf, openTestEngine, waitFor } from '@ironflow/testing';
+import { STORES, CrashingFollowUpTracker, TestEngine, auditOf, faultsOf, openTestEngine, waitFor } from '@ironflow/testing';
 import { ADMISSION_TEST_CONFIG, CHILD_CANCEL_ON, cancelledUnclaimed, dispatchedUnclaimed, drainFollowUps, history, registerInvokeFunctions, reportInvoke } from './admission-kit';
 import { readRun } from './post-commit-kit';
 
@@ -76,6 +76,21 @@ describe.each(STORES)('TestRunCreatedRow [%s]', (dialect) => {
     auditOf(fresh).unblock();
     await waitFor('the created row', async () => (await events(runId)).length === 2 || undefined);
     expect(await events(runId)).toEqual(['run.created', 'run.status_changed']);
+    await stampedAtCreation(runId);
+  });
+
+  it('TestRunCreatedRow_RecoveredRunGetsOneRow: a run whose admission wrote its row and stopped before its dispatch gets no second row from the orphan sweep that re-admits it', async () => {
+    await t.engine.api.registerFunction(t.scope, { id: 'guarded', mode: 'pull', triggers: [{ event: 'order.placed' }], cancelOn: CHILD_CANCEL_ON });
+    // The admission's replay cannot read the event log: it stops after its row, before its dispatch.
+    const heal = faultsOf(t.engine).fail({ query: (sql, params) => sql.includes('FROM events') && params.includes('order.cancelled') });
+    const { runIds: [runId] } = await t.engine.api.trigger(t.scope, { event: 'order.placed', data: { orderId: 'o-1' } });
+    await drainFollowUps(t.engine);
+    expect(await readRun(t, runId)).toMatchObject({ held: true });
+    expect(await events(runId)).toEqual(['run.created']);
+    heal();
+    expect((await t.engine.orphans.run()).get(runId)).toBe('dispatched');
+    await drainFollowUps(t.engine);
+    expect(await events(runId)).toEqual(['run.created']);
     await stampedAtCreation(runId);
   });
 
