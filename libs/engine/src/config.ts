@@ -82,6 +82,11 @@ export interface EngineConfig {
   admissionGraceMs: number;
   /** Time an audit row has to get a slot and be written, its recording lookup included (default 5000). */
   auditBudgetMs: number;
+  /**
+   * Time best-effort store work of a follow-up (a run event's dead letter) has to get a slot and
+   * commit, its lock waits included (default 5000); past it the work is dropped and logged.
+   */
+  followUpBudgetMs: number;
   /** Audit writes and recording lookups running or waiting before a row is dropped at once (default 1024). */
   auditBacklog: number;
   /** How long a function's looked-up recording profile is used before it is read again (default 30000). */
@@ -131,6 +136,7 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   admissionGraceMs: 10_000,
   pushAllowedHosts: [],
   auditBudgetMs: 5000,
+  followUpBudgetMs: 5000,
   auditBacklog: 1024,
   recordingRefreshMs: 30_000,
   cronCatchUpMs: 10_000,

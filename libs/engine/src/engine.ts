@@ -160,6 +160,7 @@ export class Engine {
       }),
       auditReads: options.auditReadStore ?? options.store,
       wakeSlots: new SlotSet(slots),
+      followUpSlots: new SlotSet(slots),
     };
     const r = this.resources;
     const hints = new DispatchHints(r.bus, r.clock);

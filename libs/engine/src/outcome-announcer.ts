@@ -1,6 +1,7 @@
 import { runFields } from '@ironflow/observability';
 import { subjects } from '@ironflow/bus';
 import { RunRecord, deadLettersSql } from '@ironflow/store';
+import { boundedFollowUpWrite } from './bounded-follow-up-write';
 import { EngineResources } from './resources';
 import { toRunResultView } from './views';
 
@@ -22,8 +23,8 @@ export type OutcomeCause =
  * the committed row, never from a re-read, off the caller's path and in this order: the RESULTS
  * frame (msg-id `result-{runId}`; a failure is counted in
  * `ironflow_run_result_publish_failures_total` and the caller still sees success), the run event
- * (best effort: a failure is counted and kept in `dead_letters` without payload), then the audit
- * row. The parent wake of a child starts at once, in its own follow-up.
+ * (best effort: a failure is counted and kept in `dead_letters` without payload, a write that takes
+ * a follow-up slot and keeps to its 5 s budget), then the audit row. The parent wake of a child starts at once, in its own follow-up.
  */
 export class OutcomeAnnouncer {
   private wakeParent: (child: RunRecord) => Promise<void> = async () => undefined;
@@ -72,18 +73,19 @@ export class OutcomeAnnouncer {
     }
   }
 
-  /** Publishes a run or step event, best effort (also used for events that do not end a run). */
+  /**
+   * Publishes a run or step event, best effort (also used for events that do not end a run). A
+   * failed publish is counted and kept in `dead_letters` (`boundedFollowUpWrite`: a slot and the
+   * follow-up budget), or logged when that write cannot be made. Never rejects.
+   */
   async publishRunEvent(run: RunRecord, event: string = run.status): Promise<void> {
     const subject = subjects.runEvent(run.env, run.id, event);
     try {
       await this.r.bus.publish(subject, { runId: run.id, functionId: run.functionId, status: run.status, attempt: run.attempt });
     } catch (err) {
       this.r.metrics.runEventPublishFailures.inc({ event });
-      try {
-        await this.r.store.unitOfWork('deadLetter', (tx) => deadLettersSql.insertDeadLetter(tx, subject, String(err)));
-      } catch (storeErr) {
-        this.r.logger.warn('run event lost and not recorded as a dead letter', { subject, error: String(storeErr) });
-      }
+      const notWritten = await boundedFollowUpWrite(this.r, 'deadLetter', (tx) => deadLettersSql.insertDeadLetter(tx, subject, String(err)));
+      if (notWritten) this.r.logger.warn('run event lost and not recorded as a dead letter', { subject, error: notWritten });
     }
   }
 }

@@ -21,4 +21,9 @@ export interface EngineResources {
   auditReads: Store;
   /** Slots for follow-up store work (parent wakes): a quarter of the pool, 4 on SQLite. */
   wakeSlots: SlotSet;
+  /**
+   * The third set of slots, for best-effort store work of follow-ups (a run event's dead letter;
+   * `boundedFollowUpWrite`): a quarter of the pool, 4 on SQLite.
+   */
+  followUpSlots: SlotSet;
 }

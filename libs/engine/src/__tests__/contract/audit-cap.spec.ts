@@ -1,7 +1,8 @@
 import { JobAssignment } from '@ironflow/contracts';
+import { subjects } from '@ironflow/bus';
 import { slotsFor } from '@ironflow/follow-up';
 import { Client } from 'pg';
-import { STORES, TestEngine, openTestEngine, testDatabaseUrl, waitFor } from '@ironflow/testing';
+import { STORES, TestEngine, isRunEventSubject, openLocker, openTestEngine, testDatabaseUrl, waitFor } from '@ironflow/testing';
 import { takeAllSlots } from './admission-kit';
 import { ParentWaiting, auditRows, auditWriteFailures, metricValue, parentWaitingOnChild, pollOne, readRun, readStep, registerParentAndChild, watchFrames } from './post-commit-kit';
 
@@ -174,6 +175,35 @@ describe.each(STORES)('audit follow-ups and shutdown [%s]', (dialect) => {
     for (const w of waits) expect(await readStep(t, w.parentId, w.stepId)).toMatchObject({ status: 'completed' });
     expect(t.engine.resources.wakeSlots.free).toBe(SLOTS);
   });
+
+  it('a failed run event\'s dead letter takes a follow-up slot: with none free within its budget it is dropped and logged, and the run still ends; with one free it is written', async () => {
+    const r = t.engine.resources;
+    r.config.followUpBudgetMs = 300;
+    const warned: unknown[] = [];
+    r.logger = { ...r.logger, warn: (message, fields) => void warned.push({ message, subject: fields?.subject }) };
+    await t.engine.api.registerFunction(t.scope, { id: 'quiet', mode: 'pull' });
+    t.bus.failPublishes(isRunEventSubject);
+    const deadLetters = async () => (await t.db.store.read('test', (tx) => tx.query<{ subject: string }>(`SELECT subject FROM dead_letters ORDER BY id`))).map((d) => d.subject);
+    const cancelled = async () => {
+      const runId = (await t.engine.triggers.invoke(t.scope, 'quiet', {})).id;
+      await t.engine.api.cancelRun(t.scope, runId, 'stop');
+      await r.followUps.drain(5000);
+      expect(await readRun(t, runId)).toMatchObject({ status: 'cancelled' });
+      return subjects.runEvent(t.scope.env, runId, 'cancelled');
+    };
+
+    const held: (() => void)[] = [];
+    for (let release = await r.followUpSlots.tryAcquire(); release; release = await r.followUpSlots.tryAcquire()) held.push(release);
+    expect(held).toHaveLength(SLOTS);
+    const dropped = await cancelled();
+    expect(await deadLetters()).toEqual([]);
+    expect(warned).toEqual([{ message: 'run event lost and not recorded as a dead letter', subject: dropped }]);
+
+    held.forEach((release) => release());
+    const written = await cancelled();
+    expect(await deadLetters()).toEqual([written]);
+    expect(r.followUpSlots.free).toBe(SLOTS);
+  });
 });
 
 describe('follow-ups under a real table lock [postgres]', () => {
@@ -223,5 +253,42 @@ describe('follow-ups under a real table lock [postgres]', () => {
       await t.engine.resources.followUps.drain(10_000);
       return (await Promise.all(waits.map((w) => readStep(t, w.parentId, w.stepId)))).every((s) => s?.status === 'completed') || undefined;
     }, 30_000);
+  });
+});
+
+describe('dead letters under a real table lock [postgres]', () => {
+  it('with dead_letters locked, a burst of failed run events holds no more connections than the follow-up slots, each write ends at its budget, an unrelated read still works, and the runs end', async () => {
+    const t = await openTestEngine('postgres', { followUpBudgetMs: 3000 }, { bus: 'in-process' });
+    const locker = await openLocker(t.db);
+    try {
+      const SLOTS = slotsFor('postgres', 8);
+      const N = 3 * SLOTS;
+      await t.engine.api.registerFunction(t.scope, { id: 'quiet', mode: 'pull' });
+      const runIds: string[] = [];
+      for (let i = 0; i < N; i += 1) runIds.push((await t.engine.triggers.invoke(t.scope, 'quiet', {})).id);
+      t.bus.failPublishes(isRunEventSubject);
+      await locker.lockTable('dead_letters');
+      const waiters = async () => Number((await t.db.store.read('test', (tx) => tx.query<{ n: unknown }>(
+        `SELECT COUNT(DISTINCT pid) AS n FROM pg_locks WHERE relation = 'dead_letters'::regclass AND NOT granted`,
+      )))[0].n);
+      const cancels = runIds.map((runId) => t.engine.api.cancelRun(t.scope, runId, 'stop'));
+      let most = 0;
+      await waitFor('dead letters waiting on the lock', async () => { most = Math.max(most, await waiters()); return most > 0 || undefined; });
+      expect((await t.engine.api.listFunctions(t.scope)).map((fn) => fn.id)).toEqual(['quiet']);
+      // Every write gives up at its budget with the table still locked.
+      await waitFor('every dead letter given up', async () => {
+        most = Math.max(most, await waiters());
+        return (await t.engine.resources.followUps.drain(50)) || undefined;
+      }, 30_000);
+      expect(most).toBeLessThanOrEqual(SLOTS);
+      await Promise.all(cancels);
+      for (const runId of runIds) expect(await readRun(t, runId)).toMatchObject({ status: 'cancelled' });
+      await locker.release();
+      expect(await t.db.store.read('test', (tx) => tx.query(`SELECT id FROM dead_letters`))).toEqual([]);
+      expect(t.engine.resources.followUpSlots.free).toBe(SLOTS);
+    } finally {
+      await locker.close();
+      await t.close();
+    }
   });
 });
