@@ -1,5 +1,5 @@
 import { RunError, WireEvent, isTerminalRunStatus } from '@ironflow/contracts';
-import { EventRecord, RunRecord, Tx, cancelOnSql, eventsSql, runsSql, unitWithLockLimit } from '@ironflow/store';
+import { EventRecord, PassCursor, RunRecord, Tx, cancelOnSql, eventsSql, passCursorsSql, runsSql, unitWithLockLimit } from '@ironflow/store';
 import { commitOutcome } from '@ironflow/outcome';
 import { CancelSystem, closeWaitsOfCancelled } from './cancel-system';
 import { cancelOnConditions, matchValueAt } from './cancel-on-specs';
@@ -22,9 +22,12 @@ import { runEventOf, toWireEvent } from './segment-loader';
  * - the live match (`matchEvent`), run after the event's commit off the emitter's path, finds the
  *   runs whose specs the event matches;
  * - the reconcile (`reconcile`, a scheduler pass), for a live match lost between the event's
- *   commit and its announce (the node died): it matches again, once per scheduler process, every
- *   logged event of a name some live run has a spec for, stamped in the replay window and at least
- *   `RECONCILE_SETTLE_MS` ago (a live match normally ran by then; a second match changes nothing);
+ *   commit and its announce (the node died): it matches again every logged event of a name some
+ *   live run has a spec for, once it is `RECONCILE_SETTLE_MS` old (a live match normally ran by
+ *   then; a second match changes nothing), in log order from a cursor kept in the store
+ *   (`pass_cursors`), so neither load nor a restart makes it skip an event. An event cancels only
+ *   runs created by its time plus the replay window, the runs its live match or their replay
+ *   could have cancelled, however late the reconcile reaches it;
  * - the replay (`replay`), run after a new run's commit and before its dispatch, reads the event
  *   log for cancel events stamped up to `cancelOnReplayWindowMs` (30 s) before the run was
  *   created, at most `cancelOnReplayRowsPerSpec` (1000) a spec, up to the store's clock. The log
@@ -40,6 +43,8 @@ import { runEventOf, toWireEvent } from './segment-loader';
  */
 /** How old a logged event must be before the reconcile matches it again (its live match normally ran by then), ms. */
 export const RECONCILE_SETTLE_MS = 2000;
+/** The reconcile's row in `pass_cursors`. */
+export const RECONCILE_CURSOR = 'cancel_on_reconcile';
 
 export class CancelOnSystem {
   constructor(
@@ -50,11 +55,12 @@ export class CancelOnSystem {
 
   /**
    * The live match of a committed event: cancels every run its specs match (one unit of work a
-   * run, so a bad row costs only itself; a failed one is logged). Returns the runs cancelled.
+   * run, so a bad row costs only itself; a failed one is logged), only runs created by
+   * `createdUpTo` (store clock ms) when given. Returns the runs cancelled.
    */
-  async matchEvent(event: EventRecord): Promise<number> {
+  async matchEvent(event: EventRecord, createdUpTo?: number): Promise<number> {
     const matched = await this.r.store.read('cancelOnMatch', (tx) =>
-      cancelOnSql.listMatchingRuns(tx, event.project, event.env, event.name, (path) => matchValueAt(event.data, path)),
+      cancelOnSql.listMatchingRuns(tx, event.project, event.env, event.name, (path) => matchValueAt(event.data, path), createdUpTo),
     );
     let cancelled = 0;
     for (const { runId, conditions } of matched) {
@@ -136,33 +142,58 @@ export class CancelOnSystem {
   }
 
   private cleanupCursor = '';
-  /** The last event the reconcile matched (store clock ms, id); unset until its first pass. */
-  private reconcileCursor?: { ts: number; id: string };
+  /** The last event the reconcile matched (store clock ms, id); read from the store on its first pass. */
+  private reconcileCursor?: PassCursor;
 
   /**
    * The scheduler's `cancel_on` reconcile (see the class comment): pages through the event log
-   * from its cursor (at first, and whenever it fell behind, the start of the replay window: an
-   * older event could only cancel runs its live match already saw, and the replay covers newer
-   * runs) up to `RECONCILE_SETTLE_MS` ago, at most `pages` pages of `passPageSize`, and matches each
-   * event as the live match does. Returns the runs it cancelled.
+   * from its cursor up to `RECONCILE_SETTLE_MS` ago, at most `pages` pages of `passPageSize`, and
+   * matches each event as the live match does, against the runs created by the event's time plus
+   * `cancelOnReplayWindowMs`. The cursor starts where the store's says (`pass_cursors`, moved
+   * forward after every pass), or, the first time ever, at the start of the replay window. It
+   * never jumps ahead: a pass that ends with events left sets `ironflow_cancel_on_reconcile_lag_seconds`
+   * to how far its cursor is behind, logs a warning, and the next pass goes on from there (the
+   * gauge is 0 once a pass reaches the end). Returns the runs it cancelled.
    */
   async reconcile(pages = 10): Promise<number> {
     const now = this.r.clock.now();
-    const windowStart = now - this.r.config.cancelOnReplayWindowMs;
-    if (!this.reconcileCursor || this.reconcileCursor.ts < windowStart) this.reconcileCursor = { ts: windowStart, id: '' };
+    const upTo = now - RECONCILE_SETTLE_MS;
+    const window = this.r.config.cancelOnReplayWindowMs;
+    this.reconcileCursor ??= (await this.r.store.read('readPassCursor', (tx) => passCursorsSql.getCursor(tx, RECONCILE_CURSOR))) ?? { ts: now - window, id: '' };
+    const from = this.reconcileCursor;
     let cancelled = 0;
-    for (let page = 0; page < pages; page += 1) {
-      const after: { ts: number; id: string } = this.reconcileCursor;
-      const events: EventRecord[] = await this.r.store.read('cancelOnReconcile', (tx) => cancelOnSql.listReconcileEvents(tx, after.ts, after.id, now - RECONCILE_SETTLE_MS, this.r.config.passPageSize));
-      for (const event of events) {
-        const count = await this.matchEvent(event);
-        if (count > 0) this.r.logger.warn('cancel_on reconcile cancelled runs a live match had missed', { event_id: event.id, event_name: event.name, cancelled: count });
-        cancelled += count;
-        this.reconcileCursor = { ts: event.ts, id: event.id };
+    let behind = false;
+    try {
+      for (let page = 0; page < pages; page += 1) {
+        const after: PassCursor = this.reconcileCursor;
+        const events: EventRecord[] = await this.r.store.read('cancelOnReconcile', (tx) => cancelOnSql.listReconcileEvents(tx, after.ts, after.id, upTo, this.r.config.passPageSize));
+        for (const event of events) {
+          const count = await this.matchEvent(event, event.ts + window);
+          if (count > 0) this.r.logger.warn('cancel_on reconcile cancelled runs a live match had missed', { event_id: event.id, event_name: event.name, cancelled: count });
+          cancelled += count;
+          this.reconcileCursor = { ts: event.ts, id: event.id };
+        }
+        behind = events.length === this.r.config.passPageSize;
+        if (!behind) break;
       }
-      if (events.length < this.r.config.passPageSize) break;
+    } finally {
+      await this.endReconcile(from, upTo, behind);
     }
     return cancelled;
+  }
+
+  /** After a reconcile pass (or its error): the lag gauge and warning, and the cursor stored when it moved. */
+  private async endReconcile(from: PassCursor, upTo: number, behind: boolean): Promise<void> {
+    const cursor = this.reconcileCursor!;
+    const lagMs = behind ? Math.max(0, upTo - cursor.ts) : 0;
+    this.r.metrics.cancelOnReconcileLag.set(lagMs / 1000);
+    if (behind) this.r.logger.warn('cancel_on reconcile is behind the event log; its next pass goes on from its cursor', { behind_ms: lagMs, cursor_event_id: cursor.id });
+    if (cursor === from) return;
+    try {
+      await unitWithLockLimit(this.r.store, 'advancePassCursor', this.r.config.lockLimitMs, (tx) => passCursorsSql.advanceCursor(tx, RECONCILE_CURSOR, cursor));
+    } catch (err) {
+      this.r.logger.warn('cancel_on reconcile could not store its cursor; the next pass stores it', { error: String(err) });
+    }
   }
 
   /**

@@ -36,4 +36,6 @@ export * as invokesSql from './queries/invokes';
 export type { CancelOnSpecRow, MatchedRun } from './queries/cancel-on';
 export type { InvokeRow } from './queries/invokes';
 export * as authoritySql from './queries/authority';
+export * as passCursorsSql from './queries/pass-cursors';
+export type { PassCursor } from './queries/pass-cursors';
 export type { AuthorityRecord, AuthorityState, HeldWork } from './queries/authority';

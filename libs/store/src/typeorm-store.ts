@@ -19,6 +19,7 @@ import { CancelOnAndInvokes1734600000000 } from './migrations/cancel-on-and-invo
 import { InstanceAuthority1734700000000 } from './migrations/instance-authority';
 import { StepStartedAt1734700000007 } from './migrations/step-started-at';
 import { RunCreatedOnce1734700000008 } from './migrations/run-created-once';
+import { PassCursors1734700000009 } from './migrations/pass-cursors';
 
 const MIGRATIONS = [
   InitialSchema1732900000000,
@@ -35,6 +36,7 @@ const MIGRATIONS = [
   InstanceAuthority1734700000000,
   StepStartedAt1734700000007,
   RunCreatedOnce1734700000008,
+  PassCursors1734700000009,
 ];
 
 export interface StoreOptions {

@@ -50,7 +50,9 @@ export async function listSpecsOfRun(tx: Tx, runId: string): Promise<CancelOnSpe
  * Runs whose specs an event named `eventName` matches (the live match): for each distinct `match`
  * path of that event name, `valueAt(path)` gives the JSON text of the event's value there, and a
  * spec matches when the run's value is the same text; a spec without a path matches any event of
- * the name. Returns the runs, sorted by id, each with its matched specs' conditions.
+ * the name. With `createdUpTo` (store clock ms), only runs whose specs were written by then (the
+ * reconcile: runs the event could have cancelled live or by its replay). Returns the runs, sorted
+ * by id, each with its matched specs' conditions.
  */
 export async function listMatchingRuns(
   tx: Tx,
@@ -58,21 +60,24 @@ export async function listMatchingRuns(
   env: string,
   eventName: string,
   valueAt: (path: string) => string,
+  createdUpTo?: number,
 ): Promise<MatchedRun[]> {
   const paths = await tx.query<{ match_path: string | null }>(
     `SELECT DISTINCT match_path FROM cancel_on_specs WHERE project = $1 AND env = $2 AND event_name = $3`,
     [project, env, eventName],
   );
+  const bound = createdUpTo === undefined ? '' : ' AND created_at <= $4';
+  const bounded = createdUpTo === undefined ? [] : [createdUpTo];
   const runs = new Map<string, (string | null)[]>();
   for (const { match_path: path } of paths) {
     const rows = path === null
       ? await tx.query<{ run_id: string; condition: string | null }>(
-        `SELECT run_id, condition FROM cancel_on_specs WHERE project = $1 AND env = $2 AND event_name = $3 AND match_path IS NULL`,
-        [project, env, eventName],
+        `SELECT run_id, condition FROM cancel_on_specs WHERE project = $1 AND env = $2 AND event_name = $3 AND match_path IS NULL${bound}`,
+        [project, env, eventName, ...bounded],
       )
       : await tx.query<{ run_id: string; condition: string | null }>(
-        `SELECT run_id, condition FROM cancel_on_specs WHERE project = $1 AND env = $2 AND event_name = $3 AND match_path = $4 AND match_value = $5`,
-        [project, env, eventName, path, valueAt(path)],
+        `SELECT run_id, condition FROM cancel_on_specs WHERE project = $1 AND env = $2 AND event_name = $3${bound} AND match_path = $${4 + bounded.length} AND match_value = $${5 + bounded.length}`,
+        [project, env, eventName, ...bounded, path, valueAt(path)],
       );
     for (const r of rows) {
       const id = String(r.run_id);
