@@ -9,8 +9,13 @@ import { TestStore, testDatabaseUrl } from './test-stores';
 export interface Locker {
   /** Runs `sql` (e.g. `SELECT … FOR UPDATE`) inside the locker's transaction. */
   lockRows(sql: string, params?: unknown[]): Promise<void>;
-  /** `LOCK TABLE <table> IN ACCESS EXCLUSIVE MODE` inside the locker's transaction. */
-  lockTable(table: string): Promise<void>;
+  /** `LOCK TABLE <table> IN <mode> MODE` (default `ACCESS EXCLUSIVE`) inside the locker's transaction. */
+  lockTable(table: string, mode?: 'ACCESS EXCLUSIVE' | 'EXCLUSIVE'): Promise<void>;
+  /**
+   * How many other connections wait for a lock on `table` of the test schema now (from
+   * `pg_locks`, which, unlike `pg_stat_activity`, is not a snapshot taken at the transaction's first read).
+   */
+  waiters(table: string): Promise<number>;
   release(): Promise<void>;
   close(): Promise<void>;
 }
@@ -32,7 +37,8 @@ export async function openLocker(db: TestStore): Promise<Locker> {
   };
   return {
     lockRows: async (sql, params = []) => { await begin(); await client.query(sql, params); },
-    lockTable: async (table) => { await begin(); await client.query(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`); },
+    lockTable: async (table, mode = 'ACCESS EXCLUSIVE') => { await begin(); await client.query(`LOCK TABLE ${table} IN ${mode} MODE`); },
+    waiters: async (table) => Number((await client.query(`SELECT COUNT(DISTINCT pid) AS n FROM pg_locks WHERE relation = $1::regclass AND NOT granted`, [table])).rows[0].n),
     release,
     close: async () => { await release().catch(() => undefined); await client.end(); },
   };

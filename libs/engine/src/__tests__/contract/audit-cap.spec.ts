@@ -1,10 +1,9 @@
 import { JobAssignment } from '@ironflow/contracts';
 import { subjects } from '@ironflow/bus';
 import { slotsFor } from '@ironflow/follow-up';
-import { Client } from 'pg';
-import { STORES, TestEngine, isRunEventSubject, openLocker, openTestEngine, testDatabaseUrl, waitFor } from '@ironflow/testing';
+import { STORES, TestEngine, isRunEventSubject, openTestEngine, waitFor } from '@ironflow/testing';
 import { takeAllSlots } from './admission-kit';
-import { ParentWaiting, auditRows, auditWriteFailures, metricValue, parentWaitingOnChild, pollOne, readRun, readStep, registerParentAndChild, watchFrames } from './post-commit-kit';
+import { auditRows, auditWriteFailures, engineForEachTest, metricValue, parentWaitingOnChild, parentsWithPolledChildren, pollOne, readRun, readStep, registerParentAndChild, testLocker, watchFrames } from './post-commit-kit';
 
 /**
  * Contract tests of the specification "Shutdown" and "A stuck store cannot take the pool" (issue
@@ -19,13 +18,7 @@ const LEASE = 30_000;
 describe.each(STORES)('audit follow-ups and shutdown [%s]', (dialect) => {
   const SLOTS = slotsFor(dialect, 8);
   let t: TestEngine;
-  beforeEach(async () => {
-    t = await openTestEngine(dialect, { auditBudgetMs: BUDGET, followUpDrainMs: 1000, leaseMs: LEASE, scanMs: 20 }, { bus: 'in-process' });
-  });
-  afterEach(async () => {
-    t.audit.unblock();
-    await t.close();
-  });
+  engineForEachTest(() => openTestEngine(dialect, { auditBudgetMs: BUDGET, followUpDrainMs: 1000, leaseMs: LEASE, scanMs: 20 }, { bus: 'in-process' }), (opened) => (t = opened));
 
   const failures = (eventType?: string) => auditWriteFailures(t, eventType);
   const frames = (runId: string) => watchFrames(t, runId);
@@ -76,12 +69,7 @@ describe.each(STORES)('audit follow-ups and shutdown [%s]', (dialect) => {
 
   it('TestPostCommit_FollowUpConcurrencyIsCapped: a burst of outcomes with the audit table stuck holds no more writes than the slots, and every frame and wake goes out', async () => {
     const N = 3 * SLOTS;
-    await registerParentAndChild(t, 'push');
-    const waits: ParentWaiting[] = [];
-    for (let i = 0; i < N; i += 1) waits.push(await parentWaitingOnChild(t, 'push'));
-    const jobs: JobAssignment[] = [];
-    await waitFor('every child polled', async () => { jobs.push(...(await t.engine.pull.poll('w1', N - jobs.length))); return jobs.length === N || undefined; });
-    await t.engine.resources.followUps.drain(5000);
+    const { waits, jobs } = await parentsWithPolledChildren(t, N);
     const f = waits.map((w) => frames(w.childId));
     t.audit.block();
     await Promise.all(jobs.map((job) => t.engine.pull.update('w1', job.job_id, { status: 'completed', output: { n: 1 }, ...fenceOf(job) })));
@@ -139,12 +127,7 @@ describe.each(STORES)('audit follow-ups and shutdown [%s]', (dialect) => {
 
   it('TestPostCommit_FollowUpStoreWorkTakesASlot: a burst of parent wakes keeps to its slots, while every frame goes out at once', async () => {
     const N = 2 * SLOTS + 1;
-    await registerParentAndChild(t, 'push');
-    const waits: ParentWaiting[] = [];
-    for (let i = 0; i < N; i += 1) waits.push(await parentWaitingOnChild(t, 'push'));
-    const jobs: JobAssignment[] = [];
-    await waitFor('every child polled', async () => { jobs.push(...(await t.engine.pull.poll('w1', N - jobs.length))); return jobs.length === N || undefined; });
-    await t.engine.resources.followUps.drain(5000);
+    const { waits, jobs } = await parentsWithPolledChildren(t, N);
     // Every slot taken: the wakes of the burst queue for one.
     const releaseSlots = await takeAllSlots(t.engine);
     const f = waits.map((w) => frames(w.childId));
@@ -208,36 +191,19 @@ describe.each(STORES)('audit follow-ups and shutdown [%s]', (dialect) => {
 
 describe('follow-ups under a real table lock [postgres]', () => {
   let t: TestEngine;
-  let locker: Client;
-  beforeEach(async () => {
-    t = await openTestEngine('postgres', { auditBudgetMs: BUDGET, followUpDrainMs: 1000, leaseMs: LEASE }, { bus: 'in-process' });
-    locker = new Client({ connectionString: testDatabaseUrl() });
-    await locker.connect();
-  });
-  afterEach(async () => {
-    await locker.query('ROLLBACK').catch(() => undefined);
-    await locker.end();
-    await t.close();
-  });
+  const locks = testLocker(() => t.db);
+  engineForEachTest(() => openTestEngine('postgres', { auditBudgetMs: BUDGET, followUpDrainMs: 1000, leaseMs: LEASE }, { bus: 'in-process' }), (opened) => (t = opened), locks);
 
   const fenceOf = (job: JobAssignment) => ({ execution_seq: job.execution_seq, lease_token: job.lease_token });
 
   it('TestPostCommit_LockedTableLeavesThePoolFreeOfFollowUps: with steps locked against writes, a burst of parent wakes holds no more connections than its slots, an unrelated read and the scanner still work, and the parents are woken once the table is free', async () => {
     const SLOTS = slotsFor('postgres', 8);
     const N = 3 * SLOTS;
-    await registerParentAndChild(t, 'push');
-    const waits: ParentWaiting[] = [];
-    for (let i = 0; i < N; i += 1) waits.push(await parentWaitingOnChild(t, 'push'));
-    const jobs: JobAssignment[] = [];
-    await waitFor('every child polled', async () => { jobs.push(...(await t.engine.pull.poll('w1', N - jobs.length))); return jobs.length === N || undefined; });
-    await t.engine.resources.followUps.drain(5000);
-    const schema = String((await t.db.store.read('test', (tx) => tx.query<{ s: string }>(`SELECT current_schema() AS s`)))[0].s);
-    const steps = `"${schema}".steps`;
-    await locker.query('BEGIN');
+    const { waits, jobs } = await parentsWithPolledChildren(t, N);
     // Reads of steps pass; the wakes' step writes wait on the lock (up to their 1 s lock limit).
-    await locker.query(`LOCK TABLE ${steps} IN EXCLUSIVE MODE`);
+    await locks.lockTable('steps', 'EXCLUSIVE');
     await Promise.all(jobs.map((job) => t.engine.pull.update('w1', job.job_id, { status: 'completed', output: { n: 1 }, ...fenceOf(job) })));
-    const lockWaiters = async () => (await locker.query(`SELECT COUNT(DISTINCT pid)::int AS n FROM pg_locks WHERE relation = $1::regclass AND NOT granted`, [steps])).rows[0].n as number;
+    const lockWaiters = () => locks.waiters('steps');
     let most = 0;
     await waitFor('wakes waiting on the lock', async () => { most = Math.max(most, await lockWaiters()); return most > 0 || undefined; });
     expect(await lockWaiters()).toBeLessThanOrEqual(SLOTS);
@@ -246,7 +212,7 @@ describe('follow-ups under a real table lock [postgres]', () => {
     // Every wake has given up at its lock limit, none holding more than the slots on the way.
     await t.engine.resources.followUps.drain(30_000);
     expect(most).toBeLessThanOrEqual(SLOTS);
-    await locker.query('ROLLBACK');
+    await locks.release();
     // The waiting-run pass wakes the parents once the table is free.
     await waitFor('every parent woken', async () => {
       await t.engine.wakes.waitingRunPass();
@@ -257,38 +223,32 @@ describe('follow-ups under a real table lock [postgres]', () => {
 });
 
 describe('dead letters under a real table lock [postgres]', () => {
+  let t: TestEngine;
+  const locks = testLocker(() => t.db);
+  engineForEachTest(() => openTestEngine('postgres', { followUpBudgetMs: 3000 }, { bus: 'in-process' }), (opened) => (t = opened), locks);
+
   it('with dead_letters locked, a burst of failed run events holds no more connections than the follow-up slots, each write ends at its budget, an unrelated read still works, and the runs end', async () => {
-    const t = await openTestEngine('postgres', { followUpBudgetMs: 3000 }, { bus: 'in-process' });
-    const locker = await openLocker(t.db);
-    try {
-      const SLOTS = slotsFor('postgres', 8);
-      const N = 3 * SLOTS;
-      await t.engine.api.registerFunction(t.scope, { id: 'quiet', mode: 'pull' });
-      const runIds: string[] = [];
-      for (let i = 0; i < N; i += 1) runIds.push((await t.engine.triggers.invoke(t.scope, 'quiet', {})).id);
-      t.bus.failPublishes(isRunEventSubject);
-      await locker.lockTable('dead_letters');
-      const waiters = async () => Number((await t.db.store.read('test', (tx) => tx.query<{ n: unknown }>(
-        `SELECT COUNT(DISTINCT pid) AS n FROM pg_locks WHERE relation = 'dead_letters'::regclass AND NOT granted`,
-      )))[0].n);
-      const cancels = runIds.map((runId) => t.engine.api.cancelRun(t.scope, runId, 'stop'));
-      let most = 0;
-      await waitFor('dead letters waiting on the lock', async () => { most = Math.max(most, await waiters()); return most > 0 || undefined; });
-      expect((await t.engine.api.listFunctions(t.scope)).map((fn) => fn.id)).toEqual(['quiet']);
-      // Every write gives up at its budget with the table still locked.
-      await waitFor('every dead letter given up', async () => {
-        most = Math.max(most, await waiters());
-        return (await t.engine.resources.followUps.drain(50)) || undefined;
-      }, 30_000);
-      expect(most).toBeLessThanOrEqual(SLOTS);
-      await Promise.all(cancels);
-      for (const runId of runIds) expect(await readRun(t, runId)).toMatchObject({ status: 'cancelled' });
-      await locker.release();
-      expect(await t.db.store.read('test', (tx) => tx.query(`SELECT id FROM dead_letters`))).toEqual([]);
-      expect(t.engine.resources.followUpSlots.free).toBe(SLOTS);
-    } finally {
-      await locker.close();
-      await t.close();
-    }
+    const SLOTS = slotsFor('postgres', 8);
+    const N = 3 * SLOTS;
+    await t.engine.api.registerFunction(t.scope, { id: 'quiet', mode: 'pull' });
+    const runIds: string[] = [];
+    for (let i = 0; i < N; i += 1) runIds.push((await t.engine.triggers.invoke(t.scope, 'quiet', {})).id);
+    t.bus.failPublishes(isRunEventSubject);
+    await locks.lockTable('dead_letters');
+    const cancels = runIds.map((runId) => t.engine.api.cancelRun(t.scope, runId, 'stop'));
+    let most = 0;
+    await waitFor('dead letters waiting on the lock', async () => { most = Math.max(most, await locks.waiters('dead_letters')); return most > 0 || undefined; });
+    expect((await t.engine.api.listFunctions(t.scope)).map((fn) => fn.id)).toEqual(['quiet']);
+    // Every write gives up at its budget with the table still locked.
+    await waitFor('every dead letter given up', async () => {
+      most = Math.max(most, await locks.waiters('dead_letters'));
+      return (await t.engine.resources.followUps.drain(50)) || undefined;
+    }, 30_000);
+    expect(most).toBeLessThanOrEqual(SLOTS);
+    await Promise.all(cancels);
+    for (const runId of runIds) expect(await readRun(t, runId)).toMatchObject({ status: 'cancelled' });
+    await locks.release();
+    expect(await t.db.store.read('test', (tx) => tx.query(`SELECT id FROM dead_letters`))).toEqual([]);
+    expect(t.engine.resources.followUpSlots.free).toBe(SLOTS);
   });
 });

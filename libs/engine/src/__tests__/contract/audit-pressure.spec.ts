@@ -1,8 +1,7 @@
-import { Client } from 'pg';
 import { subjects } from '@ironflow/bus';
 import { slotsFor } from '@ironflow/follow-up';
-import { STORES, TestEngine, openTestEngine, testDatabaseUrl, waitFor } from '@ironflow/testing';
-import { auditRows, auditWriteFailures, endChild, metricValue, parentWaitingOnChild, pollOne, readRun, readStep, registerParentAndChild, watchFrames } from './post-commit-kit';
+import { STORES, TestEngine, openTestEngine, waitFor } from '@ironflow/testing';
+import { auditRows, auditWriteFailures, endChild, engineForEachTest, metricValue, parentWaitingOnChild, pollOne, readRun, readStep, registerParentAndChild, testLocker, watchFrames } from './post-commit-kit';
 
 /**
  * Contract tests of the specification "A stuck store cannot take the pool" and "Audit rows can
@@ -17,13 +16,7 @@ describe.each(STORES)('audit under pressure [%s]', (dialect) => {
   /** The recorder's slots: a quarter of the test pool of 8 on PostgreSQL, 4 on SQLite. */
   const SLOTS = slotsFor(dialect, 8);
   let t: TestEngine;
-  beforeEach(async () => {
-    t = await openTestEngine(dialect, { auditBudgetMs: BUDGET, followUpDrainMs: 1000, leaseMs: LEASE }, { bus: 'nats' });
-  });
-  afterEach(async () => {
-    t.audit.unblock();
-    await t.close();
-  });
+  engineForEachTest(() => openTestEngine(dialect, { auditBudgetMs: BUDGET, followUpDrainMs: 1000, leaseMs: LEASE }, { bus: 'nats' }), (opened) => (t = opened));
 
   const failures = (eventType?: string) => auditWriteFailures(t, eventType);
   const frames = (runId: string) => watchFrames(t, runId);
@@ -229,24 +222,10 @@ describe.each(STORES)('audit under pressure [%s]', (dialect) => {
 
 describe('audit under a real table lock [postgres]', () => {
   let t: TestEngine;
-  let locker: Client;
-  beforeEach(async () => {
-    // A longer budget than above: the inserts must still be waiting on the lock when the test looks, on a loaded machine.
-    t = await openTestEngine('postgres', { auditBudgetMs: 4000, followUpDrainMs: 1000, leaseMs: LEASE }, { bus: 'nats' });
-    locker = new Client({ connectionString: testDatabaseUrl() });
-    await locker.connect();
-  });
-  afterEach(async () => {
-    await locker.query('ROLLBACK').catch(() => undefined);
-    await locker.end();
-    await t.close();
-  });
-
-  const schemaOf = async () => String((await t.db.store.read('test', (tx) => tx.query<{ s: string }>(`SELECT current_schema() AS s`)))[0].s);
-  const lockAudit = async () => {
-    await locker.query('BEGIN');
-    await locker.query(`LOCK TABLE "${await schemaOf()}".audit_events IN ACCESS EXCLUSIVE MODE`);
-  };
+  const locks = testLocker(() => t.db);
+  // A longer budget than above: the inserts must still be waiting on the lock when the test looks, on a loaded machine.
+  engineForEachTest(() => openTestEngine('postgres', { auditBudgetMs: 4000, followUpDrainMs: 1000, leaseMs: LEASE }, { bus: 'nats' }), (opened) => (t = opened), locks);
+  const lockAudit = () => locks.lockTable('audit_events');
 
   it('TestPostCommit_LockedAuditTableDoesNotDelayRunOutcome: with audit_events locked, a pull completion returns, sends its frame and wakes its parent', async () => {
     await registerParentAndChild(t, 'push');
@@ -261,7 +240,7 @@ describe('audit under a real table lock [postgres]', () => {
     sub.unsubscribe();
     // The row's insert gives up at its budget: counted, not written later.
     await waitFor('the row counted', async () => (await metricValue(t.engine, 'ironflow_audit_write_failures_total', { event_type: 'run.status_changed' })) === 1 || undefined, 10_000);
-    await locker.query('ROLLBACK');
+    await locks.release();
     await t.engine.resources.followUps.drain(5000);
     expect(await auditRows(t, childId, 'run.status_changed')).toBe(0);
   });
@@ -270,17 +249,15 @@ describe('audit under a real table lock [postgres]', () => {
     await registerParentAndChild(t, 'push');
     await lockAudit();
     const burst = Array.from({ length: 40 }, (_, i) => t.engine.resources.audit.record({ project: t.scope.project, env: t.scope.env, runId: `locked-${i}`, functionId: null, eventType: 'run.created' }));
-    // pg_locks, not pg_stat_activity: the locker sits in a transaction, where pg_stat_activity is a
-    // snapshot taken at its first read; and only this schema's table counts, not other suites'.
-    const auditTable = `"${await schemaOf()}".audit_events`;
-    const lockWaiters = async () => (await locker.query(`SELECT COUNT(DISTINCT pid)::int AS n FROM pg_locks WHERE relation = $1::regclass AND NOT granted`, [auditTable])).rows[0].n as number;
+    // Only this schema's table counts, not other suites'.
+    const lockWaiters = () => locks.waiters('audit_events');
     await waitFor('inserts waiting on the lock', async () => (await lockWaiters()) > 0 || undefined);
     const waitingOnLock = await lockWaiters();
     expect(waitingOnLock).toBeLessThanOrEqual(2); // a quarter of the pool of 8
     expect((await t.engine.api.listFunctions(t.scope)).map((f) => f.id).sort()).toEqual(['child', 'parent']);
     expect(await t.engine.recovery.scan()).toEqual([]);
     const results = await Promise.all(burst);
-    await locker.query('ROLLBACK');
+    await locks.release();
     expect(results.every((r) => r === false)).toBe(true);
     expect(await metricValue(t.engine, 'ironflow_audit_write_failures_total', { event_type: 'run.created' })).toBe(40);
     const stored = await t.db.store.read('test', (tx) => tx.query<{ n: unknown }>(`SELECT COUNT(*) AS n FROM audit_events WHERE run_id LIKE 'locked-%'`));

@@ -1,8 +1,8 @@
 import { subjects } from '@ironflow/bus';
-import { SCOPE, Locker, TestEngine, countStreamMessages, openLocker, openTestEngine, waitFor, waitForAdmission } from '@ironflow/testing';
+import { SCOPE, TestEngine, countStreamMessages, openTestEngine, waitFor, waitForAdmission } from '@ironflow/testing';
 import { fenced, pollAndAck, registerPull, registerWorker, stepId } from '../engine-kit.test';
 import { ADMISSION_TEST_CONFIG, dispatchedUnclaimed, drainFollowUps, invocation, registerInvokeFunctions, reportInvoke, takeAllSlots } from './admission-kit';
-import { ParentWaiting, endChild, metricValue, parentWaitingOnChild, readRun, readStep, registerParentAndChild } from './post-commit-kit';
+import { ParentWaiting, endChild, metricValue, parentWaitingOnChild, readRun, readStep, registerParentAndChild, testLocker } from './post-commit-kit';
 
 /** A short lock limit keeps these tests quick; the specification's default is 1 s (`lockLimitMs`). */
 const LOCK_LIMIT_MS = 400;
@@ -17,22 +17,15 @@ const LOCK_LIMIT_MS = 400;
  */
 describe('bounded lock waits [postgres]', () => {
   let t: TestEngine;
-  let locker: Locker | undefined;
+  const locks = testLocker(() => t.db);
 
   afterEach(async () => {
-    await locker?.close();
-    locker = undefined;
+    await locks.release();
     await t.close();
   });
 
-  const lockInvoke = async (parentRunId: string) => {
-    locker = await openLocker(t.db);
-    await locker.lockRows(`SELECT parent_run_id FROM function_invokes WHERE parent_run_id = $1 FOR UPDATE`, [parentRunId]);
-  };
-  const lockRun = async (runId: string) => {
-    locker = await openLocker(t.db);
-    await locker.lockRows(`SELECT id FROM runs WHERE id = $1 FOR UPDATE`, [runId]);
-  };
+  const lockInvoke = (parentRunId: string) => locks.lock(`SELECT parent_run_id FROM function_invokes WHERE parent_run_id = $1 FOR UPDATE`, [parentRunId]);
+  const lockRun = (runId: string) => locks.lock(`SELECT id FROM runs WHERE id = $1 FOR UPDATE`, [runId]);
 
   describe.each(['refused', 'admitted'] as const)('TestPostCommit_LockWaitLeavesAdmissionWaiting', (kind) => {
     it(`TestPostCommit_LockWaitLeavesAdmissionWaiting: a resume ${kind === 'refused' ? 'refused for good' : 'that would be admitted'} on a locked parent row gives up, leaves the parent waiting with nothing written, and lands after the row clears`, async () => {
@@ -55,7 +48,7 @@ describe('bounded lock waits [postgres]', () => {
       expect(await readRun(t, childId)).toMatchObject({ status: 'completed', wakePending: true });
       expect(await countStreamMessages('RESULTS', subjects.result(t.scope.project, t.scope.env, parentId))).toBe(0);
 
-      await locker!.close();
+      await locks.release();
       expect(await t.engine.wakes.waitingRunPass()).toBe(1);
       await drainFollowUps(t.engine);
       expect(await readStep(t, parentId, invokeStep)).toMatchObject({ status: 'completed', output: { charged: 42 } });
@@ -76,9 +69,8 @@ describe('bounded lock waits [postgres]', () => {
       await registerParentAndChild(t, 'push');
       const stuck = await parentWaitingOnChild(t, 'push');
       const others: ParentWaiting[] = [await parentWaitingOnChild(t, 'push'), await parentWaitingOnChild(t, 'push')];
-      locker = await openLocker(t.db);
-      if (row === 'run') await locker.lockRows(`SELECT id FROM runs WHERE id = $1 FOR UPDATE`, [stuck.parentId]);
-      else await locker.lockRows(`SELECT step_id FROM steps WHERE run_id = $1 AND step_id = $2 FOR UPDATE`, [stuck.parentId, stuck.stepId]);
+      if (row === 'run') await locks.lock(`SELECT id FROM runs WHERE id = $1 FOR UPDATE`, [stuck.parentId]);
+      else await locks.lock(`SELECT step_id FROM steps WHERE run_id = $1 AND step_id = $2 FOR UPDATE`, [stuck.parentId, stuck.stepId]);
 
       for (const p of [stuck, ...others]) await endChild(t.engine, t.scope, p.childId, 'completed');
       for (const p of others) {
@@ -93,7 +85,7 @@ describe('bounded lock waits [postgres]', () => {
       expect(await readStep(t, stuck.parentId, stuck.stepId)).toMatchObject({ status: 'waiting' });
       expect(await readRun(t, stuck.childId)).toMatchObject({ wakePending: true });
 
-      await locker.close();
+      await locks.release();
       expect(await t.engine.wakes.waitingRunPass()).toBe(1);
       await t.engine.resources.followUps.drain(10_000);
       expect(await readStep(t, stuck.parentId, stuck.stepId)).toMatchObject({ status: 'completed', output: { charged: 42 } });
@@ -122,7 +114,7 @@ describe('bounded lock waits [postgres]', () => {
     expect(await readRun(t, stuck.parentId)).toEqual(before);
     expect(await readRun(t, stuck.childId)).toMatchObject({ wakePending: true });
 
-    await locker!.close();
+    await locks.release();
     expect(await t.engine.wakes.waitingRunPass()).toBe(1);
     await t.engine.resources.followUps.drain(10_000);
     expect(await readRun(t, stuck.parentId)).toMatchObject({ status: 'failed', error: { code: 'INVOKE_FAILED', child_run_id: stuck.childId } });
@@ -147,9 +139,8 @@ describe('bounded lock waits [postgres]', () => {
       await registerWorker(t, ['flow']);
       const stuck = await waitingForPayment('A');
       const other = await waitingForPayment('B');
-      locker = await openLocker(t.db);
-      if (row === 'run') await locker.lockRows(`SELECT id FROM runs WHERE id = $1 FOR UPDATE`, [stuck]);
-      else await locker.lockRows(`SELECT run_id FROM waiting_correlations WHERE run_id = $1 FOR UPDATE`, [stuck]);
+      if (row === 'run') await locks.lock(`SELECT id FROM runs WHERE id = $1 FOR UPDATE`, [stuck]);
+      else await locks.lock(`SELECT run_id FROM waiting_correlations WHERE run_id = $1 FOR UPDATE`, [stuck]);
       t.db.clock.advance(61_000);
 
       expect(await t.engine.scheduler.timeoutSweep()).toBe(1);
@@ -157,7 +148,7 @@ describe('bounded lock waits [postgres]', () => {
       expect(await readRun(t, stuck)).toMatchObject({ status: 'waiting', error: null });
       expect(await readStep(t, stuck, stepId(stuck, 'paid'))).toMatchObject({ status: 'waiting' });
 
-      await locker.close();
+      await locks.release();
       expect(await t.engine.scheduler.timeoutSweep()).toBe(1);
       expect(await readRun(t, stuck)).toMatchObject({ status: 'failed', error: { code: 'EVENT_WAIT_TIMED_OUT' } });
       expect(await readStep(t, stuck, stepId(stuck, 'paid'))).toMatchObject({ status: 'timed_out' });
@@ -171,7 +162,7 @@ describe('bounded lock waits [postgres]', () => {
     const paid = await waitingForPayment('A');
     const other = await waitingForPayment('B');
     await lockRun(other);
-    await locker!.lockRows(`SELECT step_id FROM steps WHERE run_id = $1 FOR UPDATE`, [paid]);
+    await locks.lock(`SELECT step_id FROM steps WHERE run_id = $1 FOR UPDATE`, [paid]);
     const errorsBefore = await metricValue(t.engine, 'ironflow_outcome_commit_errors_total', { unit: 'cancelRun' });
 
     await expect(t.engine.api.cancelRun(SCOPE, other, 'stop')).rejects.toMatchObject({ name: 'LockTimeoutError', code: 'UNAVAILABLE', retryable: true });
@@ -182,7 +173,7 @@ describe('bounded lock waits [postgres]', () => {
     const stored = await t.db.store.read('test.events', (tx) => tx.query(`SELECT id FROM events WHERE name = 'order.paid'`));
     expect(stored).toEqual([]);
 
-    await locker!.close();
+    await locks.release();
     expect(await t.engine.api.cancelRun(SCOPE, other, 'stop')).toMatchObject({ status: 'cancelled' });
     await t.engine.api.trigger(SCOPE, { event: 'order.paid', data: { orderId: 'A' } });
     expect(await readStep(t, paid, stepId(paid, 'paid'))).toMatchObject({ status: 'completed' });
@@ -194,8 +185,7 @@ describe('bounded lock waits [postgres]', () => {
     await registerWorker(t, ['flow']);
     const stuck = await waitingForPayment('A');
     const other = await waitingForPayment('B');
-    locker = await openLocker(t.db);
-    await locker.lockRows(`SELECT run_id FROM waiting_correlations WHERE run_id = $1 FOR UPDATE`, [stuck]);
+    await locks.lock(`SELECT run_id FROM waiting_correlations WHERE run_id = $1 FOR UPDATE`, [stuck]);
 
     await t.engine.api.trigger(SCOPE, { event: 'order.paid', data: { orderId: 'A' } });
     await t.engine.api.trigger(SCOPE, { event: 'order.paid', data: { orderId: 'B' } });
@@ -203,7 +193,7 @@ describe('bounded lock waits [postgres]', () => {
       expect(await readStep(t, runId, stepId(runId, 'paid'))).toMatchObject({ status: 'completed', output: { name: 'order.paid', data: { orderId } } });
       expect(await readRun(t, runId)).toMatchObject({ status: 'waiting_for_capacity' });
     }
-    await locker.close();
+    await locks.release();
     const open = await t.db.store.read('test.open', (tx) => tx.query<{ run_id: string }>(`SELECT run_id FROM waiting_correlations WHERE satisfied = 0`));
     expect(open.map((r) => r.run_id)).toEqual([stuck]);
     const before = await readRun(t, stuck);
@@ -227,7 +217,7 @@ describe('bounded lock waits [postgres]', () => {
       // The pool is free: the engine's own reads and claims still run.
       expect(await t.engine.dispatch.claim({ mode: 'pull', limit: 1, project: t.scope.project, env: t.scope.env }, 'node-a')).toEqual([]);
 
-      await locker!.close();
+      await locks.release();
       expect((await invocation(t, parentId, invokeStep))?.settledAt).toBeNull();
       expect(await t.engine.pendingInvokes.run()).toBe(1);
       await drainFollowUps(t.engine);

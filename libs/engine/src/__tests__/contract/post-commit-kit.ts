@@ -2,7 +2,7 @@ import { subjects } from '@ironflow/bus';
 import { CallScope, JobAssignment } from '@ironflow/contracts';
 import { Engine } from '@ironflow/engine';
 import { RunRecord, StepRecord, runsSql, stepsSql } from '@ironflow/store';
-import { TestEngine, waitForAdmission } from '@ironflow/testing';
+import { Locker, TestEngine, TestStore, openLocker, waitFor, waitForAdmission } from '@ironflow/testing';
 
 /** Functions of the post-commit contract tests: a parent that invokes a pull child. */
 export async function registerParentAndChild(t: TestEngine, parentMode: 'push' | 'pull', engine: Engine = t.engine): Promise<void> {
@@ -33,6 +33,23 @@ export async function parentWaitingOnChild(t: TestEngine, parentMode: 'push' | '
   const step = await readStep(t, parentId, stepId);
   await waitForAdmission(t, step!.childRunId!);
   return { parentId, childId: step!.childRunId!, stepId };
+}
+
+/**
+ * `n` push parents (of `registerParentAndChild`, registered here), each waiting on a child that
+ * worker w1 has polled, with their follow-ups drained: the arrange of a burst of child outcomes.
+ */
+export async function parentsWithPolledChildren(t: TestEngine, n: number): Promise<{ waits: ParentWaiting[]; jobs: JobAssignment[] }> {
+  await registerParentAndChild(t, 'push');
+  const waits: ParentWaiting[] = [];
+  for (let i = 0; i < n; i += 1) waits.push(await parentWaitingOnChild(t, 'push'));
+  const jobs: JobAssignment[] = [];
+  await waitFor('every child polled', async () => {
+    jobs.push(...(await t.engine.pull.poll('w1', n - jobs.length)));
+    return jobs.length === n || undefined;
+  });
+  await t.engine.resources.followUps.drain(5000);
+  return { waits, jobs };
 }
 
 /** Polls as worker `w1` until the job of `runId` arrives (other jobs are not expected). */
@@ -89,4 +106,48 @@ export function watchFrames(t: TestEngine, runId: string): { seen: unknown[]; st
 /** `ironflow_audit_write_failures_total` (audit rows given up and counted), for one `event_type` or all. */
 export function auditWriteFailures(t: TestEngine, eventType?: string): Promise<number> {
   return metricValue(t.engine, 'ironflow_audit_write_failures_total', eventType ? { event_type: eventType } : {});
+}
+
+/** Real locks from a second PostgreSQL connection for a contract test (see {@link testLocker}). */
+export type TestLocks = Pick<Locker, 'lockTable' | 'waiters' | 'release'> & {
+  /** Runs `sql` (e.g. `SELECT … FOR UPDATE`) in the locker's transaction. */
+  lock(sql: string, params?: unknown[]): Promise<void>;
+};
+
+/**
+ * A locker (`openLocker`) on the store `db()` returns, opened at its first use. `release` rolls
+ * the locks back and closes it (nothing when none is open); a suite calls it in its `afterEach`
+ * before it closes the engine (a store cannot be dropped under locks).
+ */
+export function testLocker(db: () => TestStore): TestLocks {
+  let locker: Locker | undefined;
+  const open = async () => (locker ??= await openLocker(db()));
+  return {
+    lock: async (sql, params = []) => (await open()).lockRows(sql, params),
+    lockTable: async (table, mode) => (await open()).lockTable(table, mode),
+    waiters: async (table) => (await open()).waiters(table),
+    release: async () => {
+      await locker?.close();
+      locker = undefined;
+    },
+  };
+}
+
+/**
+ * Opens an engine (`open`) before each test of the suite and hands it to `use`; closes it after
+ * the test, with its audit sink unblocked first so rows a test left blocked do not hold the close,
+ * and `locks` (when given) released before that.
+ */
+export function engineForEachTest(open: () => Promise<TestEngine>, use: (t: TestEngine) => void, locks?: TestLocks): void {
+  let t: TestEngine | undefined;
+  beforeEach(async () => {
+    t = await open();
+    use(t);
+  });
+  afterEach(async () => {
+    await locks?.release();
+    t?.audit.unblock();
+    await t?.close();
+    t = undefined;
+  });
 }

@@ -1,7 +1,7 @@
 import { Engine } from '@ironflow/engine';
-import { Locker, STORES, TestEngine, openLocker, openTestEngine, waitFor } from '@ironflow/testing';
+import { STORES, TestEngine, openTestEngine, waitFor } from '@ironflow/testing';
 import { ADMISSION_TEST_CONFIG, dispatchedUnclaimed, drainFollowUps, invocation, registerInvokeFunctions, reportInvoke, takeAllSlots } from './admission-kit';
-import { endChild, parentWaitingOnChild, readRun, readStep, registerParentAndChild } from './post-commit-kit';
+import { endChild, parentWaitingOnChild, readRun, readStep, registerParentAndChild, testLocker } from './post-commit-kit';
 
 /** A short lock limit keeps these tests quick; the specification's default is 1 s (`lockLimitMs`). */
 const LOCK_LIMIT_MS = 400;
@@ -52,22 +52,12 @@ async function claimedAt(t: TestEngine, s: Sleeping): Promise<number | null> {
  */
 describe('the scheduler on a stuck row [postgres]', () => {
   let t: TestEngine;
-  let locker: Locker | undefined;
+  const { lock, release } = testLocker(() => t.db);
 
   afterEach(async () => {
-    await locker?.close();
-    locker = undefined;
+    await release();
     await t.close();
   });
-
-  const lock = async (sql: string, params: unknown[]) => {
-    locker ??= await openLocker(t.db);
-    await locker.lockRows(sql, params);
-  };
-  const release = async () => {
-    await locker?.close();
-    locker = undefined;
-  };
 
   describe('sleeps', () => {
     beforeEach(async () => {
