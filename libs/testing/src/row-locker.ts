@@ -11,6 +11,11 @@ export interface Locker {
   lockRows(sql: string, params?: unknown[]): Promise<void>;
   /** `LOCK TABLE <table> IN ACCESS EXCLUSIVE MODE` inside the locker's transaction. */
   lockTable(table: string): Promise<void>;
+  /**
+   * How many other backends wait right now on a lock the locker's transaction holds (`pg_locks`,
+   * read live, with `pg_blocking_pids`): a test waits on it to know a stall has begun.
+   */
+  waiters(): Promise<number>;
   release(): Promise<void>;
   close(): Promise<void>;
 }
@@ -33,6 +38,10 @@ export async function openLocker(db: TestStore): Promise<Locker> {
   return {
     lockRows: async (sql, params = []) => { await begin(); await client.query(sql, params); },
     lockTable: async (table) => { await begin(); await client.query(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`); },
+    waiters: async () => {
+      const { rows } = await client.query<{ n: number }>(`SELECT COUNT(DISTINCT pid)::int AS n FROM pg_locks WHERE NOT granted AND pg_backend_pid() = ANY(pg_blocking_pids(pid))`);
+      return rows[0].n;
+    },
     release,
     close: async () => { await release().catch(() => undefined); await client.end(); },
   };

@@ -1,3 +1,5 @@
+import { createServer, Server } from 'node:http';
+import { AddressInfo } from 'node:net';
 import { Engine } from '@ironflow/engine';
 import { Locker, STORES, TestEngine, openLocker, openTestEngine, waitFor } from '@ironflow/testing';
 import { ADMISSION_TEST_CONFIG, dispatchedUnclaimed, drainFollowUps, invocation, registerInvokeFunctions, reportInvoke, takeAllSlots } from './admission-kit';
@@ -23,8 +25,8 @@ async function registerSleeper(t: TestEngine, id: string, concurrency?: number):
   });
 }
 
-/** Triggers `fn`, claims its segment and reports a sleep due 1 s from now. */
-async function sleeping(t: TestEngine, fn: string): Promise<Sleeping> {
+/** Triggers `fn`, claims its segment and reports a sleep due `dueInMs` (default 1 s) from now. */
+async function sleeping(t: TestEngine, fn: string, dueInMs = 1000): Promise<Sleeping> {
   const { runIds } = await t.engine.api.trigger(t.scope, { event: `go.${fn}`, data: {} });
   const runId = runIds[0];
   const [segment] = await t.engine.dispatch.claim({ mode: 'push', limit: 1, project: t.scope.project, env: t.scope.env, functionIds: [fn] }, 'node-a');
@@ -32,7 +34,7 @@ async function sleeping(t: TestEngine, fn: string): Promise<Sleeping> {
   const stepId = `${runId}:nap:0`;
   await t.engine.reports.apply(runId, { executionSeq: segment.run.executionSeq, leaseToken: segment.run.leaseToken! }, {
     kind: 'yielded',
-    yield: { type: 'sleep', step_id: stepId, until: new Date(t.db.clock.now() + 1000).toISOString() },
+    yield: { type: 'sleep', step_id: stepId, until: new Date(t.db.clock.now() + dueInMs).toISOString() },
   });
   return { runId, stepId };
 }
@@ -164,6 +166,91 @@ describe('the scheduler on a stuck row [postgres]', () => {
       await release();
       const later = await t.engine.dispatch.claim({ mode: 'push', limit: 10, project: t.scope.project, env: t.scope.env }, 'node-a');
       expect(later.map((s) => s.run.id)).toEqual([held.runId]);
+    });
+  });
+
+  /**
+   * The deferred-retry replay (specification, "The deferred-retry replay has its own goroutine and
+   * no limit. A stall in it, on that row or on any row its dispatch waits on, such as a
+   * dispatch_buckets row, holds up other deferred retries and does not stop the wakeups"). This
+   * engine has no replay pass of its own: a retryable failure re-queues the run with its backoff
+   * (`requeueForRetry`: `waiting_for_capacity`, `available_at` = now + backoff) and the dispatcher
+   * claims it once due, on its own loop and with no lock limit (`DispatchSystem.claim`). So the
+   * replay here is that claim, and the row its dispatch waits on is the retry's lease row (a lane,
+   * our `dispatch_buckets`, is skipped when held, never waited on: see
+   * TestSleepWake_StuckDispatchRowDoesNotStopOtherFunctions). A second connection holds an
+   * uncommitted lease row of the retried run, so the claim's lease insert waits on it. PostgreSQL
+   * only, although the specification also names SQLite: there units of work run one at a time, so
+   * no claim can wait on a row another transaction holds while a wakeup commits.
+   */
+  describe('deferred retries', () => {
+    const BACKOFF_MS = 60_000;
+    let endpoint: Server;
+    let pushUrl = '';
+    const calls = new Map<string, number>();
+
+    beforeEach(async () => {
+      calls.clear();
+      endpoint = createServer((req, res) => {
+        let body = '';
+        req.on('data', (c) => (body += c));
+        req.on('end', () => {
+          const runId = String(JSON.parse(body).run_id);
+          calls.set(runId, (calls.get(runId) ?? 0) + 1);
+          res.setHeader('content-type', 'application/json');
+          res.end(JSON.stringify({ status: 'completed', result: { pushed: runId }, steps: [] }));
+        });
+      });
+      await new Promise<void>((resolve) => endpoint.listen(0, '127.0.0.1', resolve));
+      pushUrl = `http://127.0.0.1:${(endpoint.address() as AddressInfo).port}/`;
+      t = await openTestEngine('postgres', { lockLimitMs: LOCK_LIMIT_MS, tickMs: 50, dispatchPollMs: 50 });
+      const retry = { maxAttempts: 2, initialDelayMs: BACKOFF_MS, backoffFactor: 2, maxDelayMs: 300_000 };
+      for (const id of ['flaky', 'napper']) {
+        await t.engine.api.registerFunction(t.scope, { id, mode: 'push', endpointUrl: pushUrl, triggers: [{ event: `go.${id}` }], retry });
+      }
+    });
+    afterEach(async () => {
+      await release(); // before the engine stops: its dispatcher waits for the stalled claim
+      endpoint.closeAllConnections();
+      await new Promise((resolve) => endpoint.close(resolve));
+    });
+
+    /** Triggers `flaky`, claims its first attempt and fails it retryably: re-queued, due after the backoff. */
+    async function retried(): Promise<string> {
+      const { runIds } = await t.engine.api.trigger(t.scope, { event: 'go.flaky', data: {} });
+      const [segment] = await t.engine.dispatch.claim({ mode: 'push', limit: 1, project: t.scope.project, env: t.scope.env, functionIds: ['flaky'] }, 'node-a');
+      if (segment?.run.id !== runIds[0]) throw new Error(`expected to claim ${runIds[0]}, claimed ${segment?.run.id}`);
+      const effect = await t.engine.reports.apply(segment.run.id, { executionSeq: segment.run.executionSeq, leaseToken: segment.run.leaseToken! }, {
+        kind: 'failed',
+        error: { message: 'try again', code: 'FLAKY', retryable: true },
+      });
+      expect(effect).toMatchObject({ effect: 'retry' });
+      return segment.run.id;
+    }
+
+    it('TestScheduler_StalledRetryReplayDoesNotStopSleepWakeups: with a due retry\'s claim stuck on its lease row, the sleep loop wakes a sleep of another run; the retries run once the row clears', async () => {
+      const stuck = await retried();
+      const other = await retried(); // another deferred retry, held up behind the stalled claim
+      const nap = await sleeping(t, 'napper', BACKOFF_MS + 30_000); // due only once the claim is stalled
+      await lock(`INSERT INTO leases (run_id, execution_seq, holder, lane, expires_at) VALUES ($1, 99, 'stuck-writer', '', 0)`, [stuck]);
+      t.db.clock.advance(BACKOFF_MS + 1000); // both retries are due; the sleep is not
+
+      t.engine.start({ pushDispatch: true, scheduler: true });
+      await waitFor('the dispatcher\'s claim of the due retries waits on the lease row', async () => (await locker!.waiters()) >= 1);
+      t.db.clock.advance(30_000); // now the sleep is due
+      await waitFor('the sleep loop woke the sleep', async () => (await readStep(t, nap.runId, nap.stepId))?.status === 'completed');
+      // The dispatcher is still stuck in that claim: the woken run and both retries wait in the queue.
+      expect(await locker!.waiters()).toBeGreaterThanOrEqual(1);
+      expect(await readRun(t, nap.runId)).toMatchObject({ status: 'waiting_for_capacity' });
+      for (const id of [stuck, other]) expect(await readRun(t, id)).toMatchObject({ status: 'waiting_for_capacity', attempt: 2 });
+      expect(calls.size).toBe(0);
+
+      await release();
+      for (const id of [stuck, other, nap.runId]) {
+        await waitFor(`run ${id} completed`, async () => (await readRun(t, id))?.status === 'completed');
+      }
+      for (const id of [stuck, other]) expect(await readRun(t, id)).toMatchObject({ status: 'completed', attempt: 2, output: { pushed: id } });
+      expect(Object.fromEntries(calls)).toEqual({ [stuck]: 1, [other]: 1, [nap.runId]: 1 });
     });
   });
 
