@@ -18,6 +18,7 @@ import { EventsListingIndex1734500000000 } from './migrations/events-listing-ind
 import { CancelOnAndInvokes1734600000000 } from './migrations/cancel-on-and-invokes';
 import { InstanceAuthority1734700000000 } from './migrations/instance-authority';
 import { StepStartedAt1734700000007 } from './migrations/step-started-at';
+import { AuditWriteFates1734800000000 } from './migrations/audit-write-fates';
 
 const MIGRATIONS = [
   InitialSchema1732900000000,
@@ -33,6 +34,7 @@ const MIGRATIONS = [
   CancelOnAndInvokes1734600000000,
   InstanceAuthority1734700000000,
   StepStartedAt1734700000007,
+  AuditWriteFates1734800000000,
 ];
 
 export interface StoreOptions {

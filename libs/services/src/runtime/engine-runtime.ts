@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { Bus, BusNamespace, InProcessBus, NatsBus } from '@ironflow/bus';
-import { AuditSink, AuditWriter, InProcessAuditSink, NatsAuditSink, SlotSet, slotsFor } from '@ironflow/follow-up';
+import { AuditSink, AuditWriter, InProcessAuditSink, NatsAuditSink, SlotSet, StoreAuditFates, slotsFor } from '@ironflow/follow-up';
 import { Engine } from '@ironflow/engine';
 import { EngineLogger, EngineMetrics } from '@ironflow/observability';
 import { Store, openStore } from '@ironflow/store';
@@ -51,7 +51,7 @@ export class EngineRuntime {
     }
     const metrics = new EngineMetrics({ defaultMetrics: true });
     const auditWriter = new AuditWriter(store, new SlotSet(slotsFor(store.dialect, settings.poolSize)));
-    const auditSink: AuditSink = bus instanceof NatsBus ? new NatsAuditSink(bus) : new InProcessAuditSink(auditWriter);
+    const auditSink: AuditSink = bus instanceof NatsBus ? new NatsAuditSink(bus, undefined, new StoreAuditFates(store)) : new InProcessAuditSink(auditWriter);
     const engine = new Engine({
       auditSink,
       auditReadStore: auditReads,
