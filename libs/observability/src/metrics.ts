@@ -53,6 +53,13 @@ export class EngineMetrics {
   /** Open `WorkerService.Connect` streams on this process (0 outside dispatchers); set by the engine. */
   readonly streamConnections: Gauge = new Gauge({ name: 'ironflow_stream_connections', help: 'Open WorkerService streams on this process', registers: [this.registry], collect: () => this.streamConnections.set(this.streamConnectionCount()) });
   private streamConnectionCount: () => number = () => 0;
+  /**
+   * Audit rows and recording lookups waiting or being written in this process (the recorder's
+   * `inFlight`; set by the engine): what a crash of the process can lose without counting it. A
+   * row the writer stored whose answer had not come back yet is in it too, so it bounds that loss.
+   */
+  readonly auditPending: Gauge = new Gauge({ name: 'ironflow_audit_rows_pending', help: 'Audit rows and recording lookups waiting or being written in this process (lost uncounted if it crashes)', registers: [this.registry], collect: () => this.auditPending.set(this.auditPendingCount()) });
+  private auditPendingCount: () => number = () => 0;
   private backlogExported = false;
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
@@ -72,6 +79,11 @@ export class EngineMetrics {
   /** Where {@link streamConnections} reads its value at scrape time. */
   countStreamConnections(count: () => number): void {
     this.streamConnectionCount = count;
+  }
+
+  /** Where `ironflow_audit_rows_pending` reads its value (the engine's audit recorder). */
+  countAuditPending(count: () => number): void {
+    this.auditPendingCount = count;
   }
 
   /**
