@@ -195,11 +195,16 @@ async function main(): Promise<void> {
       }
     };
     const emitting = Promise.all(Array.from({ length: 10 }, emitter));
+    // Handled at once: an emit that fails while the loop below waits would otherwise be an
+    // unhandled rejection, which ends the process with no JSON and no clean-up. It is thrown
+    // where `emitting` is awaited.
+    let emitFailed = false;
+    emitting.catch(() => { emitFailed = true; });
     let ended = 0;
     for (;;) {
       ended = Number((await query<{ n: number }>(db, `SELECT COUNT(*)::int AS n FROM runs WHERE parent_run_id IS NULL AND status IN ${TERMINAL}`, deadline))[0].n);
       bar.update(ended);
-      if (ended >= runs || Date.now() > deadline || chaosError) break;
+      if (ended >= runs || Date.now() > deadline || chaosError || emitFailed) break;
       await sleep(500);
     }
     bar.stop();
