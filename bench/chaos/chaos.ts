@@ -85,6 +85,8 @@ interface Counters {
   auditRowsCountedLostChecked: number;
   auditRowsMissing: number;
   auditRowsPendingAtKills: number;
+  auditRowsUnansweredButStored: number;
+  auditRowsUnansweredUnknown: number;
 }
 
 /** The audit rows `auditRowsMissing` looks for: each run's `run.created` and its terminal row. */
@@ -93,6 +95,8 @@ const CHECKED_AUDIT_TYPES = ['run.created', 'run.status_changed', 'run.cancelled
 /** The audit figures behind the counters, by event type (in the JSON). */
 interface AuditDetail {
   countedLostByEventType: Record<string, number>;
+  /** Rows of writes that got no answer, by what the sender learned (`written`, `given_up`, `unknown`). */
+  unansweredByFate: Record<string, number>;
   missingCreated: number;
   missingTerminal: number;
 }
@@ -239,7 +243,7 @@ async function main(): Promise<void> {
       ...Object.entries(counters).map(([k, v]) => [k, v, MUST_BE_ZERO.includes(k as keyof Counters) ? 'yes' : '']),
     ]));
     const failing = MUST_BE_ZERO.filter((k) => counters[k] !== 0);
-    console.log(`audit rows counted lost by event type: ${JSON.stringify(audit.countedLostByEventType)}; missing: ${audit.missingCreated} run.created, ${audit.missingTerminal} terminal`);
+    console.log(`audit rows counted lost by event type: ${JSON.stringify(audit.countedLostByEventType)}; missing: ${audit.missingCreated} run.created, ${audit.missingTerminal} terminal; rows of unanswered writes by fate: ${JSON.stringify(audit.unansweredByFate)}`);
     const path = writeResults(out, {
       ...partial,
       machine: await machineInfo(),
@@ -324,7 +328,10 @@ async function countAll(db: Pool, watch: OutcomeWatch, cluster: ChaosCluster, ru
       (SELECT COUNT(*)::int FROM runs r WHERE NOT EXISTS (SELECT 1 FROM audit_events a WHERE a.run_id = r.id AND a.event_type = 'run.created')) AS created,
       (SELECT COUNT(*)::int FROM runs r WHERE r.status IN ${TERMINAL} AND NOT EXISTS (
          SELECT 1 FROM audit_events a WHERE a.run_id = r.id AND a.event_type = CASE WHEN r.status = 'cancelled' THEN 'run.cancelled' ELSE 'run.status_changed' END)) AS ended`, deadline);
-  const lost = await cluster.auditRowsCountedLost();
+  const audit = await cluster.auditCounts();
+  const part = (prefix: string) => new Map([...audit].filter(([k]) => k.startsWith(prefix)).map(([k, n]) => [k.slice(prefix.length), n]));
+  const lost = part('lost:');
+  const unanswered = part('unanswered:');
   const sum = (types?: string[]) => [...lost].filter(([type]) => !types || types.includes(type)).reduce((n, [, v]) => n + v, 0);
   const counters: Counters = {
     runsStarted: top.length,
@@ -344,9 +351,12 @@ async function countAll(db: Pool, watch: OutcomeWatch, cluster: ChaosCluster, ru
     auditRowsCountedLostChecked: sum(CHECKED_AUDIT_TYPES),
     auditRowsMissing: missing[0].created + missing[0].ended,
     auditRowsPendingAtKills: cluster.auditRowsPendingAtKills,
+    auditRowsUnansweredButStored: unanswered.get('written') ?? 0,
+    auditRowsUnansweredUnknown: unanswered.get('unknown') ?? 0,
   };
   const countedLostByEventType = Object.fromEntries([...lost].filter(([, n]) => n > 0).sort());
-  return { counters, audit: { countedLostByEventType, missingCreated: missing[0].created, missingTerminal: missing[0].ended } };
+  const unansweredByFate = Object.fromEntries([...unanswered].sort());
+  return { counters, audit: { countedLostByEventType, unansweredByFate, missingCreated: missing[0].created, missingTerminal: missing[0].ended } };
 }
 
 runBenchmark(main);

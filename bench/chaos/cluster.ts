@@ -26,9 +26,13 @@ export interface ChaosClusterOptions {
  */
 export class ChaosCluster {
   readonly processes: ServiceProcess[] = [];
-  /** Lost audit rows by event type, summed over each process's ended lives, and in its current life. */
-  private readonly lostByEarlierLives = new Map<ServiceProcess, Map<string, number>>();
-  private readonly lostNow = new Map<ServiceProcess, Map<string, number>>();
+  /**
+   * Each process's audit counters, summed over its ended lives and in its current life, keyed
+   * `lost:<event_type>` (`ironflow_audit_write_failures_total`) and `unanswered:<fate>`
+   * (`ironflow_audit_unanswered_rows_total`).
+   */
+  private readonly countsByEarlierLives = new Map<ServiceProcess, Map<string, number>>();
+  private readonly countsNow = new Map<ServiceProcess, Map<string, number>>();
   /** Each process's `ironflow_audit_rows_pending` at its last reading. */
   private readonly pendingNow = new Map<ServiceProcess, number>();
   /** Audit rows the killed processes held at their last reading before the kill (lost uncounted, at most). */
@@ -98,8 +102,8 @@ export class ChaosCluster {
     this.down.add(victim);
     await victim.kill9();
     this.kills += 1;
-    this.lostByEarlierLives.set(victim, addCounts(this.lostByEarlierLives.get(victim), this.lostNow.get(victim)));
-    this.lostNow.set(victim, new Map());
+    this.countsByEarlierLives.set(victim, addCounts(this.countsByEarlierLives.get(victim), this.countsNow.get(victim)));
+    this.countsNow.set(victim, new Map());
     this.auditRowsPendingAtKills += this.pendingNow.get(victim) ?? 0;
     this.pendingNow.set(victim, 0);
     // As an orchestrator would: a process that exits while starting (PostgreSQL restarting, say)
@@ -121,11 +125,11 @@ export class ChaosCluster {
     this.down.delete(victim);
   }
 
-  /** Audit rows the processes counted as lost, over all their lives, by event type. */
-  async auditRowsCountedLost(): Promise<Map<string, number>> {
+  /** The processes' audit counters over all their lives: `lost:<event_type>` and `unanswered:<fate>` (see `countsNow`). */
+  async auditCounts(): Promise<Map<string, number>> {
     await this.scrapeAll();
     let total = new Map<string, number>();
-    for (const p of this.processes) total = addCounts(addCounts(total, this.lostByEarlierLives.get(p)), this.lostNow.get(p));
+    for (const p of this.processes) total = addCounts(addCounts(total, this.countsByEarlierLives.get(p)), this.countsNow.get(p));
     return total;
   }
 
@@ -136,18 +140,20 @@ export class ChaosCluster {
   private async scrape(p: ServiceProcess): Promise<void> {
     try {
       const text = await (await fetch(`${p.url}/metrics`, { signal: AbortSignal.timeout(2000) })).text();
-      const lost = new Map<string, number>();
+      const read = new Map<string, number>();
       let pending = 0;
       for (const line of text.split('\n')) {
         const failure = /^ironflow_audit_write_failures_total\{event_type="([^"]*)"\} (\S+)$/.exec(line);
-        if (failure) lost.set(failure[1], Number(failure[2]));
+        if (failure) read.set(`lost:${failure[1]}`, Number(failure[2]));
+        const unanswered = /^ironflow_audit_unanswered_rows_total\{fate="([^"]*)"\} (\S+)$/.exec(line);
+        if (unanswered) read.set(`unanswered:${unanswered[1]}`, Number(unanswered[2]));
         if (line.startsWith('ironflow_audit_rows_pending ')) pending = Number(line.split(' ').pop());
       }
       if (this.down.has(p)) return;
       // Counters only grow within a life: keep the larger of two readings that raced.
-      const now = this.lostNow.get(p) ?? new Map<string, number>();
-      for (const [type, n] of lost) now.set(type, Math.max(n, now.get(type) ?? 0));
-      this.lostNow.set(p, now);
+      const now = this.countsNow.get(p) ?? new Map<string, number>();
+      for (const [key, n] of read) now.set(key, Math.max(n, now.get(key) ?? 0));
+      this.countsNow.set(p, now);
       this.pendingNow.set(p, pending);
     } catch {
       // down or busy: the next reading counts it

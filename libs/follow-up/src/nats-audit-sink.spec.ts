@@ -53,16 +53,20 @@ describe('NatsAuditSink with no answer [postgres]', () => {
     // The request times out for real; its error surfaces once the writer has committed (ordering, not timing).
     const request = bus.request.bind(bus);
     jest.spyOn(bus, 'request').mockImplementation((...args) => request(...args).catch(async (err: unknown) => { await writing.done; throw err; }));
-    const sink = new NatsAuditSink(bus, 300, new StoreAuditFates(db.store));
+    const unanswered = jest.fn();
+    const sink = new NatsAuditSink(bus, 300, new StoreAuditFates(db.store), unanswered);
     await sink.write([row('stored')], { budgetMs: 500, signal: new AbortController().signal });
     await writing.done;
     expect(await stored()).toEqual(['stored']);
+    expect(unanswered.mock.calls).toEqual([['written', 1]]);
   });
 
   it('rows no writer got to are given up and counted as lost; a writer that gets to them later does not store them', async () => {
     const reached = await silentWriter(false);
-    const sink = new NatsAuditSink(bus, 300, new StoreAuditFates(db.store));
+    const unanswered = jest.fn();
+    const sink = new NatsAuditSink(bus, 300, new StoreAuditFates(db.store), unanswered);
     await expect(sink.write([row('late')], { budgetMs: 500, signal: new AbortController().signal })).rejects.toMatchObject({ name: 'AuditNotWritten', reason: 'budget' });
+    expect(unanswered.mock.calls).toEqual([['given_up', 1]]);
     await reached.done;
     const [fate] = await db.store.read('t', (tx) => tx.query<{ request_id: string; fate: string }>(`SELECT request_id, fate FROM audit_write_fates`));
     expect(fate.fate).toBe('given_up');
@@ -75,8 +79,10 @@ describe('NatsAuditSink with no answer [postgres]', () => {
     const writing = await silentWriter(true);
     const request = bus.request.bind(bus);
     jest.spyOn(bus, 'request').mockImplementation((...args) => request(...args).catch(async (err: unknown) => { await writing.done; throw err; }));
-    const sink = new NatsAuditSink(bus, 300);
+    const unanswered = jest.fn();
+    const sink = new NatsAuditSink(bus, 300, undefined, unanswered);
     await expect(sink.write([row('unknown')], { budgetMs: 500, signal: new AbortController().signal })).rejects.toThrow(/did not answer/);
+    expect(unanswered.mock.calls).toEqual([['unknown', 1]]);
     await writing.done;
     expect(await stored()).toEqual(['unknown']);
   });

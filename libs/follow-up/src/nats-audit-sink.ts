@@ -15,6 +15,9 @@ export interface AuditWriteRequest {
   requestId?: string;
 }
 
+/** What a sender learned about a write that got no answer. */
+export type UnansweredAuditFate = 'written' | 'given_up' | 'unknown';
+
 /**
  * Sends rows to the audit-writer service as a core NATS request (DESIGN.md "Audit"); the reply is
  * the insert's acknowledgement, and an error reply says the rows were not written. The request
@@ -30,7 +33,16 @@ export interface AuditWriteRequest {
  * without knowing, so a row can then be both stored and counted.
  */
 export class NatsAuditSink implements AuditSink {
-  constructor(private readonly bus: NatsBus, private readonly graceMs = 1000, private readonly fates?: AuditFates) {}
+  /**
+   * `onUnanswered` is told, for each write that got no answer, how many rows it held and what the
+   * sink learned: `written`, `given_up` (counted as lost) or `unknown` (counted as lost, may be stored).
+   */
+  constructor(
+    private readonly bus: NatsBus,
+    private readonly graceMs = 1000,
+    private readonly fates?: AuditFates,
+    private readonly onUnanswered: (fate: UnansweredAuditFate, rows: number) => void = () => undefined,
+  ) {}
 
   async write(rows: ScopedAuditRow[], options: AuditWriteOptions): Promise<void> {
     if (options.signal.aborted) throw new AuditNotWritten('stopped', 'audit write ended before it was sent (audit recorder stopped)');
@@ -46,13 +58,18 @@ export class NatsAuditSink implements AuditSink {
       const message = String(err);
       // No audit-writer listens: nothing was written.
       if (/no responders|503/i.test(message)) throw new AuditNotWritten('error', `no audit-writer answers: ${message}`);
-      if (!this.fates) throw new Error(`audit-writer did not answer: ${message}`);
+      if (!this.fates) {
+        this.onUnanswered('unknown', rows.length);
+        throw new Error(`audit-writer did not answer: ${message}`);
+      }
       let lost: boolean;
       try {
         lost = await this.fates.giveUp(requestId, this.graceMs);
       } catch (settleErr) {
+        this.onUnanswered('unknown', rows.length);
         throw new Error(`audit-writer did not answer (${message}) and whether it wrote the rows is unknown: ${String(settleErr)}`);
       }
+      this.onUnanswered(lost ? 'given_up' : 'written', rows.length);
       if (!lost) return; // a writer stored them; its answer was lost
       throw new AuditNotWritten('budget', `audit-writer did not answer within the budget; the rows were given up before any insert: ${message}`);
     }

@@ -37,6 +37,7 @@ export class EngineMetrics {
   readonly followUpFailures = new Counter({ name: 'ironflow_follow_up_failures_total', help: 'Post-commit follow-ups that failed', labelNames: ['kind'], registers: [this.registry] });
   readonly followUpLatency = new Histogram({ name: 'ironflow_follow_up_seconds', help: 'Post-commit follow-up duration', labelNames: ['kind'], buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5], registers: [this.registry] });
   readonly auditWriteFailures = new Counter({ name: 'ironflow_audit_write_failures_total', help: 'Audit rows lost (backlog, budget, stop, a failed insert or a failed recording lookup); every row is stored or counted once', labelNames: ['event_type'], registers: [this.registry] });
+  readonly auditUnansweredRows = new Counter({ name: 'ironflow_audit_unanswered_rows_total', help: 'Audit rows whose write got no answer from the audit-writer, by what the sender then learned: written (stored, not counted as lost), given_up (counted as lost), unknown (counted as lost, may be stored)', labelNames: ['fate'], registers: [this.registry] });
   readonly leaseRecoveries = new Counter({ name: 'ironflow_lease_recoveries_total', help: 'Expired leases recovered by the capacity scanner', labelNames: ['effect'], registers: [this.registry] });
   readonly cancelOnExpressionErrors = new Counter({ name: 'ironflow_cancel_on_expression_errors_total', help: 'cancelOn `if` conditions that failed on an event (that spec did not cancel the run)', labelNames: ['function_id'], registers: [this.registry] });
   readonly triggerExpressionErrors = new Counter({ name: 'ironflow_trigger_expression_errors_total', help: 'Trigger expressions that failed on an event (no run was started for that trigger)', labelNames: ['function_id'], registers: [this.registry] });
@@ -72,6 +73,7 @@ export class EngineMetrics {
     }
     for (const mode of EXECUTION_MODES) this.segmentsDispatched.inc({ mode }, 0);
     for (const effect of ['requeued', 'exhausted', 'released']) this.leaseRecoveries.inc({ effect }, 0);
+    for (const fate of ['written', 'given_up', 'unknown']) this.auditUnansweredRows.inc({ fate }, 0);
     for (const path of ['commit', 'pass']) this.parentWakes.inc({ path }, 0);
     for (const code of ['STALE_EXECUTION', 'RUN_NOT_RUNNING']) this.reportsRejected.inc({ code }, 0);
   }
