@@ -80,16 +80,16 @@ async function startPushEndpoint(): Promise<PushEndpoint> {
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  let releaseHeld = () => undefined as void;
+  let releaseHeld: () => void = () => undefined;
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`,
     calls,
     holdNext: () => {
-      let reached!: (runId: string) => void;
-      const reachedP = new Promise<string>((resolve) => (reached = resolve));
+      let onReached!: (runId: string) => void;
+      const reached = new Promise<string>((resolve) => (onReached = resolve));
       const released = new Promise<void>((resolve) => (releaseHeld = resolve));
-      hold = { reached, released };
-      return { reached: reachedP, release: () => releaseHeld() };
+      hold = { reached: onReached, released };
+      return { reached, release: () => releaseHeld() };
     },
     close: async () => {
       releaseHeld();
