@@ -14,7 +14,7 @@
  * that must be 0 is not.
  *
  * Usage: node dist/bench/chaos/chaos.js [--runs 2000] [--emit-seconds 60] [--kill-every-ms 5000]
- *   [--lease-ms 5000] [--lease-wait-s 120] [--timeout-s 900] [--no-pg-restart]
+ *   [--victims audit-writer,…] [--lease-ms 5000] [--lease-wait-s 120] [--timeout-s 900] [--no-pg-restart]
  *   [--pg-restart-cmd "pg_ctlcluster --skip-systemctl-redirect 15 main restart"] [--out chaos] [--keep]
  */
 import { randomBytes } from 'node:crypto';
@@ -115,6 +115,11 @@ async function main(): Promise<void> {
   const pgRestartCmd = stringArg('pg-restart-cmd') ?? defaultRestartCommand();
   const out = stringArg('out') ?? 'chaos';
   const keep = flagArg('keep');
+  // The services a kill may pick (`--victims audit-writer,api-gateway`); default every one.
+  const victims = stringArg('victims')?.split(',').map((v) => v.trim()).filter((v) => v !== '');
+  const apps = ['api-gateway', 'dispatcher', 'scheduler', 'capacity-scanner', 'audit-writer'];
+  const unknown = (victims ?? []).filter((v) => !apps.includes(v));
+  if (unknown.length > 0 || victims?.length === 0) throw new Error(`--victims: ${unknown.join(', ') || '(none)'} is not one of ${apps.join(', ')}`);
   const startedAt = new Date().toISOString();
   const deadline = Date.now() + timeoutS * 1000;
 
@@ -139,7 +144,7 @@ async function main(): Promise<void> {
   const partial: Record<string, unknown> = {
     benchmark: 'chaos',
     startedAt,
-    parameters: { runs, emitSeconds, killEveryMs, leaseMs, leaseWaitS, timeoutS, pgRestart, pgRestartCmd: pgRestart ? pgRestartCmd : undefined },
+    parameters: { runs, emitSeconds, killEveryMs, leaseMs, leaseWaitS, timeoutS, pgRestart, pgRestartCmd: pgRestart ? pgRestartCmd : undefined, victims: victims ?? 'all' },
   };
   let written = false;
   try {
@@ -168,7 +173,8 @@ async function main(): Promise<void> {
           note(`PostgreSQL back after ${pgDownMs} ms`);
           continue;
         }
-        const victim = cluster.processes[Math.floor(Math.random() * cluster.processes.length)];
+        const pool = victims ? cluster.processes.filter((p) => victims.includes(p.app)) : cluster.processes;
+        const victim = pool[Math.floor(Math.random() * pool.length)];
         note(`kill -9 ${victim.app}:${victim.port}`);
         await cluster.killAndRestart(victim);
         note(`${victim.app}:${victim.port} ready again`);
