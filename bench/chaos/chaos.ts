@@ -173,7 +173,7 @@ async function main(): Promise<void> {
           note(`PostgreSQL back after ${pgDownMs} ms`);
           continue;
         }
-        const pool = victims ? cluster.processes.filter((p) => victims.includes(p.app)) : cluster.processes;
+        const pool = victims ? cluster.processes.filter((p) => typeof p.app === 'string' && victims.includes(p.app)) : cluster.processes;
         const victim = pool[Math.floor(Math.random() * pool.length)];
         note(`kill -9 ${victim.app}:${victim.port}`);
         await cluster.killAndRestart(victim);
