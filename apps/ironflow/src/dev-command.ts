@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { functionOptionsHelp } from '@ironflow/engine';
 import { createProcessLogger } from '@ironflow/observability';
-import { SERVICES, exitOnSignals, loadSettings, startServer } from '@ironflow/services';
+import { SERVICES, exitOnSignals, loadSettings, redactDatabaseUrl, startServer } from '@ironflow/services';
 import { printRunOutcomes } from './run-activity';
 
 /** `ironflow dev --help`: the security settings (issue 9, items 4 and 7). */
@@ -67,7 +67,7 @@ export function devCommand(): Command {
       const logger = createProcessLogger({ service: 'ironflow-dev', level: settings.logLevel, destination: 'stderr' });
       const started = Date.now();
       const server = await startServer(settings, SERVICES, { logger });
-      console.log(`Ironflow dev server ready at ${server.url} in ${Date.now() - started} ms (store ${settings.databaseUrl}); runs UI at ${server.url}/`);
+      console.log(`Ironflow dev server ready at ${server.url} in ${Date.now() - started} ms (store ${redactDatabaseUrl(settings.databaseUrl)}); runs UI at ${server.url}/`);
       const auth = await server.runtime.engine.apiKeys.mode();
       console.log(
         auth.required
