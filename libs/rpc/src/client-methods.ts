@@ -5,6 +5,7 @@
  * statuses (WIRE-PROTOCOL.md 5.2, 5.5) and user values that are not JSON objects.
  */
 import type { JsonObject, JsonValue, MessageInitShape, MessageShape } from '@bufbuild/protobuf';
+import { EngineError } from '@ironflow/contracts';
 import type { CallScope, ClientApi, RunResultView, RunView, StepView, RunHistoryEntry } from '@ironflow/contracts';
 import {
   functionToProto,
@@ -124,6 +125,10 @@ export const CLIENT_METHODS = {
   }),
   listRuns: bind('listRuns', {
     call: (d, scope, req) => {
+      // Refused rather than ignored: the store has no time filter yet, and a negative page size is no page size.
+      const unsupported = [...(req.since ? ['since'] : []), ...(req.until ? ['until'] : [])];
+      if (unsupported.length > 0) throw new EngineError('VALIDATION_ERROR', `${unsupported.join(', ')}: not supported by this engine (ListRuns filters by functionId and status only)`);
+      if (req.limit < 0) throw new EngineError('VALIDATION_ERROR', `limit: 0 (the default page, 50) or more, not ${req.limit}`);
       const status = runStatusFromProto(req.status);
       return d.api.listRuns(scope, {
         ...(req.functionId ? { functionId: req.functionId } : {}),

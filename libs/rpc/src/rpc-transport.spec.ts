@@ -322,6 +322,18 @@ describe('client RPC transport on one port', () => {
       expect(bad.body.ironflowCode).toBe('VALIDATION_ERROR');
     });
 
+    it('ListRuns refuses the filters it does not act on (since, until) and a negative limit, by name', async () => {
+      const calls = api.calls.length;
+      const timed = await post('ListRuns', { since: '2026-01-01T00:00:00Z', until: '2026-01-02T00:00:00Z' });
+      expect(timed.status).toBe(400);
+      expect(timed.body).toMatchObject({ code: 'invalid_argument', ironflowCode: 'VALIDATION_ERROR' });
+      expect(timed.body.message).toMatch(/^since, until: not supported by this engine/);
+      const negative = await post('ListRuns', { limit: -5 });
+      expect(negative.status).toBe(400);
+      expect(negative.body.message).toBe('limit: 0 (the default page, 50) or more, not -5');
+      expect(api.calls.length).toBe(calls);
+    });
+
     it('CancelRun answers the cancelled run; cancelling a terminal run is 409 failed_precondition', async () => {
       await registerOrders();
       const { body: trig } = await post('Trigger', { event: 'order.placed', data: {} });
