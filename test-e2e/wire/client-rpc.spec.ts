@@ -157,6 +157,30 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     }
   });
 
+  it('REST refuses what it would not act on: an unknown key of POST /api/v1/events, an unknown query parameter or a bad limit of the lists, by name', async () => {
+    const event = uid('strict.event');
+    const emitted = await rest(engine.url, 'POST', '/api/v1/events', { name: event, data: {}, idempotencyKey: uid('k'), bogus: 1, tags: ['a'] });
+    expect([emitted.status, emitted.json?.code]).toEqual([400, 'VALIDATION_ERROR']);
+    expect(emitted.json.message).toMatch(/^unknown field\(s\): bogus, tags \(this route takes /);
+    const logged = await rest(engine.url, 'GET', `/api/v1/events?name=${event}`);
+    expect(logged.json.events).toEqual([]);
+    for (const [path, named] of [
+      ['/api/v1/runs?limit=abc', 'limit'],
+      ['/api/v1/runs?limit=-1', 'limit'],
+      ['/api/v1/runs?limit=2.5', 'limit'],
+      ['/api/v1/events?limit=0', 'limit'],
+      ['/api/v1/runs?function=orders', 'function'],
+      ['/api/v1/events?since=2026-01-01', 'since'],
+    ] as const) {
+      const res = await rest(engine.url, 'GET', path);
+      expect([path, res.status, res.json?.code]).toEqual([path, 400, 'VALIDATION_ERROR']);
+      expect(res.json.message).toContain(named);
+    }
+    const page = await rest(engine.url, 'GET', '/api/v1/runs?limit=2&status=completed');
+    expect(page.status).toBe(200);
+    expect(page.json.runs.length).toBeLessThanOrEqual(2);
+  });
+
   it('InvokeFunctionSync (ours) runs one function with its input and answers a RunResult with lowercase status', async () => {
     const fnId = uid('fn');
     await registerPush(fnId, uid('unused.event'), (req) => ({ status: 'completed', result: { got: req.event.data, name: req.event.name }, steps: [] }));
