@@ -3,6 +3,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { functionOptionsHelp } from '@ironflow/engine';
 import { createProcessLogger } from '@ironflow/observability';
 import { SERVICES, exitOnSignals, loadSettings, redactDatabaseUrl, startServer } from '@ironflow/services';
+import { CliUsageError } from './print';
 import { printRunOutcomes } from './run-activity';
 
 /** `ironflow dev --help`: the security settings (issue 9, items 4 and 7). */
@@ -41,20 +42,23 @@ export function devCommand(): Command {
       if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('a port number');
       return n;
     })
-    .option('--db <path>', 'SQLite file (ignored when IRONFLOW_DATABASE_URL is set)', '.ironflow/dev.db')
+    .option('--db <path>', 'SQLite file (refused when IRONFLOW_DATABASE_URL is set)', '.ironflow/dev.db')
     .addHelpText(
       'after',
       [
         '',
         'Store and bus: SQLite and an in-process bus by default. To run on PostgreSQL and NATS instead, set',
-        '  IRONFLOW_DATABASE_URL=postgres://user@host:5432/db   (the store; --db is then ignored)',
+        '  IRONFLOW_DATABASE_URL=postgres://user@host:5432/db   (the store; --db is then refused)',
         '  NATS_URL=nats://host:4222                            (the bus, NATS JetStream)',
         'Other settings: IRONFLOW_LOG_LEVEL (default warn here), IRONFLOW_SHUTDOWN_TIMEOUT_MS (default 30000).',
         '',
         functionOptionsHelp(),
       ].join('\n'),
     )
-    .action(async (o: { port?: number; db: string }) => {
+    .action(async (o: { port?: number; db: string }, command: Command) => {
+      if (process.env.IRONFLOW_DATABASE_URL && command.getOptionValueSource('db') === 'cli') {
+        throw new CliUsageError('--db names a SQLite file, but IRONFLOW_DATABASE_URL is set and would be used instead: give one of them');
+      }
       const settings = loadSettings(process.env, {
         databaseUrl: process.env.IRONFLOW_DATABASE_URL ?? `sqlite:${resolve(o.db)}`,
         exclusiveStore: true,

@@ -259,6 +259,18 @@ describe('ironflow CLI', () => {
       }
     });
 
+    it('dev refuses --db while IRONFLOW_DATABASE_URL is set (the file would be ignored), before starting anything', async () => {
+      const saved = process.env.IRONFLOW_DATABASE_URL;
+      process.env.IRONFLOW_DATABASE_URL = 'postgres://nobody@127.0.0.1:1/none';
+      try {
+        const res = await cli(server.url, 'dev', '--port', '0', '--db', 'other.db');
+        expect(res).toEqual({ code: 1, out: [], err: ['error [INVALID_ARGUMENT]: --db names a SQLite file, but IRONFLOW_DATABASE_URL is set and would be used instead: give one of them'] });
+      } finally {
+        if (saved !== undefined) process.env.IRONFLOW_DATABASE_URL = saved;
+        else delete process.env.IRONFLOW_DATABASE_URL;
+      }
+    });
+
     it('dev --help tells how to switch to PostgreSQL and NATS', async () => {
       const res = await cli(server.url, 'dev', '--help');
       expect(res.code).toBe(0);
