@@ -39,6 +39,8 @@ export interface ClientMethodBinding<M extends ClientMethodName, R> {
   toMessage(result: R): MessageInitShape<Methods[M]['output']>;
   /** Adjusts the protojson rendering of `toMessage(result)` for the Ironflow SDK, in place. */
   patchJson?(result: R, json: JsonObject): void;
+  /** The JSON layer refuses keys the request message does not have instead of dropping them (see `JsonBinding.strictFields`). */
+  strictFields?: boolean;
 }
 
 function bind<M extends ClientMethodName, R>(_method: M, binding: ClientMethodBinding<M, R>): ClientMethodBinding<M, R> {
@@ -88,6 +90,8 @@ function patchEach<T>(items: T[], jsons: JsonObject[], patch: (item: T, json: Js
 /** Every IronflowService RPC, by local name. */
 export const CLIENT_METHODS = {
   registerFunction: bind('registerFunction', {
+    // Registration refuses every option it would not act on, on every route (README "Function options").
+    strictFields: true,
     call: (d, scope, req) => d.api.registerFunction(scope, registerFunctionInputFromProto(req)),
     toMessage: (r) => ({ function: functionToProto(r.function), created: r.created }),
   }),

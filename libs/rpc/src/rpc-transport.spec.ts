@@ -80,7 +80,16 @@ describe('client RPC transport on one port', () => {
       expect(server.port).toBeGreaterThan(0);
     });
 
-    it('RegisterFunction accepts camelCase keys, preferredMode "push", carries debounce with max_wait_ms (our field 100) to the engine and ignores unknown fields', async () => {
+    it('RegisterFunction refuses a key its request does not have, at any depth, by name, before the engine is called (other RPCs still drop them)', async () => {
+      const calls = api.calls.length;
+      const res = await post('RegisterFunction', { id: 'orders', preferredMode: 'pull', somethingFromTheFuture: { nested: true }, retry: { maxAttemps: 2 }, cancelOn: [{ event: 'stop', matches: 'data.id' }] });
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ code: 'invalid_argument', ironflowCode: 'VALIDATION_ERROR', message: 'unknown field(s), not options of this engine: somethingFromTheFuture, retry.maxAttemps, cancelOn.0.matches' });
+      expect(api.calls.length).toBe(calls);
+      expect((await post('GetRun', { id: 'nope', somethingFromTheFuture: 1 })).body.ironflowCode).toBe('RUN_NOT_FOUND');
+    });
+
+    it('RegisterFunction accepts camelCase keys, preferredMode "push" and carries debounce with max_wait_ms (our field 100) to the engine', async () => {
       const res = await post('RegisterFunction', {
         id: 'orders',
         name: 'Orders',
@@ -93,7 +102,6 @@ describe('client RPC transport on one port', () => {
         cancelOn: [{ event: 'order.cancelled', match: 'data.orderId' }],
         metadata: { __ironflow_code_hash: '0123456789abcdef' },
         debounce: { period_ms: 1000, key: '', max_wait_ms: 5000 },
-        somethingFromTheFuture: { nested: true },
       });
 
       expect(res.status).toBe(200);
