@@ -6,6 +6,7 @@ import { PublishResult, createPublisher } from './publish';
 import { SubscribeOptions, Subscription, openSubscription } from './subscribe';
 import { REGISTER_FUNCTION_PROCEDURE, clientRegistrationBody } from './register-function';
 import { resolveApiKey, resolveServerUrl } from './settings';
+import { refuseUnknownOptions } from './known-options';
 
 /**
  * Options of {@link createClient}.
@@ -21,6 +22,9 @@ export interface ClientOptions {
   environment?: string;
   timeoutMs?: number;
 }
+
+/** The keys of {@link ClientOptions}; `createClient` refuses any other. */
+const CLIENT_OPTION_KEYS: ReadonlySet<string> = new Set(['serverUrl', 'apiKey', 'environment', 'timeoutMs'] satisfies (keyof ClientOptions)[]);
 
 /** A function definition for `registerFunction`: a function's config plus, for push, its URL. */
 export type FunctionRegistration = FunctionConfig & { endpointUrl?: string };
@@ -241,6 +245,7 @@ const SYNC_DEADLINE_SLACK_MS = 5_000;
  * {@link IronflowClientError} with the body's `code` and `message`. No automatic retries.
  */
 export function createClient(options: ClientOptions = {}): IronflowClient {
+  refuseUnknownOptions('createClient', options, CLIENT_OPTION_KEYS);
   const serverUrl = resolveServerUrl(options.serverUrl);
   const environment = options.environment || process.env.IRONFLOW_ENV || undefined;
   const headers = baseHeaders(resolveApiKey(options.apiKey), environment);

@@ -1,3 +1,4 @@
+import { refuseUnknownOptions } from './known-options';
 import type { CancelOnSpec, ConcurrencyConfig, DebounceConfig, ExecutionMode, FunctionTrigger, RetryConfig } from '@ironflow/contracts';
 import { IronflowError } from './errors';
 import type { StepTools } from './step-tools';
@@ -123,11 +124,8 @@ export function createFunction<TData = unknown, TResult = unknown>(
   if (typeof config?.id !== 'string' || config.id === '') throw invalid('function id must be a non-empty string');
   if (!VALID_ID.test(config.id)) throw invalid(`function id "${config.id}": letters, digits, ".", "_", ":" and "-" only, at most 128`);
   if (typeof handler !== 'function') throw invalid(`handler of function "${config.id}" must be a function`);
-  const unknown = [
-    ...Object.keys(config).filter((key) => !CONFIG_KEYS.has(key)),
-    ...(config.debounce && typeof config.debounce === 'object' ? Object.keys(config.debounce).filter((key) => !DEBOUNCE_KEYS.has(key)).map((key) => `debounce.${key}`) : []),
-  ];
-  if (unknown.length > 0) throw invalid(`function "${config.id}": unknown option(s), not options of this SDK: ${unknown.join(', ')}`);
+  const debounce = config.debounce && typeof config.debounce === 'object' ? Object.keys(config.debounce).filter((key) => !DEBOUNCE_KEYS.has(key)).map((key) => `debounce.${key}`) : [];
+  refuseUnknownOptions(`function "${config.id}"`, config, CONFIG_KEYS, debounce);
   for (const key of ['timeoutMs', 'stepTimeoutMs'] as const) {
     const value = config[key];
     if (value !== undefined && !(Number.isFinite(value) && value > 0)) throw invalid(`${key} must be a positive number of ms`);
