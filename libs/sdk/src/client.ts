@@ -76,6 +76,17 @@ export interface WaitForRunOptions {
   pollMs?: number;
 }
 
+/** The keys each call's options take; a call refuses any other (`VALIDATION_ERROR` naming it) before sending anything. */
+const CALL_OPTION_KEYS = {
+  registerFunction: new Set(['endpointUrl']),
+  emit: new Set(['idempotencyKey', 'version', 'metadata'] satisfies (keyof EmitOptions)[]),
+  emitSync: new Set(['timeoutMs', 'idempotencyKey'] satisfies (keyof EmitSyncOptions)[]),
+  invoke: new Set(['timeoutMs']),
+  waitForRun: new Set(['timeoutMs', 'pollMs'] satisfies (keyof WaitForRunOptions)[]),
+  listRuns: new Set(['functionId', 'status', 'limit', 'cursor'] satisfies (keyof ListRunsFilter)[]),
+  listEvents: new Set(['name', 'limit', 'cursor'] satisfies (keyof ListEventsFilter)[]),
+} satisfies Record<string, ReadonlySet<string>>;
+
 /** What `getRunSteps` answers: step rows, the run's history and its child runs. */
 export interface RunSteps {
   steps: StepView[];
@@ -269,6 +280,7 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
     serverUrl,
 
     async registerFunction(def, opts = {}) {
+      refuseUnknownOptions('registerFunction', opts, CALL_OPTION_KEYS.registerFunction);
       const registration: FunctionRegistration = 'kind' in def && def.kind === 'ironflow.function' ? { ...def.config } : { ...(def as FunctionRegistration) };
       if (opts.endpointUrl !== undefined) registration.endpointUrl = opts.endpointUrl;
       const res = await connectUnary(serverUrl, REGISTER_FUNCTION_PROCEDURE, clientRegistrationBody(registration), { headers, timeoutMs });
@@ -276,6 +288,7 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
     },
 
     async emit(event, data = {}, opts = {}) {
+      refuseUnknownOptions('emit', opts, CALL_OPTION_KEYS.emit);
       const body: Record<string, unknown> = { event, data };
       if (opts.version !== undefined) body.version = opts.version;
       if (opts.idempotencyKey !== undefined) body.idempotencyKey = opts.idempotencyKey;
@@ -289,6 +302,7 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
     },
 
     async emitSync<T = unknown>(event: string, data: unknown = {}, opts: EmitSyncOptions = {}): Promise<EmitSyncResult<T>> {
+      refuseUnknownOptions('emitSync', opts, CALL_OPTION_KEYS.emitSync);
       const waitMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
       const body: Record<string, unknown> = { event, data, timeout_ms: waitMs };
       if (opts.idempotencyKey !== undefined) body.idempotencyKey = opts.idempotencyKey;
@@ -299,6 +313,7 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
     },
 
     async invoke<T = unknown>(functionId: string, input: unknown = {}, opts: { timeoutMs?: number } = {}): Promise<InvokeResult<T>> {
+      refuseUnknownOptions('invoke', opts, CALL_OPTION_KEYS.invoke);
       const waitMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
       const res = await call('InvokeFunctionSync', { functionId, input, timeoutMs: waitMs }, waitMs + SYNC_DEADLINE_SLACK_MS);
       return runResult<T>(res);
@@ -309,6 +324,7 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
     },
 
     async waitForRun<T = unknown>(runId: string, opts: WaitForRunOptions = {}): Promise<InvokeResult<T>> {
+      refuseUnknownOptions('waitForRun', opts, CALL_OPTION_KEYS.waitForRun);
       const deadline = Date.now() + (opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
       const pollMs = opts.pollMs ?? DEFAULT_WAIT_POLL_MS;
       let run: RunView | undefined;
@@ -338,11 +354,13 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
     },
 
     async listEvents(filter = {}) {
+      refuseUnknownOptions('listEvents', filter, CALL_OPTION_KEYS.listEvents);
       const res = await restGet(serverUrl, 'api/v1/events', { name: filter.name, limit: filter.limit, cursor: filter.cursor }, { headers, timeoutMs });
       return { events: Array.isArray(res.events) ? (res.events as EventView[]) : [], nextCursor: typeof res.nextCursor === 'string' ? res.nextCursor : '' };
     },
 
     async listRuns(filter = {}) {
+      refuseUnknownOptions('listRuns', filter, CALL_OPTION_KEYS.listRuns);
       const body: Record<string, unknown> = {};
       for (const key of ['functionId', 'status', 'limit', 'cursor'] as const) if (filter[key] !== undefined) body[key] = filter[key];
       const res = await call('ListRuns', body);

@@ -125,7 +125,7 @@ export function createFunction<TData = unknown, TResult = unknown>(
   if (!VALID_ID.test(config.id)) throw invalid(`function id "${config.id}": letters, digits, ".", "_", ":" and "-" only, at most 128`);
   if (typeof handler !== 'function') throw invalid(`handler of function "${config.id}" must be a function`);
   const debounce = config.debounce && typeof config.debounce === 'object' ? Object.keys(config.debounce).filter((key) => !DEBOUNCE_KEYS.has(key)).map((key) => `debounce.${key}`) : [];
-  refuseUnknownOptions(`function "${config.id}"`, config, CONFIG_KEYS, debounce);
+  refuseUnknownOptions(`function "${config.id}"`, config, CONFIG_KEYS, { nested: debounce });
   for (const key of ['timeoutMs', 'stepTimeoutMs'] as const) {
     const value = config[key];
     if (value !== undefined && !(Number.isFinite(value) && value > 0)) throw invalid(`${key} must be a positive number of ms`);
