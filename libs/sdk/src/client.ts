@@ -1,5 +1,6 @@
 import type { ApiKeyView, EventView, InstanceStatusView, InstanceTransitionView, FunctionDefinition, ListEventsOutput, ListRunsOutput, RunHistoryEntry, RunStatus, RunView, SecretView, StepView } from '@ironflow/contracts';
 import { IronflowClientError, RunCancelledError, RunErrorInfo, RunFailedError } from './errors';
+import { refuseUnknownConfigKeys } from './function';
 import type { FunctionConfig, IronflowFunction } from './function';
 import { RawResponse, baseHeaders, connectUnary, httpError, networkError, parseJson, restGet, sendRaw } from './http';
 import { PublishResult, createPublisher } from './publish';
@@ -282,6 +283,7 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
     async registerFunction(def, opts = {}) {
       refuseUnknownOptions('registerFunction', opts, CALL_OPTION_KEYS.registerFunction);
       const registration: FunctionRegistration = 'kind' in def && def.kind === 'ironflow.function' ? { ...def.config } : { ...(def as FunctionRegistration) };
+      refuseUnknownConfigKeys(registration, ['endpointUrl']);
       if (opts.endpointUrl !== undefined) registration.endpointUrl = opts.endpointUrl;
       const res = await connectUnary(serverUrl, REGISTER_FUNCTION_PROCEDURE, clientRegistrationBody(registration), { headers, timeoutMs });
       return { created: res.created === true, function: res.function };

@@ -86,6 +86,18 @@ const CONFIG_KEYS: ReadonlySet<string> = new Set(['id', 'name', 'description', '
 /** The keys of {@link DebounceConfig} the registration sends (as `period_ms`, `key`, `max_wait_ms`). */
 const DEBOUNCE_KEYS: ReadonlySet<string> = new Set(['periodMs', 'key', 'maxWaitMs'] satisfies (keyof DebounceConfig)[]);
 
+/**
+ * Refuses (`VALIDATION_ERROR`, `function "<id>": unknown option(s), not options of this SDK: …`)
+ * a key of `config`, or of its `debounce`, that {@link FunctionConfig} does not name (plus
+ * `extraKeys`, e.g. `endpointUrl` for `client.registerFunction`): the registration bodies send
+ * only the keys they know.
+ */
+export function refuseUnknownConfigKeys(config: FunctionConfig, extraKeys: readonly string[] = []): void {
+  const debounce = config.debounce && typeof config.debounce === 'object' ? Object.keys(config.debounce).filter((key) => !DEBOUNCE_KEYS.has(key)).map((key) => `debounce.${key}`) : [];
+  const known = extraKeys.length > 0 ? new Set([...CONFIG_KEYS, ...extraKeys]) : CONFIG_KEYS;
+  refuseUnknownOptions(`function "${config.id}"`, config, known, { nested: debounce });
+}
+
 /** A function built by {@link createFunction}: its config plus its handler. */
 export interface IronflowFunction<TData = unknown, TResult = unknown> {
   readonly kind: 'ironflow.function';
@@ -124,8 +136,7 @@ export function createFunction<TData = unknown, TResult = unknown>(
   if (typeof config?.id !== 'string' || config.id === '') throw invalid('function id must be a non-empty string');
   if (!VALID_ID.test(config.id)) throw invalid(`function id "${config.id}": letters, digits, ".", "_", ":" and "-" only, at most 128`);
   if (typeof handler !== 'function') throw invalid(`handler of function "${config.id}" must be a function`);
-  const debounce = config.debounce && typeof config.debounce === 'object' ? Object.keys(config.debounce).filter((key) => !DEBOUNCE_KEYS.has(key)).map((key) => `debounce.${key}`) : [];
-  refuseUnknownOptions(`function "${config.id}"`, config, CONFIG_KEYS, { nested: debounce });
+  refuseUnknownConfigKeys(config);
   for (const key of ['timeoutMs', 'stepTimeoutMs'] as const) {
     const value = config[key];
     if (value !== undefined && !(Number.isFinite(value) && value > 0)) throw invalid(`${key} must be a positive number of ms`);

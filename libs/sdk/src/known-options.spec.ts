@@ -19,6 +19,7 @@ describe('unknown options are refused by name, not replaced by defaults', () => 
     await expect(client.listRuns({ function: 'pay' } as never)).rejects.toEqual(refused('listRuns', 'function'));
     await expect(client.listEvents({ event: 'a' } as never)).rejects.toEqual(refused('listEvents', 'event'));
     await expect(client.registerFunction({ id: 'pay' }, { endpointURL: 'http://x' } as never)).rejects.toEqual(refused('registerFunction', 'endpointURL'));
+    await expect(client.registerFunction({ id: 'pay', retries: 3, endpointUrl: 'http://x' } as never)).rejects.toEqual(refused('function "pay"', 'retries'));
   });
 
   it('createWorker over REST and over the stream', () => {
