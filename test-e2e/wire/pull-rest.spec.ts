@@ -210,6 +210,29 @@ describe.each(WIRE_STORES)('wire: pull over REST (%s)', (store) => {
     expect(after.updatedAt).toBe(before.updatedAt);
   });
 
+  it('R2 refuses a key it does not name and a worker_id that is not the path\'s; R5 and R6 naming another run_id answer 409 STALE_EXECUTION and change nothing', async () => {
+    const other = workerId();
+    const unknown = await rest(engine.url, 'POST', `/api/v1/workers/${other}/register`, { worker_id: other, function_ids: [], labels: {}, max_jobs: 5 });
+    expect([unknown.status, unknown.json?.code]).toEqual([400, 'VALIDATION_ERROR']);
+    expect(unknown.json.message).toContain('max_jobs');
+    const mismatch = await rest(engine.url, 'POST', `/api/v1/workers/${other}/register`, { worker_id: `${other}-x`, function_ids: [] });
+    expect([mismatch.status, mismatch.json?.code]).toEqual([400, 'VALIDATION_ERROR']);
+    expect(mismatch.json.message).toContain(`${other}-x`);
+
+    const { event, worker } = await newWorker();
+    const { runId } = await trigger(event);
+    const job = await pollJob(worker);
+    const wrongAck = await rest(engine.url, 'PUT', `/api/v1/workers/${worker}/jobs/${job.job_id}/ack`, { run_id: 'another-run', execution_seq: job.execution_seq, lease_token: job.lease_token });
+    expect([wrongAck.status, wrongAck.json?.code]).toEqual([409, 'STALE_EXECUTION']);
+    expect(is2xx((await ack(worker, job)).status)).toBe(true);
+    const before = await getRun(runId);
+    const wrongReport = await update(worker, job, { status: 'completed', output: { wrong: true }, steps: [], step_offset: 0, run_id: 'another-run', ...fence(job) });
+    expect([wrongReport.status, wrongReport.json?.code]).toEqual([409, 'STALE_EXECUTION']);
+    expect(wrongReport.json.message).toContain('"another-run"');
+    const after = await getRun(runId);
+    expect([after.status, after.output, after.updatedAt]).toEqual(['running', undefined, before.updatedAt]);
+  });
+
   it('R6 completed with the fence completes the run; the same report again answers 2xx with no effect', async () => {
     const { event, worker } = await newWorker();
     const { runId } = await trigger(event);
