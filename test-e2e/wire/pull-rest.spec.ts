@@ -355,6 +355,18 @@ describe.each(WIRE_STORES)('wire: pull over REST (%s)', (store) => {
     expect(rest1.json.jobs).toHaveLength(1);
   });
 
+  it('R4 refuses an `available` that is not a whole number >= 1 (400 VALIDATION_ERROR) and hands out nothing', async () => {
+    const { event, worker } = await newWorker();
+    const { runId } = await trigger(event);
+    for (const available of ['abc', '0', '-1', '1.5', '1&available=2']) {
+      const res = await rest(engine.url, 'GET', `/api/v1/workers/${worker}/jobs?available=${available}`);
+      expect([available, res.status, res.json?.code]).toEqual([available, 400, 'VALIDATION_ERROR']);
+    }
+    expect((await getRun(runId)).status).toBe('waiting_for_capacity');
+    const job = await pollJob(worker);
+    expect(job.run_id).toBe(runId);
+  });
+
   it('R5 ack with a fence that is not the live one answers 409', async () => {
     const { event, worker } = await newWorker();
     await trigger(event);
