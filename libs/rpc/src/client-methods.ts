@@ -35,7 +35,8 @@ export interface ClientMethodDeps {
 }
 
 export interface ClientMethodBinding<M extends ClientMethodName, R> {
-  call(deps: ClientMethodDeps, scope: CallScope, req: MessageShape<Methods[M]['input']>): Promise<R>;
+  /** `raw`: the request body's JSON object as sent, on the JSON route only (absent over binary and gRPC). */
+  call(deps: ClientMethodDeps, scope: CallScope, req: MessageShape<Methods[M]['input']>, raw?: JsonObject): Promise<R>;
   toMessage(result: R): MessageInitShape<Methods[M]['output']>;
   /** Adjusts the protojson rendering of `toMessage(result)` for the Ironflow SDK, in place. */
   patchJson?(result: R, json: JsonObject): void;
@@ -92,7 +93,8 @@ export const CLIENT_METHODS = {
   registerFunction: bind('registerFunction', {
     // Registration refuses every option it would not act on, on every route (README "Function options").
     strictFields: true,
-    call: (d, scope, req) => d.api.registerFunction(scope, registerFunctionInputFromProto(req)),
+    // proto3 cannot tell `recording: false` (the `none` profile) from "not given"; the JSON body can.
+    call: (d, scope, req, raw) => d.api.registerFunction(scope, { ...registerFunctionInputFromProto(req), ...(raw?.recording === false ? { recording: false } : {}) }),
     toMessage: (r) => ({ function: functionToProto(r.function), created: r.created }),
   }),
   trigger: bind('trigger', {

@@ -89,6 +89,14 @@ describe('client RPC transport on one port', () => {
       expect((await post('GetRun', { id: 'nope', somethingFromTheFuture: 1 })).body.ironflowCode).toBe('RUN_NOT_FOUND');
     });
 
+    it('RegisterFunction over JSON carries recording: false (the none profile) and true to the engine; left out, neither', async () => {
+      for (const [recording, expected] of [[false, false], [true, true], [undefined, undefined]] as const) {
+        expect((await post('RegisterFunction', { id: 'rec', preferredMode: 'pull', ...(recording !== undefined ? { recording } : {}) })).status).toBe(200);
+        expect(api.lastCall('registerFunction')?.input).toEqual(expect.objectContaining({ id: 'rec' }));
+        expect((api.lastCall('registerFunction')?.input as { recording?: boolean }).recording).toBe(expected);
+      }
+    });
+
     it('RegisterFunction accepts camelCase keys, preferredMode "push" and carries debounce with max_wait_ms (our field 100) to the engine', async () => {
       const res = await post('RegisterFunction', {
         id: 'orders',
