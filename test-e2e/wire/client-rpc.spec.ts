@@ -176,6 +176,9 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
       expect([path, res.status, res.json?.code]).toEqual([path, 400, 'VALIDATION_ERROR']);
       expect(res.json.message).toContain(named);
     }
+    const resume = await rest(engine.url, 'POST', '/api/v1/runs/resume', { run_id: uid('run'), force: true });
+    expect([resume.status, resume.json?.code]).toEqual([400, 'VALIDATION_ERROR']);
+    expect(resume.json.message).toMatch(/^unknown field\(s\): force /);
     const page = await rest(engine.url, 'GET', '/api/v1/runs?limit=2&status=completed');
     expect(page.status).toBe(200);
     expect(page.json.runs.length).toBeLessThanOrEqual(2);

@@ -78,10 +78,11 @@ export class RestController {
     return this.runtime.engine.api.getRun(scopeOf(req), id);
   }
 
-  /** Body: `{run_id, from_step?}` (WIRE-PROTOCOL.md 5.6) → the run. Resumes a paused run; `from_step` is refused. */
+  /** Body: `{run_id, from_step?}` (WIRE-PROTOCOL.md 5.6) → the run. Resumes a paused run; `from_step` and any other key are refused. */
   @Post('runs/resume')
   async resumeRun(@Req() req: Request, @Body() body: Buffer) {
     const input = parseJsonBody<{ run_id?: unknown; runId?: unknown; from_step?: unknown; fromStep?: unknown }>(body);
+    refuseUnknownKeys('unknown field(s)', input, ['run_id', 'runId', 'from_step', 'fromStep']);
     const runId = input.run_id ?? input.runId;
     const fromStep = input.from_step ?? input.fromStep;
     if (typeof runId !== 'string') throw new EngineError('VALIDATION_ERROR', 'run_id: a run id is required');
