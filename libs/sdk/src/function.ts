@@ -1,3 +1,4 @@
+import { refuseUnknownOptions } from './known-options';
 import type { CancelOnSpec, ConcurrencyConfig, DebounceConfig, ExecutionMode, FunctionTrigger, RetryConfig } from '@ironflow/contracts';
 import { IronflowError } from './errors';
 import type { StepTools } from './step-tools';
@@ -80,6 +81,23 @@ export interface FunctionConfig {
   secrets?: string[];
 }
 
+/** The keys of {@link FunctionConfig}: `createFunction` refuses any other, which registration would drop. */
+const CONFIG_KEYS: ReadonlySet<string> = new Set(['id', 'name', 'description', 'triggers', 'retry', 'timeoutMs', 'stepTimeoutMs', 'concurrency', 'cancelOn', 'debounce', 'mode', 'metadata', 'secrets'] satisfies (keyof FunctionConfig)[]);
+/** The keys of {@link DebounceConfig} the registration sends (as `period_ms`, `key`, `max_wait_ms`). */
+const DEBOUNCE_KEYS: ReadonlySet<string> = new Set(['periodMs', 'key', 'maxWaitMs'] satisfies (keyof DebounceConfig)[]);
+
+/**
+ * Refuses (`VALIDATION_ERROR`, `function "<id>": unknown option(s), not options of this SDK: …`)
+ * a key of `config`, or of its `debounce`, that {@link FunctionConfig} does not name (plus
+ * `extraKeys`, e.g. `endpointUrl` for `client.registerFunction`): the registration bodies send
+ * only the keys they know.
+ */
+export function refuseUnknownConfigKeys(config: FunctionConfig, extraKeys: readonly string[] = []): void {
+  const debounce = config.debounce && typeof config.debounce === 'object' ? Object.keys(config.debounce).filter((key) => !DEBOUNCE_KEYS.has(key)).map((key) => `debounce.${key}`) : [];
+  const known = extraKeys.length > 0 ? new Set([...CONFIG_KEYS, ...extraKeys]) : CONFIG_KEYS;
+  refuseUnknownOptions(`function "${config.id}"`, config, known, { nested: debounce });
+}
+
 /** A function built by {@link createFunction}: its config plus its handler. */
 export interface IronflowFunction<TData = unknown, TResult = unknown> {
   readonly kind: 'ironflow.function';
@@ -105,8 +123,10 @@ const VALID_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
  *
  * Returns an {@link IronflowFunction} to hand to `serve()`, `createWorker()` or
  * `client.registerFunction()`. Throws `IronflowError` (code `VALIDATION_ERROR`) when `config.id`
- * is empty or not a valid function id, when `handler` is not a function, or when a numeric
- * option (`timeoutMs`, `stepTimeoutMs`) is not a positive finite number.
+ * is empty or not a valid function id, when `handler` is not a function, when a numeric
+ * option (`timeoutMs`, `stepTimeoutMs`) is not a positive finite number, or when `config` (or its
+ * `debounce`) has a key {@link FunctionConfig} does not name (`unknown option(s), not options of
+ * this SDK: retries, debounce.maxWait`): registration would drop it.
  */
 export function createFunction<TData = unknown, TResult = unknown>(
   config: FunctionConfig,
@@ -116,6 +136,7 @@ export function createFunction<TData = unknown, TResult = unknown>(
   if (typeof config?.id !== 'string' || config.id === '') throw invalid('function id must be a non-empty string');
   if (!VALID_ID.test(config.id)) throw invalid(`function id "${config.id}": letters, digits, ".", "_", ":" and "-" only, at most 128`);
   if (typeof handler !== 'function') throw invalid(`handler of function "${config.id}" must be a function`);
+  refuseUnknownConfigKeys(config);
   for (const key of ['timeoutMs', 'stepTimeoutMs'] as const) {
     const value = config[key];
     if (value !== undefined && !(Number.isFinite(value) && value > 0)) throw invalid(`${key} must be a positive number of ms`);
