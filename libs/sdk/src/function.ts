@@ -64,6 +64,9 @@ export type Handler<TData = unknown, TResult = unknown> = (ctx: HandlerContext<T
  * - `secrets`: names of secrets (set with `ironflow secret set`) the engine delivers with every
  *   invocation, read with `secrets.get(name)`; a declared secret that does not exist fails the
  *   attempt with `SECRET_NOT_FOUND`.
+ * - `recording`: what the engine records of the function's runs in its audit table (README "Audit
+ *   rows"): `true` records every run and step row (profile `all`), `false` records none (`none`);
+ *   left out, the engine's default `run_lifecycle` (every `run.*` row, the history `run get` shows).
  */
 export interface FunctionConfig {
   id: string;
@@ -79,10 +82,11 @@ export interface FunctionConfig {
   mode?: ExecutionMode;
   metadata?: Record<string, unknown>;
   secrets?: string[];
+  recording?: boolean;
 }
 
 /** The keys of {@link FunctionConfig}: `createFunction` refuses any other, which registration would drop. */
-const CONFIG_KEYS: ReadonlySet<string> = new Set(['id', 'name', 'description', 'triggers', 'retry', 'timeoutMs', 'stepTimeoutMs', 'concurrency', 'cancelOn', 'debounce', 'mode', 'metadata', 'secrets'] satisfies (keyof FunctionConfig)[]);
+const CONFIG_KEYS: ReadonlySet<string> = new Set(['id', 'name', 'description', 'triggers', 'retry', 'timeoutMs', 'stepTimeoutMs', 'concurrency', 'cancelOn', 'debounce', 'mode', 'metadata', 'secrets', 'recording'] satisfies (keyof FunctionConfig)[]);
 /** The keys of {@link DebounceConfig} the registration sends (as `period_ms`, `key`, `max_wait_ms`). */
 const DEBOUNCE_KEYS: ReadonlySet<string> = new Set(['periodMs', 'key', 'maxWaitMs'] satisfies (keyof DebounceConfig)[]);
 
