@@ -14,7 +14,7 @@
  * that must be 0 is not.
  *
  * Usage: node dist/bench/chaos/chaos.js [--runs 2000] [--emit-seconds 60] [--kill-every-ms 5000]
- *   [--lease-ms 5000] [--lease-wait-s 120] [--timeout-s 900] [--no-pg-restart]
+ *   [--victims audit-writer,…] [--lease-ms 5000] [--lease-wait-s 120] [--timeout-s 900] [--no-pg-restart]
  *   [--pg-restart-cmd "pg_ctlcluster --skip-systemctl-redirect 15 main restart"] [--out chaos] [--keep]
  */
 import { randomBytes } from 'node:crypto';
@@ -82,7 +82,23 @@ interface Counters {
   childrenNotWoken: number;
   leasesHeldAfterWait: number;
   auditRowsCountedLost: number;
+  auditRowsCountedLostChecked: number;
   auditRowsMissing: number;
+  auditRowsPendingAtKills: number;
+  auditRowsUnansweredButStored: number;
+  auditRowsUnansweredUnknown: number;
+}
+
+/** The audit rows `auditRowsMissing` looks for: each run's `run.created` and its terminal row. */
+const CHECKED_AUDIT_TYPES = ['run.created', 'run.status_changed', 'run.cancelled'];
+
+/** The audit figures behind the counters, by event type (in the JSON). */
+interface AuditDetail {
+  countedLostByEventType: Record<string, number>;
+  /** Rows of writes that got no answer, by what the sender learned (`written`, `given_up`, `unknown`). */
+  unansweredByFate: Record<string, number>;
+  missingCreated: number;
+  missingTerminal: number;
 }
 
 /** The counters that must be 0 (the run exits 1 otherwise). */
@@ -99,6 +115,11 @@ async function main(): Promise<void> {
   const pgRestartCmd = stringArg('pg-restart-cmd') ?? defaultRestartCommand();
   const out = stringArg('out') ?? 'chaos';
   const keep = flagArg('keep');
+  // The services a kill may pick (`--victims audit-writer,api-gateway`); default every one.
+  const victims = stringArg('victims')?.split(',').map((v) => v.trim()).filter((v) => v !== '');
+  const apps = ['api-gateway', 'dispatcher', 'scheduler', 'capacity-scanner', 'audit-writer'];
+  const unknown = (victims ?? []).filter((v) => !apps.includes(v));
+  if (unknown.length > 0 || victims?.length === 0) throw new Error(`--victims: ${unknown.join(', ') || '(none)'} is not one of ${apps.join(', ')}`);
   const startedAt = new Date().toISOString();
   const deadline = Date.now() + timeoutS * 1000;
 
@@ -119,6 +140,13 @@ async function main(): Promise<void> {
   let failed: string | undefined;
   let chaosError: string | undefined;
   const note = (what: string): void => void events.push({ at: Math.round((Date.now() - t0) / 100) / 10, what });
+  // What the JSON holds if the run ends with an exception: what is known by then, and the error.
+  const partial: Record<string, unknown> = {
+    benchmark: 'chaos',
+    startedAt,
+    parameters: { runs, emitSeconds, killEveryMs, leaseMs, leaseWaitS, timeoutS, pgRestart, pgRestartCmd: pgRestart ? pgRestartCmd : undefined, victims: victims ?? 'all' },
+  };
+  let written = false;
   try {
     console.error(`chaos: database ${dbName}, IRONFLOW_CLUSTER_ID ${clusterId}, env ${env}; starting the services`);
     await cluster.start();
@@ -145,7 +173,8 @@ async function main(): Promise<void> {
           note(`PostgreSQL back after ${pgDownMs} ms`);
           continue;
         }
-        const victim = cluster.processes[Math.floor(Math.random() * cluster.processes.length)];
+        const pool = victims ? cluster.processes.filter((p) => typeof p.app === 'string' && victims.includes(p.app)) : cluster.processes;
+        const victim = pool[Math.floor(Math.random() * pool.length)];
         note(`kill -9 ${victim.app}:${victim.port}`);
         await cluster.killAndRestart(victim);
         note(`${victim.app}:${victim.port} ready again`);
@@ -176,11 +205,16 @@ async function main(): Promise<void> {
       }
     };
     const emitting = Promise.all(Array.from({ length: 10 }, emitter));
+    // Handled at once: an emit that fails while the loop below waits would otherwise be an
+    // unhandled rejection, which ends the process with no JSON and no clean-up. It is thrown
+    // where `emitting` is awaited.
+    let emitFailed = false;
+    emitting.catch(() => { emitFailed = true; });
     let ended = 0;
     for (;;) {
       ended = Number((await query<{ n: number }>(db, `SELECT COUNT(*)::int AS n FROM runs WHERE parent_run_id IS NULL AND status IN ${TERMINAL}`, deadline))[0].n);
       bar.update(ended);
-      if (ended >= runs || Date.now() > deadline || chaosError) break;
+      if (ended >= runs || Date.now() > deadline || chaosError || emitFailed) break;
       await sleep(500);
     }
     bar.stop();
@@ -201,7 +235,9 @@ async function main(): Promise<void> {
     }
     note(`leases: ${leases} left`);
 
-    const counters = await countAll(db, watch, cluster, runs, leases, deadline + leaseWaitS * 1000 + 60_000);
+    const { counters, audit } = await countAll(db, watch, cluster, runs, leases, deadline + leaseWaitS * 1000 + 60_000);
+    partial.counters = counters;
+    partial.audit = audit;
     const byKind = await query<{ function_id: string; status: string; n: number }>(db,
       `SELECT function_id, status, COUNT(*)::int AS n FROM runs WHERE env = $1 GROUP BY function_id, status ORDER BY function_id, status`, Date.now() + 60_000, [env]);
 
@@ -213,12 +249,12 @@ async function main(): Promise<void> {
       ...Object.entries(counters).map(([k, v]) => [k, v, MUST_BE_ZERO.includes(k as keyof Counters) ? 'yes' : '']),
     ]));
     const failing = MUST_BE_ZERO.filter((k) => counters[k] !== 0);
+    console.log(`audit rows counted lost by event type: ${JSON.stringify(audit.countedLostByEventType)}; missing: ${audit.missingCreated} run.created, ${audit.missingTerminal} terminal; rows of unanswered writes by fate: ${JSON.stringify(audit.unansweredByFate)}`);
     const path = writeResults(out, {
-      benchmark: 'chaos',
-      startedAt,
+      ...partial,
       machine: await machineInfo(),
-      parameters: { runs, emitSeconds, killEveryMs, leaseMs, leaseWaitS, timeoutS, pgRestart, pgRestartCmd: pgRestart ? pgRestartCmd : undefined },
       counters,
+      audit,
       mustBeZero: MUST_BE_ZERO,
       failing,
       kills: cluster.kills,
@@ -230,9 +266,31 @@ async function main(): Promise<void> {
       runsByFunctionAndStatus: byKind,
       timeline: events,
     });
+    written = true;
     console.log(`\nwrote ${path}`);
     if (chaosError) failed = `the chaos could not go on: ${chaosError}`;
     else if (failing.length) failed = `not 0: ${failing.map((k) => `${k}=${counters[k]}`).join(', ')} (database ${dbName} kept for inspection)`;
+  } catch (err) {
+    failed = `ended with an exception: ${String(err)} (database ${dbName} kept for inspection)`;
+    if (!written) {
+      try {
+        const path = writeResults(out, {
+          ...partial,
+          error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+          machine: await machineInfo().catch(() => null),
+          kills: cluster.kills,
+          restartsThatExitedWhileStarting: cluster.startFailures,
+          approvals: drivers?.approvals ?? null,
+          cancels: drivers?.cancels ?? null,
+          executions: Object.fromEntries(executions),
+          timeline: events,
+        });
+        console.error(`chaos: wrote what it had to ${path}`);
+      } catch (writeErr) {
+        console.error(`chaos: could not write the results: ${String(writeErr)}`);
+      }
+    }
+    throw err;
   } finally {
     stopChaos = true;
     await chaos?.catch(() => undefined);
@@ -246,7 +304,7 @@ async function main(): Promise<void> {
   if (failed) throw new Error(`chaos: FAILED, ${failed}`);
 }
 
-async function countAll(db: Pool, watch: OutcomeWatch, cluster: ChaosCluster, runs: number, leases: number, deadline: number): Promise<Counters> {
+async function countAll(db: Pool, watch: OutcomeWatch, cluster: ChaosCluster, runs: number, leases: number, deadline: number): Promise<{ counters: Counters; audit: AuditDetail }> {
   const top = await query<{ function_id: string; status: string; input: string; output: string | null }>(db, `SELECT function_id, status, input, output FROM runs WHERE parent_run_id IS NULL`, deadline);
   const expectedOf = new Map(Object.values(KINDS).map((k) => [k.functionId as string, k.expected as string]));
   let wrongOutputs = 0;
@@ -276,7 +334,12 @@ async function countAll(db: Pool, watch: OutcomeWatch, cluster: ChaosCluster, ru
       (SELECT COUNT(*)::int FROM runs r WHERE NOT EXISTS (SELECT 1 FROM audit_events a WHERE a.run_id = r.id AND a.event_type = 'run.created')) AS created,
       (SELECT COUNT(*)::int FROM runs r WHERE r.status IN ${TERMINAL} AND NOT EXISTS (
          SELECT 1 FROM audit_events a WHERE a.run_id = r.id AND a.event_type = CASE WHEN r.status = 'cancelled' THEN 'run.cancelled' ELSE 'run.status_changed' END)) AS ended`, deadline);
-  return {
+  const audit = await cluster.auditCounts();
+  const part = (prefix: string) => new Map([...audit].filter(([k]) => k.startsWith(prefix)).map(([k, n]) => [k.slice(prefix.length), n]));
+  const lost = part('lost:');
+  const unanswered = part('unanswered:');
+  const sum = (types?: string[]) => [...lost].filter(([type]) => !types || types.includes(type)).reduce((n, [, v]) => n + v, 0);
+  const counters: Counters = {
     runsStarted: top.length,
     runsCompleted: top.filter((r) => r.status === 'completed').length,
     runsFailed: top.filter((r) => r.status === 'failed').length,
@@ -290,9 +353,16 @@ async function countAll(db: Pool, watch: OutcomeWatch, cluster: ChaosCluster, ru
     waitsResolvedTwice: seen.waitsResolvedTwice,
     childrenNotWoken,
     leasesHeldAfterWait: leases,
-    auditRowsCountedLost: await cluster.auditRowsCountedLost(),
+    auditRowsCountedLost: sum(),
+    auditRowsCountedLostChecked: sum(CHECKED_AUDIT_TYPES),
     auditRowsMissing: missing[0].created + missing[0].ended,
+    auditRowsPendingAtKills: cluster.auditRowsPendingAtKills,
+    auditRowsUnansweredButStored: unanswered.get('written') ?? 0,
+    auditRowsUnansweredUnknown: unanswered.get('unknown') ?? 0,
   };
+  const countedLostByEventType = Object.fromEntries([...lost].filter(([, n]) => n > 0).sort());
+  const unansweredByFate = Object.fromEntries([...unanswered].sort());
+  return { counters, audit: { countedLostByEventType, unansweredByFate, missingCreated: missing[0].created, missingTerminal: missing[0].ended } };
 }
 
 runBenchmark(main);

@@ -20,13 +20,23 @@ export interface ChaosClusterOptions {
  * The five services as separate OS processes from the build output (two dispatchers, so workers
  * always have one), on the benchmark's own database and `IRONFLOW_CLUSTER_ID`. It kills one with
  * SIGKILL and starts it again on the same port, and keeps each process's count of lost audit rows
- * (`ironflow_audit_write_failures_total`, read from `/metrics` every second and before a kill, so
- * a killed process's count up to its last reading is kept).
+ * by event type (`ironflow_audit_write_failures_total`, read from `/metrics` every second and
+ * before a kill, so a killed process's count up to its last reading is kept) and the audit rows it
+ * held when it was killed (`ironflow_audit_rows_pending` at that last reading).
  */
 export class ChaosCluster {
   readonly processes: ServiceProcess[] = [];
-  private readonly lostByEarlierLives = new Map<ServiceProcess, number>();
-  private readonly lostNow = new Map<ServiceProcess, number>();
+  /**
+   * Each process's audit counters, summed over its ended lives and in its current life, keyed
+   * `lost:<event_type>` (`ironflow_audit_write_failures_total`) and `unanswered:<fate>`
+   * (`ironflow_audit_unanswered_rows_total`).
+   */
+  private readonly countsByEarlierLives = new Map<ServiceProcess, Map<string, number>>();
+  private readonly countsNow = new Map<ServiceProcess, Map<string, number>>();
+  /** Each process's `ironflow_audit_rows_pending` at its last reading. */
+  private readonly pendingNow = new Map<ServiceProcess, number>();
+  /** Audit rows the killed processes held at their last reading before the kill (lost uncounted, at most). */
+  auditRowsPendingAtKills = 0;
   private readonly down = new Set<ServiceProcess>();
   private scraper?: NodeJS.Timeout;
   kills = 0;
@@ -92,8 +102,10 @@ export class ChaosCluster {
     this.down.add(victim);
     await victim.kill9();
     this.kills += 1;
-    this.lostByEarlierLives.set(victim, (this.lostByEarlierLives.get(victim) ?? 0) + (this.lostNow.get(victim) ?? 0));
-    this.lostNow.set(victim, 0);
+    this.countsByEarlierLives.set(victim, addCounts(this.countsByEarlierLives.get(victim), this.countsNow.get(victim)));
+    this.countsNow.set(victim, new Map());
+    this.auditRowsPendingAtKills += this.pendingNow.get(victim) ?? 0;
+    this.pendingNow.set(victim, 0);
     // As an orchestrator would: a process that exits while starting (PostgreSQL restarting, say)
     // or is not ready within 3 minutes (a loaded machine) is started again, for up to 10 minutes.
     const deadline = Date.now() + 600_000;
@@ -113,11 +125,11 @@ export class ChaosCluster {
     this.down.delete(victim);
   }
 
-  /** Audit rows the processes counted as lost, over all their lives. */
-  async auditRowsCountedLost(): Promise<number> {
+  /** The processes' audit counters over all their lives: `lost:<event_type>` and `unanswered:<fate>` (see `countsNow`). */
+  async auditCounts(): Promise<Map<string, number>> {
     await this.scrapeAll();
-    let total = 0;
-    for (const p of this.processes) total += (this.lostByEarlierLives.get(p) ?? 0) + (this.lostNow.get(p) ?? 0);
+    let total = new Map<string, number>();
+    for (const p of this.processes) total = addCounts(addCounts(total, this.countsByEarlierLives.get(p)), this.countsNow.get(p));
     return total;
   }
 
@@ -128,11 +140,21 @@ export class ChaosCluster {
   private async scrape(p: ServiceProcess): Promise<void> {
     try {
       const text = await (await fetch(`${p.url}/metrics`, { signal: AbortSignal.timeout(2000) })).text();
-      const lost = text
-        .split('\n')
-        .filter((l) => l.startsWith('ironflow_audit_write_failures_total{'))
-        .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
-      if (!this.down.has(p)) this.lostNow.set(p, Math.max(lost, this.lostNow.get(p) ?? 0));
+      const read = new Map<string, number>();
+      let pending = 0;
+      for (const line of text.split('\n')) {
+        const failure = /^ironflow_audit_write_failures_total\{event_type="([^"]*)"\} (\S+)$/.exec(line);
+        if (failure) read.set(`lost:${failure[1]}`, Number(failure[2]));
+        const unanswered = /^ironflow_audit_unanswered_rows_total\{fate="([^"]*)"\} (\S+)$/.exec(line);
+        if (unanswered) read.set(`unanswered:${unanswered[1]}`, Number(unanswered[2]));
+        if (line.startsWith('ironflow_audit_rows_pending ')) pending = Number(line.split(' ').pop());
+      }
+      if (this.down.has(p)) return;
+      // Counters only grow within a life: keep the larger of two readings that raced.
+      const now = this.countsNow.get(p) ?? new Map<string, number>();
+      for (const [key, n] of read) now.set(key, Math.max(n, now.get(key) ?? 0));
+      this.countsNow.set(p, now);
+      this.pendingNow.set(p, pending);
     } catch {
       // down or busy: the next reading counts it
     }
@@ -143,6 +165,13 @@ export class ChaosCluster {
     clearInterval(this.scraper);
     await Promise.all(this.processes.map((p) => p.stop()));
   }
+}
+
+/** `a` plus `b`, by key (a new map). */
+function addCounts(a: Map<string, number> | undefined, b: Map<string, number> | undefined): Map<string, number> {
+  const sum = new Map(a ?? []);
+  for (const [k, n] of b ?? []) sum.set(k, (sum.get(k) ?? 0) + n);
+  return sum;
 }
 
 /**

@@ -30,6 +30,8 @@ describe('order-fulfilment example against ironflow dev (separate process)', () 
     expect(out.match(/"status":"shipped"/g)).toHaveLength(2);
     expect(out.match(/payment\.charge completed on attempt 2/g)).toHaveLength(2);
     expect(out).toContain('run.retry_scheduled');
+    // On a port of its own, the hints it prints reach that port when copied.
+    expect(out).toMatch(new RegExp(`^inspect: npm run ironflow -- --server http://127\\.0\\.0\\.1:${port} run get [0-9a-f-]{36}$`, 'm'));
     // `ironflow dev` without keys says at start that it is open.
     expect(out).toContain('API keys: none, so this server is OPEN');
     expect(existsSync(join(cwd, '.ironflow/dev.db'))).toBe(true);

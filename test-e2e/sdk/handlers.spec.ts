@@ -8,6 +8,7 @@
 import { createServer, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { createClient, createFunction, createWorker, IronflowEvent, serve, Worker } from '@ironflow/sdk';
+import { functionsSql } from '@ironflow/store';
 import { STORES, TestServer, startTestServer } from '@ironflow/testing';
 import { uid } from '../support/wire-harness';
 
@@ -61,6 +62,17 @@ describe.each(STORES)('our SDK against the engine [%s]', (dialect) => {
     expect(done.status).toBe('completed');
     expect(seen).toHaveLength(1);
     expect(seen[0]).toMatchObject({ name: event, data: { n: 1 }, version: 2, metadata: { src: 'x' } });
+  });
+
+  it.each([[true, 'all'], [false, 'none'], [undefined, 'run_lifecycle']] as const)('createFunction({recording: %s}) registers through a worker with the recording profile %s', async (recording, profile) => {
+    const event = uid('rec.event');
+    const fn = createFunction({ id: uid('rec'), triggers: [{ event }], ...(recording === undefined ? {} : { recording }) }, async () => 1);
+    const worker = createWorker({ transport: 'rest', serverUrl: engine.server.url, functions: [fn], logger: quiet, pollIntervalMs: 50 });
+    workers.push(worker);
+    await worker.start();
+    const { resources } = engine.server.runtime.engine;
+    const stored = await resources.store.read('test', (tx) => functionsSql.getRecordingProfile(tx, 'default', 'default', fn.id));
+    expect(stored).toBe(profile);
   });
 
   it('a push endpoint whose signing key differs answers 401 SIGNATURE_INVALID: the run fails as a dispatch failure, not run', async () => {

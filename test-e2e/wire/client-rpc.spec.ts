@@ -157,6 +157,33 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     }
   });
 
+  it('REST refuses what it would not act on: an unknown key of POST /api/v1/events, an unknown query parameter or a bad limit of the lists, by name', async () => {
+    const event = uid('strict.event');
+    const emitted = await rest(engine.url, 'POST', '/api/v1/events', { name: event, data: {}, idempotencyKey: uid('k'), bogus: 1, tags: ['a'] });
+    expect([emitted.status, emitted.json?.code]).toEqual([400, 'VALIDATION_ERROR']);
+    expect(emitted.json.message).toMatch(/^unknown field\(s\): bogus, tags \(this route takes /);
+    const logged = await rest(engine.url, 'GET', `/api/v1/events?name=${event}`);
+    expect(logged.json.events).toEqual([]);
+    for (const [path, named] of [
+      ['/api/v1/runs?limit=abc', 'limit'],
+      ['/api/v1/runs?limit=-1', 'limit'],
+      ['/api/v1/runs?limit=2.5', 'limit'],
+      ['/api/v1/events?limit=0', 'limit'],
+      ['/api/v1/runs?function=orders', 'function'],
+      ['/api/v1/events?since=2026-01-01', 'since'],
+    ] as const) {
+      const res = await rest(engine.url, 'GET', path);
+      expect([path, res.status, res.json?.code]).toEqual([path, 400, 'VALIDATION_ERROR']);
+      expect(res.json.message).toContain(named);
+    }
+    const resume = await rest(engine.url, 'POST', '/api/v1/runs/resume', { run_id: uid('run'), force: true });
+    expect([resume.status, resume.json?.code]).toEqual([400, 'VALIDATION_ERROR']);
+    expect(resume.json.message).toMatch(/^unknown field\(s\): force /);
+    const page = await rest(engine.url, 'GET', '/api/v1/runs?limit=2&status=completed');
+    expect(page.status).toBe(200);
+    expect(page.json.runs.length).toBeLessThanOrEqual(2);
+  });
+
   it('InvokeFunctionSync (ours) runs one function with its input and answers a RunResult with lowercase status', async () => {
     const fnId = uid('fn');
     await registerPush(fnId, uid('unused.event'), (req) => ({ status: 'completed', result: { got: req.event.data, name: req.event.name }, steps: [] }));
@@ -347,15 +374,11 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     expect(findNulls(res.json)).toEqual([]);
   });
 
-  it('unknown fields are ignored (top level, nested)', async () => {
+  // RegisterFunction is the exception: it refuses them by name (README "Function options"; the test "Connect RegisterFunction is strict too").
+  it('unknown fields are ignored by the RPCs other than RegisterFunction', async () => {
     const fnId = uid('unknown');
     const event = uid('unknown.ev');
-    const reg = await connect(engine.url, 'RegisterFunction', {
-      id: fnId,
-      preferredMode: 'pull',
-      triggers: [{ event, somethingNew: true }],
-      notInTheProto: { deep: [1, 2] },
-    });
+    const reg = await connect(engine.url, 'RegisterFunction', { id: fnId, preferredMode: 'pull', triggers: [{ event }] });
     expect(reg.status).toBe(200);
     const trig = await connect(engine.url, 'Trigger', { event, data: { a: 1 }, futureField: 'x' });
     expect(trig.status).toBe(200);
@@ -682,6 +705,19 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     expect(res.json).toEqual({ code: 'VALIDATION_ERROR', message: 'unknown field(s), not options of this engine: retry.maxAttemps, timeout' });
     const listed = await rest(engine.url, 'GET', '/api/v1/functions');
     expect((listed.json.functions as { id: string }[]).map((f) => f.id)).not.toContain(id);
+  });
+
+  it('Connect RegisterFunction is strict too: an unknown key at any depth is a 400 naming it, nothing is registered; both spellings of known keys still pass', async () => {
+    const id = uid('strict');
+    const res = await connect(engine.url, 'RegisterFunction', {
+      id, preferredMode: 'pull', retries: 3, retry: { maxAttempts: 2, maxAttemps: 3 }, triggers: [{ event: 'x', evnt: 'y' }], debounce: { period_ms: 1000, max_wait_ms: 2000, maxWait: 5 },
+    });
+    expect(res.status).toBe(400);
+    expect(res.json).toMatchObject({ code: 'invalid_argument', ironflowCode: 'VALIDATION_ERROR', message: 'unknown field(s), not options of this engine: retries, retry.maxAttemps, triggers.0.evnt, debounce.maxWait' });
+    const listed = await rest(engine.url, 'GET', '/api/v1/functions');
+    expect((listed.json.functions as { id: string }[]).map((f) => f.id)).not.toContain(id);
+    const ok = await connect(engine.url, 'RegisterFunction', { id, preferred_mode: 'pull', timeout_ms: 5000, retry: { max_attempts: 2 }, debounce: { period_ms: 1000, max_wait_ms: 2000 }, metadata: { anything: { goes: true } } });
+    expect([ok.status, ok.json.created]).toEqual([200, true]);
   });
 
   it('Emit (IronflowService) takes the Trigger message and answers eventId and runIds', async () => {

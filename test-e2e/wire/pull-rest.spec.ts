@@ -210,6 +210,29 @@ describe.each(WIRE_STORES)('wire: pull over REST (%s)', (store) => {
     expect(after.updatedAt).toBe(before.updatedAt);
   });
 
+  it('R2 refuses a key it does not name and a worker_id that is not the path\'s; R5 and R6 naming another run_id answer 409 STALE_EXECUTION and change nothing', async () => {
+    const other = workerId();
+    const unknown = await rest(engine.url, 'POST', `/api/v1/workers/${other}/register`, { worker_id: other, function_ids: [], labels: {}, max_jobs: 5 });
+    expect([unknown.status, unknown.json?.code]).toEqual([400, 'VALIDATION_ERROR']);
+    expect(unknown.json.message).toContain('max_jobs');
+    const mismatch = await rest(engine.url, 'POST', `/api/v1/workers/${other}/register`, { worker_id: `${other}-x`, function_ids: [] });
+    expect([mismatch.status, mismatch.json?.code]).toEqual([400, 'VALIDATION_ERROR']);
+    expect(mismatch.json.message).toContain(`${other}-x`);
+
+    const { event, worker } = await newWorker();
+    const { runId } = await trigger(event);
+    const job = await pollJob(worker);
+    const wrongAck = await rest(engine.url, 'PUT', `/api/v1/workers/${worker}/jobs/${job.job_id}/ack`, { run_id: 'another-run', execution_seq: job.execution_seq, lease_token: job.lease_token });
+    expect([wrongAck.status, wrongAck.json?.code]).toEqual([409, 'STALE_EXECUTION']);
+    expect(is2xx((await ack(worker, job)).status)).toBe(true);
+    const before = await getRun(runId);
+    const wrongReport = await update(worker, job, { status: 'completed', output: { wrong: true }, steps: [], step_offset: 0, run_id: 'another-run', ...fence(job) });
+    expect([wrongReport.status, wrongReport.json?.code]).toEqual([409, 'STALE_EXECUTION']);
+    expect(wrongReport.json.message).toContain('"another-run"');
+    const after = await getRun(runId);
+    expect([after.status, after.output, after.updatedAt]).toEqual(['running', undefined, before.updatedAt]);
+  });
+
   it('R6 completed with the fence completes the run; the same report again answers 2xx with no effect', async () => {
     const { event, worker } = await newWorker();
     const { runId } = await trigger(event);
@@ -330,6 +353,18 @@ describe.each(WIRE_STORES)('wire: pull over REST (%s)', (store) => {
     const rest1 = await rest(engine.url, 'GET', `/api/v1/workers/${worker}/jobs?available=2`);
     expect(rest1.status).toBe(200);
     expect(rest1.json.jobs).toHaveLength(1);
+  });
+
+  it('R4 refuses an `available` that is not a whole number >= 1 (400 VALIDATION_ERROR) and hands out nothing', async () => {
+    const { event, worker } = await newWorker();
+    const { runId } = await trigger(event);
+    for (const available of ['abc', '0', '-1', '1.5', '1&available=2']) {
+      const res = await rest(engine.url, 'GET', `/api/v1/workers/${worker}/jobs?available=${available}`);
+      expect([available, res.status, res.json?.code]).toEqual([available, 400, 'VALIDATION_ERROR']);
+    }
+    expect((await getRun(runId)).status).toBe('waiting_for_capacity');
+    const job = await pollJob(worker);
+    expect(job.run_id).toBe(runId);
   });
 
   it('R5 ack with a fence that is not the live one answers 409', async () => {

@@ -1,9 +1,6 @@
-import { resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { functionOptionsHelp } from '@ironflow/engine';
-import { createProcessLogger } from '@ironflow/observability';
-import { SERVICES, exitOnSignals, loadSettings, startServer } from '@ironflow/services';
-import { printRunOutcomes } from './run-activity';
+import { CliUsageError } from './print';
 
 /** `ironflow dev --help`: the security settings (issue 9, items 4 and 7). */
 export const DEV_SECURITY_HELP = `
@@ -41,42 +38,25 @@ export function devCommand(): Command {
       if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('a port number');
       return n;
     })
-    .option('--db <path>', 'SQLite file (ignored when IRONFLOW_DATABASE_URL is set)', '.ironflow/dev.db')
+    .option('--db <path>', 'SQLite file (refused when IRONFLOW_DATABASE_URL is set)', '.ironflow/dev.db')
     .addHelpText(
       'after',
       [
         '',
         'Store and bus: SQLite and an in-process bus by default. To run on PostgreSQL and NATS instead, set',
-        '  IRONFLOW_DATABASE_URL=postgres://user@host:5432/db   (the store; --db is then ignored)',
+        '  IRONFLOW_DATABASE_URL=postgres://user@host:5432/db   (the store; --db is then refused)',
         '  NATS_URL=nats://host:4222                            (the bus, NATS JetStream)',
         'Other settings: IRONFLOW_LOG_LEVEL (default warn here), IRONFLOW_SHUTDOWN_TIMEOUT_MS (default 30000).',
         '',
         functionOptionsHelp(),
       ].join('\n'),
     )
-    .action(async (o: { port?: number; db: string }) => {
-      const settings = loadSettings(process.env, {
-        databaseUrl: process.env.IRONFLOW_DATABASE_URL ?? `sqlite:${resolve(o.db)}`,
-        exclusiveStore: true,
-        ...(o.port !== undefined ? { port: o.port } : {}),
-        ...(process.env.IRONFLOW_DISPATCH_POLL_MS ? {} : { dispatchPollMs: 200 }),
-        ...(process.env.IRONFLOW_TICK_MS ? {} : { tickMs: 250 }),
-        ...(process.env.IRONFLOW_SCAN_MS ? {} : { scanMs: 250 }),
-        ...(process.env.IRONFLOW_LOG_LEVEL ? {} : { logLevel: 'warn' as const }),
-      });
-      const logger = createProcessLogger({ service: 'ironflow-dev', level: settings.logLevel, destination: 'stderr' });
-      const started = Date.now();
-      const server = await startServer(settings, SERVICES, { logger });
-      console.log(`Ironflow dev server ready at ${server.url} in ${Date.now() - started} ms (store ${settings.databaseUrl}); runs UI at ${server.url}/`);
-      const auth = await server.runtime.engine.apiKeys.mode();
-      console.log(
-        auth.required
-          ? `API keys: required (${auth.reason === 'setting' ? 'IRONFLOW_REQUIRE_API_KEY' : 'keys exist'}); send Authorization: Bearer <key>`
-          : 'API keys: none, so this server is OPEN: anyone who reaches it may call every route. `ironflow apikey create` makes the first key and closes it.',
-      );
-      console.log(server.runtime.engine.secrets.configured ? 'Secrets: on (IRONFLOW_SECRETS_KEY)' : 'Secrets: off (set IRONFLOW_SECRETS_KEY, 32 bytes hex or base64, to store them)');
-      printRunOutcomes(server.runtime.bus, server.runtime.engine.api, (line) => console.log(line));
-      for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => console.log('stopping…'));
-      exitOnSignals(server, logger);
+    .action(async (o: { port?: number; db: string }, command: Command) => {
+      if (process.env.IRONFLOW_DATABASE_URL && command.getOptionValueSource('db') === 'cli') {
+        throw new CliUsageError('--db names a SQLite file, but IRONFLOW_DATABASE_URL is set and would be used instead: give one of them');
+      }
+      // The services (Nest, the stores, the bus) load only here: every other command starts without them.
+      const { runDevServer } = await import('./dev-server');
+      await runDevServer(o);
     });
 }

@@ -101,6 +101,14 @@ describe('ironflow CLI', () => {
       expect(res).toEqual({ code: 1, out: ['event evt-9 started 0 run(s)'], err: ['error [NO_RESULTS]: event "nobody.listens" started no run (no function is triggered by it)'] });
     });
 
+    it('emit --timeout without --wait is refused before anything is emitted (it would be ignored), exit 1', async () => {
+      replies.Trigger = () => ({ status: 200, body: { eventId: 'evt-10', runIds: ['run-10'] } });
+      const res = await cli(server.url, 'emit', 'order.placed', '--timeout', '5s');
+      expect(res).toEqual({ code: 1, out: [], err: ['error [INVALID_ARGUMENT]: --timeout is how long --wait waits: give --wait too (without it emit returns once the event is accepted)'] });
+      expect(server.requests).toEqual([]);
+      expect((await cli(server.url, 'emit', 'order.placed')).code).toBe(0);
+    });
+
     it('emit says which functions were debounced (Trigger debouncedFunctionIds); with --wait and no run: FUNCTION_DEBOUNCED, exit 1', async () => {
       replies.Trigger = () => ({ status: 200, body: { eventId: 'evt-d', runIds: [], debouncedFunctionIds: ['search.index'] } });
       const note = 'function search.index debounced: its run starts once its debounce period passes without another event of its key';
@@ -248,6 +256,18 @@ describe('ironflow CLI', () => {
       } finally {
         if (saved !== undefined) process.env.IRONFLOW_DATABASE_URL = saved;
         rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('dev refuses --db while IRONFLOW_DATABASE_URL is set (the file would be ignored), before starting anything', async () => {
+      const saved = process.env.IRONFLOW_DATABASE_URL;
+      process.env.IRONFLOW_DATABASE_URL = 'postgres://nobody@127.0.0.1:1/none';
+      try {
+        const res = await cli(server.url, 'dev', '--port', '0', '--db', 'other.db');
+        expect(res).toEqual({ code: 1, out: [], err: ['error [INVALID_ARGUMENT]: --db names a SQLite file, but IRONFLOW_DATABASE_URL is set and would be used instead: give one of them'] });
+      } finally {
+        if (saved !== undefined) process.env.IRONFLOW_DATABASE_URL = saved;
+        else delete process.env.IRONFLOW_DATABASE_URL;
       }
     });
 

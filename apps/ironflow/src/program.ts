@@ -111,7 +111,8 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
     .option('--json', 'print JSON')
     .addHelpText('after', `${WAIT_EXIT_CODES_HELP}\n(without --wait: 0 when the event was accepted, 1 on error)\nWith --wait --json: two JSON lines, {"eventId","runIds"} at once, then the outcome.`)
     .action(
-      action(async (name: string, o: { data?: string; idempotencyKey?: string; wait?: boolean; timeout: number; json?: boolean }) => {
+      action(async (name: string, o: { data?: string; idempotencyKey?: string; wait?: boolean; timeout: number; json?: boolean }, command: Command) => {
+        if (!o.wait && command.getOptionValueSource('timeout') === 'cli') throw new CliUsageError('--timeout is how long --wait waits: give --wait too (without it emit returns once the event is accepted)');
         const data = parseData(o.data);
         const c = client();
         const started = Date.now();

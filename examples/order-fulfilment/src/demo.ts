@@ -1,6 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { resolve } from 'node:path';
-import { IronflowClient, createClient } from '@ironflow/sdk';
+import { DEFAULT_SERVER_URL, IronflowClient, createClient } from '@ironflow/sdk';
 import { OrderPlaced } from './functions';
 import { startPullWorker } from './pull-worker';
 import { startPushServer } from './push-server';
@@ -14,19 +14,20 @@ import { startPushServer } from './push-server';
  */
 async function main(): Promise<void> {
   const exitAfter = process.argv.includes('--exit');
-  const serverUrl = process.env.IRONFLOW_SERVER_URL ?? 'http://localhost:9123';
+  const serverUrl = process.env.IRONFLOW_SERVER_URL ?? DEFAULT_SERVER_URL;
   const client = createClient({ serverUrl });
+  const cli = cliPrefix(serverUrl);
   const dev = (await isUp(client)) ? undefined : await startDevServer(serverUrl);
 
   const results: boolean[] = [];
   console.log('\n=== push: the engine calls the example over HTTP ===');
   const pushServer = await startPushServer(client, Number(process.env.PUSH_PORT ?? 3400));
-  results.push(await placeOrder(client, 'A-1001'));
+  results.push(await placeOrder(client, 'A-1001', cli));
   await new Promise((r) => pushServer.close(r));
 
   console.log('\n=== pull: a worker polls the engine over REST ===');
   const worker = await startPullWorker(serverUrl);
-  results.push(await placeOrder(client, 'A-1002'));
+  results.push(await placeOrder(client, 'A-1002', cli));
   await worker.stop();
 
   const ok = results.every(Boolean);
@@ -36,13 +37,19 @@ async function main(): Promise<void> {
     process.exitCode = ok ? 0 : 1;
     return;
   }
-  console.log(`\nIronflow dev keeps running at ${serverUrl} (Ctrl-C stops it); the runs UI is at ${serverUrl}/. Try:\n  npm run ironflow -- run list\n  npm run ironflow -- emit order.placed --data '{"orderId":"A-2000","customer":"you","items":[{"sku":"x","quantity":1,"unitPrice":5}]}' --wait`);
-  console.log('(the example workers have stopped: start one with `node dist/examples/order-fulfilment/src/pull-worker.js`)');
+  console.log(`\nIronflow dev keeps running at ${serverUrl} (Ctrl-C stops it); the runs UI is at ${serverUrl}/. Try:\n  ${cli} run list\n  ${cli} emit order.placed --data '{"orderId":"A-2000","customer":"you","items":[{"sku":"x","quantity":1,"unitPrice":5}]}' --wait`);
+  const workerEnv = serverUrl === DEFAULT_SERVER_URL ? '' : `IRONFLOW_SERVER_URL=${serverUrl} `;
+  console.log(`(the example workers have stopped: start one with \`${workerEnv}node dist/examples/order-fulfilment/src/pull-worker.js\`)`);
   process.on('SIGINT', () => dev.kill('SIGINT'));
   dev.on('exit', () => process.exit(ok ? 0 : 1));
 }
 
-async function placeOrder(client: IronflowClient, orderId: string): Promise<boolean> {
+/** The CLI command the demo's hints print: with `--server` when the demo does not run on the default URL, so a copied hint reaches it. */
+function cliPrefix(serverUrl: string): string {
+  return serverUrl === DEFAULT_SERVER_URL ? 'npm run ironflow --' : `npm run ironflow -- --server ${serverUrl}`;
+}
+
+async function placeOrder(client: IronflowClient, orderId: string, cli: string): Promise<boolean> {
   const order: OrderPlaced = { orderId, customer: 'Ada Lovelace', items: [{ sku: 'loom-card', quantity: 3, unitPrice: 12.5 }, { sku: 'gear', quantity: 1, unitPrice: 40 }] };
   const result = await client.emitSync('order.placed', order, { timeoutMs: 60_000 });
   const detail = await client.getRunSteps(result.runId);
@@ -56,7 +63,7 @@ async function placeOrder(client: IronflowClient, orderId: string): Promise<bool
     console.log(`child run ${child.id} ${child.functionId} ${child.status} on attempt ${child.attempt}`);
     for (const h of childDetail?.history ?? []) console.log(`  ${h.eventType}: ${h.cause ?? ''}`);
   }
-  console.log(`inspect: npm run ironflow -- run get ${result.runId}`);
+  console.log(`inspect: ${cli} run get ${result.runId}`);
   const out = result.output as { status?: string; total?: number; chargedOnAttempt?: number; trackingNumber?: string };
   return result.status === 'completed' && out.status === 'shipped' && out.total === 77.5 && out.chargedOnAttempt === 2 && out.trackingNumber === `TRK-${orderId}`;
 }

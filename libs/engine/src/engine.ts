@@ -188,6 +188,7 @@ export class Engine {
     this.triggers.setDispatchAtOnce(this.push);
     this.streams = new StreamWorkerSystem(r, this.dispatch, this.reports, this.pull, hints, this.releases);
     metrics.countStreamConnections(() => this.streams.connectionCount);
+    metrics.countAuditPending(() => r.audit.inFlight);
     this.pauses = new PauseSystem(r, announcer, hints);
     this.pubsub = new PubSubSystem(r);
     this.api = new EngineClientApi(r, this.functions, this.triggers, this.cancels, this.pauses);

@@ -40,7 +40,8 @@ const definitionSchema = z.object({
     .strict()
     .optional(),
   timeoutMs: z.number().int().positive().max(INT32_MAX).optional(),
-  concurrency: z.object({ limit: z.number().int().min(0).max(INT32_MAX), key: z.string().optional() }).strict().optional(),
+  // A limit of 0 was read as "no limit" (and its key ignored): refused, leave `concurrency` out instead.
+  concurrency: z.object({ limit: z.number().int().min(1, 'at least 1 (leave concurrency out for no limit)').max(INT32_MAX), key: z.string().optional() }).strict().optional(),
   // An unknown key (a timeout this engine does not act on) is refused, not dropped.
   cancelOn: z.array(z.object({ event: z.string().min(1).max(256), match: z.string().min(1).max(256).optional(), if: z.string().min(1).max(4096).optional() }).strict()).default([]),
   debounce: z

@@ -13,12 +13,15 @@ import { parseSentAt } from './sleep-clock';
 /** Ids must be usable as subject tokens (WIRE-PROTOCOL.md 3.1). */
 const TOKEN = /^[A-Za-z0-9_-]{1,128}$/;
 
+// R2 (WIRE-PROTOCOL.md 3.3) is strict: a key it does not name is refused, never dropped.
 const registerSchema = z.object({
+  worker_id: z.string().optional(),
   function_ids: z.array(z.string().min(1)).default([]),
   max_concurrent_jobs: z.number().int().min(1).max(10_000).default(10),
   hostname: z.string().max(256).optional(),
   labels: z.record(z.string()).default({}),
-});
+  version: z.object({ sdk: z.string().optional(), runtime: z.string().optional() }).optional(),
+}).strict();
 
 const heartbeatSchema = z.object({
   jobs: z.array(z.object({ job_id: z.string() }).passthrough()).default([]),
@@ -54,7 +57,10 @@ export class PullWorkerSystem {
     checkWorkerId(workerId);
     refuseNulAnywhere('body', body);
     const parsed = registerSchema.safeParse(body ?? {});
-    if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
+    if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
+    if (parsed.data.worker_id !== undefined && parsed.data.worker_id !== workerId) {
+      throw new EngineError('VALIDATION_ERROR', `worker_id ${JSON.stringify(parsed.data.worker_id)} is not the worker of the path, ${JSON.stringify(workerId)}`);
+    }
     const envLabel = parsed.data.labels.env ? parseEnvironment(parsed.data.labels.env) : undefined;
     // A keyed call's env is its key's: a label naming another env is refused, never followed.
     if (scope.apiKeyId && envLabel && envLabel !== scope.env) {
@@ -125,7 +131,7 @@ export class PullWorkerSystem {
   async ack(workerId: string, jobId: string, body: JobAckBody): Promise<void> {
     checkWorkerId(workerId);
     const { runId, executionSeq } = parseJobId(jobId);
-    const fence = fenceOf(body, executionSeq);
+    const fence = fenceOf(body, { runId, executionSeq });
     await this.r.store.unitOfWork('ackJob', async (tx) => {
       const run = await runsSql.getRun(tx, runId);
       if (!run) throw new EngineError('RUN_NOT_FOUND', `run ${runId} does not exist`);
@@ -181,7 +187,7 @@ export class PullWorkerSystem {
   async release(workerId: string, jobId: string, body: JobAckBody): Promise<void> {
     checkWorkerId(workerId);
     const { runId, executionSeq } = parseJobId(jobId);
-    await this.releases.release(runId, executionSeq, workerId, fenceOf(body, executionSeq), `worker ${workerId} released job ${jobId}`);
+    await this.releases.release(runId, executionSeq, workerId, fenceOf(body, { runId, executionSeq }), `worker ${workerId} released job ${jobId}`);
   }
 
   /** R6: a progress checkpoint or the execution's terminal report. */
@@ -190,7 +196,7 @@ export class PullWorkerSystem {
     const { runId, executionSeq } = parseJobId(jobId);
     const parsed = updateSchema.safeParse(body);
     if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
-    const fence = fenceOf(body, executionSeq);
+    const fence = fenceOf(body, { runId, executionSeq });
     return this.reports.apply(runId, fence, toReport(body), workerId);
   }
 }
@@ -213,8 +219,15 @@ function sameOwner(worker: { project: string; env: string }, scope: CallScope): 
   return worker.project === owner.project && (owner.env === undefined || worker.env === owner.env);
 }
 
-/** The fence a request carries; its `execution_seq` must be the job id's. */
-function fenceOf(body: { execution_seq?: number; lease_token?: string } | undefined, jobSeq: number): ExecutionFence | undefined {
+/**
+ * The fence a request carries; its `execution_seq` must be the job id's. A `run_id` that is not
+ * the job's run is `STALE_EXECUTION` (409, nothing changes): the request is not about this job.
+ */
+function fenceOf(body: { run_id?: unknown; execution_seq?: number; lease_token?: string } | undefined, job: { runId: string; executionSeq: number }): ExecutionFence | undefined {
+  if (body?.run_id !== undefined && body.run_id !== job.runId) {
+    throw new EngineError('STALE_EXECUTION', `run_id ${JSON.stringify(body.run_id)} is not the run of job ${job.runId}-${job.executionSeq}`, { runId: job.runId, executionSeq: job.executionSeq });
+  }
+  const jobSeq = job.executionSeq;
   if (!body?.lease_token) return undefined;
   if (body.execution_seq !== undefined && body.execution_seq !== jobSeq) return { executionSeq: -1, leaseToken: body.lease_token };
   return { executionSeq: jobSeq, leaseToken: body.lease_token };

@@ -33,9 +33,9 @@ export interface AuditSink {
   /**
    * Resolves when the rows are inserted; rejects (ideally with `AuditNotWritten`) when they were
    * not. A sink never rejects while an insert of the rows may still commit: "every row is stored
-   * or counted, exactly once" rests on that. The one case a sink cannot know is an answer that
-   * never comes (NATS: no reply within the budget plus a grace); it rejects, and the rows count
-   * as lost even if a writer stored them.
+   * or counted, exactly once" rests on that. An answer that never comes (NATS: no reply within
+   * the budget plus a grace) is settled in the store (`NatsAuditSink` with `AuditFates`); only
+   * when that cannot be told either does the sink reject while a writer may have stored the rows.
    */
   write(rows: ScopedAuditRow[], options: AuditWriteOptions): Promise<void>;
 }

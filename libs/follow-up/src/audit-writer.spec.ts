@@ -1,6 +1,7 @@
-import { STORES, TestStore, openTestStore } from '@ironflow/testing';
+import { Locker, STORES, TestStore, openLocker, openTestStore, waitFor } from '@ironflow/testing';
 import { AuditWriter } from './audit-writer';
 import { SlotSet } from './slot-set';
+import { StoreAuditFates } from './store-audit-fates';
 
 describe.each(STORES)('AuditWriter [%s]', (dialect) => {
   let db: TestStore;
@@ -49,5 +50,48 @@ describe.each(STORES)('AuditWriter [%s]', (dialect) => {
     const ts = await db.store.read('t', (tx) => tx.query<{ ts: unknown }>(`SELECT ts FROM audit_events ORDER BY id`));
     expect(Number(ts[0].ts)).toBe(1000);
     expect(Number(ts[1].ts)).toBeLessThan(future);
+  });
+});
+
+describe.each(STORES)('AuditWriter and StoreAuditFates [%s]', (dialect) => {
+  let db: TestStore;
+  beforeEach(async () => { db = await openTestStore(dialect); });
+  afterEach(() => db.dispose());
+
+  const row = (runId: string) => ({ project: 'p', env: 'e', runId, functionId: 'f', eventType: 'run.created' });
+  const stored = () => db.store.read('t', (tx) => tx.query<{ run_id: string }>(`SELECT run_id FROM audit_events ORDER BY id`)).then((rows) => rows.map((r) => r.run_id));
+
+  it('of a writer and a sender settling one request, the first wins: given-up rows are never stored, stored rows are never given up', async () => {
+    const writer = new AuditWriter(db.store, new SlotSet(1));
+    const fates = new StoreAuditFates(db.store);
+    expect(await fates.giveUp('r1', 1000)).toBe(true);
+    const results = await Promise.allSettled([writer.write([row('given-up')], { requestId: 'r1' }), writer.write([row('kept')], { requestId: 'r2' })]);
+    expect(results[0]).toMatchObject({ status: 'rejected', reason: { name: 'AuditNotWritten', reason: 'budget' } });
+    expect(results[1].status).toBe('fulfilled');
+    expect(await fates.giveUp('r2', 1000)).toBe(false);
+    expect(await stored()).toEqual(['kept']);
+  });
+});
+
+describe('StoreAuditFates [postgres]', () => {
+  let db: TestStore;
+  let locker: Locker;
+  beforeEach(async () => {
+    db = await openTestStore('postgres');
+    locker = await openLocker(db);
+  });
+  afterEach(async () => {
+    await locker.close();
+    await db.dispose();
+  });
+
+  it('waits for a writer\'s open insert of the request, at most its limit; a writer that rolls back leaves the request to the sender', async () => {
+    await locker.lockRows(`INSERT INTO audit_write_fates (request_id, fate, at) VALUES ('r1', 'written', 0)`);
+    const fates = new StoreAuditFates(db.store);
+    await expect(fates.giveUp('r1', 200)).rejects.toMatchObject({ name: 'LockTimeoutError' });
+    const settling = fates.giveUp('r1', 10_000);
+    await waitFor('the sender waits on the writer\'s insert', async () => (await locker.waiters()) === 1);
+    await locker.release();
+    expect(await settling).toBe(true);
   });
 });

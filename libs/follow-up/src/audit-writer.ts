@@ -1,9 +1,13 @@
-import { Store, auditSql } from '@ironflow/store';
+import { Store, Tx, auditSql } from '@ironflow/store';
 import { AuditNotWritten, ScopedAuditRow } from './audit-recorder';
 import { SlotSet } from './slot-set';
 
 /** How long rows may take when their sender gave no budget (an older sender), ms. */
 const DEFAULT_BUDGET_MS = 5000;
+/** How long a request's fate is kept once settled, ms: far past any sender's wait for its answer. */
+export const AUDIT_FATE_KEEP_MS = 600_000;
+/** How often a batch also deletes fates older than {@link AUDIT_FATE_KEEP_MS}, ms. */
+const FATE_CLEANUP_EVERY_MS = 60_000;
 /** While an insert runs, how long the first row of the next batch waits for others before their insert begins, ms (issue 11). */
 export const AUDIT_BATCH_WINDOW_MS = 10;
 
@@ -11,6 +15,7 @@ interface Pending {
   rows: ScopedAuditRow[];
   deadline: number;
   signal?: AbortSignal;
+  requestId?: string;
   resolve: () => void;
   reject: (err: unknown) => void;
 }
@@ -28,12 +33,19 @@ interface Pending {
  * `lock_timeout`; SQLite runs one unit at a time), so a stuck table answers "not written" at about
  * the deadline instead of writing rows the sender already gave up on. A request's promise settles
  * only once its rows' fate is known: that is what lets the sender count every lost row exactly.
+ *
+ * A request sent over NATS carries a `requestId`, and the insert settles its fate as `written`
+ * (`audit_write_fates`) in the same transaction. A sender that heard no answer settles it as
+ * `given_up` instead (`StoreAuditFates`); whichever commits first wins. So a request whose sender
+ * gave up is not written (it is answered `budget`), and one the writer stored before it died
+ * unanswered is known to the sender as written: its rows are stored or counted, never both.
  */
 export class AuditWriter {
   private queue: Pending[] = [];
   private scheduled = false;
   /** Inserts begun and not yet settled. */
   private inserting = 0;
+  private lastFateCleanup = Date.now();
 
   constructor(
     private readonly store: Store,
@@ -44,11 +56,12 @@ export class AuditWriter {
   /**
    * Resolves when `rows` are inserted; rejects with `AuditNotWritten` when they were not and will
    * not be: their budget (`budgetMs`, default 5000) ran out before their insert began or while it
-   * waited for a lock, `signal` aborted before it began, or the insert failed.
+   * waited for a lock, `signal` aborted before it began, the insert failed, or (with `requestId`)
+   * the sender had already given the request up.
    */
-  write(rows: ScopedAuditRow[], options: { budgetMs?: number; signal?: AbortSignal } = {}): Promise<void> {
+  write(rows: ScopedAuditRow[], options: { budgetMs?: number; signal?: AbortSignal; requestId?: string } = {}): Promise<void> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ rows, deadline: Date.now() + (options.budgetMs ?? DEFAULT_BUDGET_MS), signal: options.signal, resolve, reject });
+      this.queue.push({ rows, deadline: Date.now() + (options.budgetMs ?? DEFAULT_BUDGET_MS), signal: options.signal, requestId: options.requestId, resolve, reject });
       if (!this.scheduled) {
         this.scheduled = true;
         if (this.inserting > 0 && this.windowMs > 0) setTimeout(() => void this.flush(), this.windowMs);
@@ -62,6 +75,7 @@ export class AuditWriter {
     const queued = this.queue;
     this.queue = [];
     let batch: Pending[] = [];
+    let givenUp = new Set<Pending>();
     this.inserting += 1;
     try {
       await this.slots.run(async () => {
@@ -78,15 +92,35 @@ export class AuditWriter {
           const left = deadline - Date.now();
           if (left <= 0) throw new AuditNotWritten('budget', 'audit write reached its deadline waiting for a connection');
           await tx.setLockTimeout(left);
-          await auditSql.insertAuditRows(tx, batch.flatMap((b) => b.rows));
+          givenUp = await this.settleFates(tx, batch);
+          await auditSql.insertAuditRows(tx, batch.filter((b) => !givenUp.has(b)).flatMap((b) => b.rows));
         });
       });
-      for (const b of batch) b.resolve();
+      for (const b of batch) {
+        if (givenUp.has(b)) b.reject(new AuditNotWritten('budget', 'audit write given up by its sender before its insert (no answer within its budget)'));
+        else b.resolve();
+      }
     } catch (err) {
       const notWritten = err instanceof AuditNotWritten ? err : new AuditNotWritten('error', `audit insert failed: ${err instanceof Error ? err.message : String(err)}`);
       for (const b of batch) b.reject(notWritten);
     } finally {
       this.inserting -= 1;
     }
+  }
+
+  /**
+   * In the insert's transaction: settles the batch's requests as `written` and returns those
+   * whose sender settled them first (their rows are left out). About once a minute it also
+   * deletes the fates no sender can still ask about.
+   */
+  private async settleFates(tx: Tx, batch: Pending[]): Promise<Set<Pending>> {
+    const fenced = batch.filter((b) => b.requestId !== undefined);
+    if (fenced.length === 0) return new Set();
+    if (Date.now() - this.lastFateCleanup >= FATE_CLEANUP_EVERY_MS) {
+      this.lastFateCleanup = Date.now();
+      await auditSql.deleteAuditFatesBefore(tx, tx.now - AUDIT_FATE_KEEP_MS);
+    }
+    const settled = new Set(await auditSql.settleAuditRequests(tx, [...new Set(fenced.map((b) => b.requestId!))], 'written'));
+    return new Set(fenced.filter((b) => !settled.has(b.requestId!)));
   }
 }

@@ -37,6 +37,7 @@ export class EngineMetrics {
   readonly followUpFailures = new Counter({ name: 'ironflow_follow_up_failures_total', help: 'Post-commit follow-ups that failed', labelNames: ['kind'], registers: [this.registry] });
   readonly followUpLatency = new Histogram({ name: 'ironflow_follow_up_seconds', help: 'Post-commit follow-up duration', labelNames: ['kind'], buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5], registers: [this.registry] });
   readonly auditWriteFailures = new Counter({ name: 'ironflow_audit_write_failures_total', help: 'Audit rows lost (backlog, budget, stop, a failed insert or a failed recording lookup); every row is stored or counted once', labelNames: ['event_type'], registers: [this.registry] });
+  readonly auditUnansweredRows = new Counter({ name: 'ironflow_audit_unanswered_rows_total', help: 'Audit rows whose write got no answer from the audit-writer, by what the sender then learned: written (stored, not counted as lost), given_up (counted as lost), unknown (counted as lost, may be stored)', labelNames: ['fate'], registers: [this.registry] });
   readonly leaseRecoveries = new Counter({ name: 'ironflow_lease_recoveries_total', help: 'Expired leases recovered by the capacity scanner; exhausted also counts runs failed by a release past the recovery ceiling', labelNames: ['effect'], registers: [this.registry] });
   /** How far the `cancel_on` reconcile's cursor is behind the settled end of the event log (0 once a pass reached it); set by the scheduler. */
   readonly cancelOnReconcileLag = new Gauge({ name: 'ironflow_cancel_on_reconcile_lag_seconds', help: 'How far the cancel_on reconcile pass is behind the event log after its last pass, seconds (0: caught up)', registers: [this.registry] });
@@ -55,6 +56,13 @@ export class EngineMetrics {
   /** Open `WorkerService.Connect` streams on this process (0 outside dispatchers); set by the engine. */
   readonly streamConnections: Gauge = new Gauge({ name: 'ironflow_stream_connections', help: 'Open WorkerService streams on this process', registers: [this.registry], collect: () => this.streamConnections.set(this.streamConnectionCount()) });
   private streamConnectionCount: () => number = () => 0;
+  /**
+   * Audit rows and recording lookups waiting or being written in this process (the recorder's
+   * `inFlight`; set by the engine): what a crash of the process can lose without counting it. A
+   * row the writer stored whose answer had not come back yet is in it too, so it bounds that loss.
+   */
+  readonly auditPending: Gauge = new Gauge({ name: 'ironflow_audit_rows_pending', help: 'Audit rows and recording lookups waiting or being written in this process (lost uncounted if it crashes)', registers: [this.registry], collect: () => this.auditPending.set(this.auditPendingCount()) });
+  private auditPendingCount: () => number = () => 0;
   private backlogExported = false;
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
@@ -67,6 +75,7 @@ export class EngineMetrics {
     }
     for (const mode of EXECUTION_MODES) this.segmentsDispatched.inc({ mode }, 0);
     for (const effect of ['requeued', 'exhausted', 'released']) this.leaseRecoveries.inc({ effect }, 0);
+    for (const fate of ['written', 'given_up', 'unknown']) this.auditUnansweredRows.inc({ fate }, 0);
     for (const path of ['commit', 'pass']) this.parentWakes.inc({ path }, 0);
     for (const code of ['STALE_EXECUTION', 'RUN_NOT_RUNNING']) this.reportsRejected.inc({ code }, 0);
   }
@@ -74,6 +83,11 @@ export class EngineMetrics {
   /** Where {@link streamConnections} reads its value at scrape time. */
   countStreamConnections(count: () => number): void {
     this.streamConnectionCount = count;
+  }
+
+  /** Where `ironflow_audit_rows_pending` reads its value (the engine's audit recorder). */
+  countAuditPending(count: () => number): void {
+    this.auditPendingCount = count;
   }
 
   /**

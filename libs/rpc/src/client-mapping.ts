@@ -182,7 +182,7 @@ function unknownErrorToProto(error: unknown): MessageInitShape<typeof ErrorSchem
  * `debounce.max_wait_ms` 0 means no cap. actor_key, secrets, recording, recording_retention,
  * change_reason and debounce are carried when given, so the engine refuses the ones it does not
  * act on by name. `recording: true` records the `all` profile; proto3 cannot tell `false`
- * from "not given", so it keeps the default.
+ * from "not given", so it keeps the default here (the JSON route reads `false` from the body).
  */
 export function registerFunctionInputFromProto(req: RegisterFunctionRequest): RegisterFunctionInput {
   const input: RegisterFunctionInput = {

@@ -5,6 +5,7 @@
  * statuses (WIRE-PROTOCOL.md 5.2, 5.5) and user values that are not JSON objects.
  */
 import type { JsonObject, JsonValue, MessageInitShape, MessageShape } from '@bufbuild/protobuf';
+import { EngineError } from '@ironflow/contracts';
 import type { CallScope, ClientApi, RunResultView, RunView, StepView, RunHistoryEntry } from '@ironflow/contracts';
 import {
   functionToProto,
@@ -34,10 +35,13 @@ export interface ClientMethodDeps {
 }
 
 export interface ClientMethodBinding<M extends ClientMethodName, R> {
-  call(deps: ClientMethodDeps, scope: CallScope, req: MessageShape<Methods[M]['input']>): Promise<R>;
+  /** `raw`: the request body's JSON object as sent, on the JSON route only (absent over binary and gRPC). */
+  call(deps: ClientMethodDeps, scope: CallScope, req: MessageShape<Methods[M]['input']>, raw?: JsonObject): Promise<R>;
   toMessage(result: R): MessageInitShape<Methods[M]['output']>;
   /** Adjusts the protojson rendering of `toMessage(result)` for the Ironflow SDK, in place. */
   patchJson?(result: R, json: JsonObject): void;
+  /** The JSON layer refuses keys the request message does not have instead of dropping them (see `JsonBinding.strictFields`). */
+  strictFields?: boolean;
 }
 
 function bind<M extends ClientMethodName, R>(_method: M, binding: ClientMethodBinding<M, R>): ClientMethodBinding<M, R> {
@@ -87,7 +91,10 @@ function patchEach<T>(items: T[], jsons: JsonObject[], patch: (item: T, json: Js
 /** Every IronflowService RPC, by local name. */
 export const CLIENT_METHODS = {
   registerFunction: bind('registerFunction', {
-    call: (d, scope, req) => d.api.registerFunction(scope, registerFunctionInputFromProto(req)),
+    // Registration refuses every option it would not act on, on every route (README "Function options").
+    strictFields: true,
+    // proto3 cannot tell `recording: false` (the `none` profile) from "not given"; the JSON body can.
+    call: (d, scope, req, raw) => d.api.registerFunction(scope, { ...registerFunctionInputFromProto(req), ...(raw?.recording === false ? { recording: false } : {}) }),
     toMessage: (r) => ({ function: functionToProto(r.function), created: r.created }),
   }),
   trigger: bind('trigger', {
@@ -124,6 +131,10 @@ export const CLIENT_METHODS = {
   }),
   listRuns: bind('listRuns', {
     call: (d, scope, req) => {
+      // Refused rather than ignored: the store has no time filter yet, and a negative page size is no page size.
+      const unsupported = [...(req.since ? ['since'] : []), ...(req.until ? ['until'] : [])];
+      if (unsupported.length > 0) throw new EngineError('VALIDATION_ERROR', `${unsupported.join(', ')}: not supported by this engine (ListRuns filters by functionId and status only)`);
+      if (req.limit < 0) throw new EngineError('VALIDATION_ERROR', `limit: 0 (the default page, 50) or more, not ${req.limit}`);
       const status = runStatusFromProto(req.status);
       return d.api.listRuns(scope, {
         ...(req.functionId ? { functionId: req.functionId } : {}),

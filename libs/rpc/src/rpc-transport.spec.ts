@@ -80,7 +80,24 @@ describe('client RPC transport on one port', () => {
       expect(server.port).toBeGreaterThan(0);
     });
 
-    it('RegisterFunction accepts camelCase keys, preferredMode "push", carries debounce with max_wait_ms (our field 100) to the engine and ignores unknown fields', async () => {
+    it('RegisterFunction refuses a key its request does not have, at any depth, by name, before the engine is called (other RPCs still drop them)', async () => {
+      const calls = api.calls.length;
+      const res = await post('RegisterFunction', { id: 'orders', preferredMode: 'pull', somethingFromTheFuture: { nested: true }, retry: { maxAttemps: 2 }, cancelOn: [{ event: 'stop', matches: 'data.id' }] });
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ code: 'invalid_argument', ironflowCode: 'VALIDATION_ERROR', message: 'unknown field(s), not options of this engine: somethingFromTheFuture, retry.maxAttemps, cancelOn.0.matches' });
+      expect(api.calls.length).toBe(calls);
+      expect((await post('GetRun', { id: 'nope', somethingFromTheFuture: 1 })).body.ironflowCode).toBe('RUN_NOT_FOUND');
+    });
+
+    it('RegisterFunction over JSON carries recording: false (the none profile) and true to the engine; left out, neither', async () => {
+      for (const [recording, expected] of [[false, false], [true, true], [undefined, undefined]] as const) {
+        expect((await post('RegisterFunction', { id: 'rec', preferredMode: 'pull', ...(recording !== undefined ? { recording } : {}) })).status).toBe(200);
+        expect(api.lastCall('registerFunction')?.input).toEqual(expect.objectContaining({ id: 'rec' }));
+        expect((api.lastCall('registerFunction')?.input as { recording?: boolean }).recording).toBe(expected);
+      }
+    });
+
+    it('RegisterFunction accepts camelCase keys, preferredMode "push" and carries debounce with max_wait_ms (our field 100) to the engine', async () => {
       const res = await post('RegisterFunction', {
         id: 'orders',
         name: 'Orders',
@@ -93,7 +110,6 @@ describe('client RPC transport on one port', () => {
         cancelOn: [{ event: 'order.cancelled', match: 'data.orderId' }],
         metadata: { __ironflow_code_hash: '0123456789abcdef' },
         debounce: { period_ms: 1000, key: '', max_wait_ms: 5000 },
-        somethingFromTheFuture: { nested: true },
       });
 
       expect(res.status).toBe(200);
@@ -320,6 +336,18 @@ describe('client RPC transport on one port', () => {
       const bad = await post('ListRuns', { status: 'pending' });
       expect(bad.status).toBe(400);
       expect(bad.body.ironflowCode).toBe('VALIDATION_ERROR');
+    });
+
+    it('ListRuns refuses the filters it does not act on (since, until) and a negative limit, by name', async () => {
+      const calls = api.calls.length;
+      const timed = await post('ListRuns', { since: '2026-01-01T00:00:00Z', until: '2026-01-02T00:00:00Z' });
+      expect(timed.status).toBe(400);
+      expect(timed.body).toMatchObject({ code: 'invalid_argument', ironflowCode: 'VALIDATION_ERROR' });
+      expect(timed.body.message).toMatch(/^since, until: not supported by this engine/);
+      const negative = await post('ListRuns', { limit: -5 });
+      expect(negative.status).toBe(400);
+      expect(negative.body.message).toBe('limit: 0 (the default page, 50) or more, not -5');
+      expect(api.calls.length).toBe(calls);
     });
 
     it('CancelRun answers the cancelled run; cancelling a terminal run is 409 failed_precondition', async () => {

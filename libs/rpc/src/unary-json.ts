@@ -67,7 +67,8 @@ export const UNARY_JSON_METHODS: readonly string[] = IronflowService.methods.map
  * `method` is the RPC name as in the URL (`GetRun`); `rawBody` the request body (empty = `{}`).
  *
  * Requests: protojson parsing that accepts camelCase and snake_case keys (camelCase wins when a
- * field is given both ways), ignores unknown fields (e.g. `debounce.max_wait_ms`), and accepts
+ * field is given both ways), ignores unknown fields except in RegisterFunction (refused by name,
+ * as on REST: the engine never stores and ignores an option), and accepts
  * enum aliases: the full name (`EXECUTION_MODE_PULL`), the name without its prefix in any case
  * (`"push"`, `"running"`) and the number (`1`). An enum value that matches none is a 400.
  *
@@ -107,6 +108,12 @@ export interface JsonBinding<D> {
   patchJson?(result: never, json: JsonObject): void;
   /** Fields the binding reads from `raw` as any JSON value (e.g. Publish `data`); left out of protojson parsing. */
   rawFields?: readonly string[];
+  /**
+   * Refuse a key the request message does not have, at any depth, instead of dropping it:
+   * `VALIDATION_ERROR` `unknown field(s), not options of this engine: retries, retry.maxAttemps`
+   * (RegisterFunction, whose options the engine refuses by name on every route).
+   */
+  strictFields?: boolean;
 }
 
 /**
@@ -131,7 +138,7 @@ export async function serveUnaryJson<D>(
     });
   }
   try {
-    const { request, raw } = parseRequest(desc.input, rawBody, options.maxBodyBytes ?? DEFAULT_MAX_PAYLOAD_BYTES, binding.rawFields ?? []);
+    const { request, raw } = parseRequest(desc.input, rawBody, options.maxBodyBytes ?? DEFAULT_MAX_PAYLOAD_BYTES, binding.rawFields ?? [], binding.strictFields === true);
     const result = await binding.call(deps, scope, request as never, raw);
     const message = create(desc.output, binding.toMessage(result as never));
     const json = toJson(desc.output, message, { alwaysEmitImplicit: true }) as JsonObject;
@@ -182,7 +189,7 @@ function errorResult(status: number, body: UnaryJsonErrorBody): UnaryJsonResult 
 // ---------------------------------------------------------------------------------------------
 // Request parsing
 
-function parseRequest(desc: DescMessage, rawBody: Buffer, maxBodyBytes: number, rawFields: readonly string[]): { request: unknown; raw: JsonObject } {
+function parseRequest(desc: DescMessage, rawBody: Buffer, maxBodyBytes: number, rawFields: readonly string[], strictFields: boolean): { request: unknown; raw: JsonObject } {
   if (rawBody.length > maxBodyBytes) {
     throw new EngineError('PAYLOAD_TOO_LARGE', `request body exceeds ${maxBodyBytes} bytes`);
   }
@@ -198,7 +205,9 @@ function parseRequest(desc: DescMessage, rawBody: Buffer, maxBodyBytes: number, 
   }
   const parsed = { ...(json as JsonObject) };
   for (const field of rawFields) delete parsed[field];
-  const normalized = normalizeMessageJson(desc, parsed, '');
+  const unknown: string[] | undefined = strictFields ? [] : undefined;
+  const normalized = normalizeMessageJson(desc, parsed, '', unknown);
+  if (unknown && unknown.length > 0) throw new EngineError('VALIDATION_ERROR', `unknown field(s), not options of this engine: ${unknown.join(', ')}`);
   try {
     return { request: fromJson(desc, normalized, { ignoreUnknownFields: true }), raw: json as JsonObject };
   } catch (err) {
@@ -208,31 +217,36 @@ function parseRequest(desc: DescMessage, rawBody: Buffer, maxBodyBytes: number, 
 
 /**
  * Rewrites a request object for strict protojson parsing: keys renamed to the camelCase JSON
- * name (camelCase wins over snake_case), unknown keys dropped, enum aliases resolved; nested
- * messages are walked, well-known types (Struct, Timestamp…) left as they are.
+ * name (camelCase wins over snake_case), unknown keys dropped (and their paths pushed to
+ * `unknown` when given), enum aliases resolved; nested messages are walked, well-known types
+ * (Struct, Timestamp…) left as they are.
  */
-function normalizeMessageJson(desc: DescMessage, json: JsonObject, path: string): JsonObject {
+function normalizeMessageJson(desc: DescMessage, json: JsonObject, path: string, unknown: string[] | undefined): JsonObject {
   const out: JsonObject = {};
   for (const [key, value] of Object.entries(json)) {
     const field = desc.fields.find((f) => f.jsonName === key || f.name === key);
-    if (!field) continue;
+    if (!field) {
+      // Named as REST registration names them (`triggers.0.evnt`).
+      unknown?.push((path ? `${path}.${key}` : key).replace(/\[(\d+)\]/g, '.$1'));
+      continue;
+    }
     if (key !== field.jsonName && Object.prototype.hasOwnProperty.call(json, field.jsonName)) continue;
-    out[field.jsonName] = normalizeFieldValue(field, value, path ? `${path}.${field.jsonName}` : field.jsonName);
+    out[field.jsonName] = normalizeFieldValue(field, value, path ? `${path}.${field.jsonName}` : field.jsonName, unknown);
   }
   return out;
 }
 
-function normalizeFieldValue(field: DescField, value: JsonValue, path: string): JsonValue {
+function normalizeFieldValue(field: DescField, value: JsonValue, path: string, unknown: string[] | undefined): JsonValue {
   if (value === null) return value;
   switch (field.fieldKind) {
     case 'enum':
       return normalizeEnum(field.enum, value, path);
     case 'message':
-      return normalizeNested(field.message, value, path);
+      return normalizeNested(field.message, value, path, unknown);
     case 'list':
       if (!Array.isArray(value)) return value;
       if (field.listKind === 'enum') return value.map((v, i) => normalizeEnum(field.enum, v, `${path}[${i}]`));
-      if (field.listKind === 'message') return value.map((v, i) => normalizeNested(field.message, v, `${path}[${i}]`));
+      if (field.listKind === 'message') return value.map((v, i) => normalizeNested(field.message, v, `${path}[${i}]`, unknown));
       return value;
     case 'map': {
       if (typeof value !== 'object' || Array.isArray(value)) return value;
@@ -242,7 +256,7 @@ function normalizeFieldValue(field: DescField, value: JsonValue, path: string): 
           field.mapKind === 'enum'
             ? normalizeEnum(field.enum, v, `${path}.${k}`)
             : field.mapKind === 'message'
-              ? normalizeNested(field.message, v, `${path}.${k}`)
+              ? normalizeNested(field.message, v, `${path}.${k}`, unknown)
               : v;
       }
       return out;
@@ -252,10 +266,10 @@ function normalizeFieldValue(field: DescField, value: JsonValue, path: string): 
   }
 }
 
-function normalizeNested(desc: DescMessage, value: JsonValue, path: string): JsonValue {
+function normalizeNested(desc: DescMessage, value: JsonValue, path: string, unknown: string[] | undefined): JsonValue {
   if (desc.typeName.startsWith('google.protobuf.')) return value;
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return value;
-  return normalizeMessageJson(desc, value, path);
+  return normalizeMessageJson(desc, value, path, unknown);
 }
 
 /**

@@ -1,11 +1,13 @@
 import type { ApiKeyView, EventView, InstanceStatusView, InstanceTransitionView, FunctionDefinition, ListEventsOutput, ListRunsOutput, RunHistoryEntry, RunStatus, RunView, SecretView, StepView } from '@ironflow/contracts';
 import { IronflowClientError, RunCancelledError, RunErrorInfo, RunFailedError } from './errors';
+import { refuseUnknownConfigKeys } from './function';
 import type { FunctionConfig, IronflowFunction } from './function';
 import { RawResponse, baseHeaders, connectUnary, httpError, networkError, parseJson, restGet, sendRaw } from './http';
 import { PublishResult, createPublisher } from './publish';
 import { SubscribeOptions, Subscription, openSubscription } from './subscribe';
 import { REGISTER_FUNCTION_PROCEDURE, clientRegistrationBody } from './register-function';
 import { resolveApiKey, resolveServerUrl } from './settings';
+import { refuseUnknownOptions } from './known-options';
 
 /**
  * Options of {@link createClient}.
@@ -21,6 +23,9 @@ export interface ClientOptions {
   environment?: string;
   timeoutMs?: number;
 }
+
+/** The keys of {@link ClientOptions}; `createClient` refuses any other. */
+const CLIENT_OPTION_KEYS: ReadonlySet<string> = new Set(['serverUrl', 'apiKey', 'environment', 'timeoutMs'] satisfies (keyof ClientOptions)[]);
 
 /** A function definition for `registerFunction`: a function's config plus, for push, its URL. */
 export type FunctionRegistration = FunctionConfig & { endpointUrl?: string };
@@ -71,6 +76,17 @@ export interface WaitForRunOptions {
   timeoutMs?: number;
   pollMs?: number;
 }
+
+/** The keys each call's options take; a call refuses any other (`VALIDATION_ERROR` naming it) before sending anything. */
+const CALL_OPTION_KEYS = {
+  registerFunction: new Set(['endpointUrl']),
+  emit: new Set(['idempotencyKey', 'version', 'metadata'] satisfies (keyof EmitOptions)[]),
+  emitSync: new Set(['timeoutMs', 'idempotencyKey'] satisfies (keyof EmitSyncOptions)[]),
+  invoke: new Set(['timeoutMs']),
+  waitForRun: new Set(['timeoutMs', 'pollMs'] satisfies (keyof WaitForRunOptions)[]),
+  listRuns: new Set(['functionId', 'status', 'limit', 'cursor'] satisfies (keyof ListRunsFilter)[]),
+  listEvents: new Set(['name', 'limit', 'cursor'] satisfies (keyof ListEventsFilter)[]),
+} satisfies Record<string, ReadonlySet<string>>;
 
 /** What `getRunSteps` answers: step rows, the run's history and its child runs. */
 export interface RunSteps {
@@ -241,6 +257,7 @@ const SYNC_DEADLINE_SLACK_MS = 5_000;
  * {@link IronflowClientError} with the body's `code` and `message`. No automatic retries.
  */
 export function createClient(options: ClientOptions = {}): IronflowClient {
+  refuseUnknownOptions('createClient', options, CLIENT_OPTION_KEYS);
   const serverUrl = resolveServerUrl(options.serverUrl);
   const environment = options.environment || process.env.IRONFLOW_ENV || undefined;
   const headers = baseHeaders(resolveApiKey(options.apiKey), environment);
@@ -264,13 +281,16 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
     serverUrl,
 
     async registerFunction(def, opts = {}) {
+      refuseUnknownOptions('registerFunction', opts, CALL_OPTION_KEYS.registerFunction);
       const registration: FunctionRegistration = 'kind' in def && def.kind === 'ironflow.function' ? { ...def.config } : { ...(def as FunctionRegistration) };
+      refuseUnknownConfigKeys(registration, ['endpointUrl']);
       if (opts.endpointUrl !== undefined) registration.endpointUrl = opts.endpointUrl;
       const res = await connectUnary(serverUrl, REGISTER_FUNCTION_PROCEDURE, clientRegistrationBody(registration), { headers, timeoutMs });
       return { created: res.created === true, function: res.function };
     },
 
     async emit(event, data = {}, opts = {}) {
+      refuseUnknownOptions('emit', opts, CALL_OPTION_KEYS.emit);
       const body: Record<string, unknown> = { event, data };
       if (opts.version !== undefined) body.version = opts.version;
       if (opts.idempotencyKey !== undefined) body.idempotencyKey = opts.idempotencyKey;
@@ -284,6 +304,7 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
     },
 
     async emitSync<T = unknown>(event: string, data: unknown = {}, opts: EmitSyncOptions = {}): Promise<EmitSyncResult<T>> {
+      refuseUnknownOptions('emitSync', opts, CALL_OPTION_KEYS.emitSync);
       const waitMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
       const body: Record<string, unknown> = { event, data, timeout_ms: waitMs };
       if (opts.idempotencyKey !== undefined) body.idempotencyKey = opts.idempotencyKey;
@@ -294,6 +315,7 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
     },
 
     async invoke<T = unknown>(functionId: string, input: unknown = {}, opts: { timeoutMs?: number } = {}): Promise<InvokeResult<T>> {
+      refuseUnknownOptions('invoke', opts, CALL_OPTION_KEYS.invoke);
       const waitMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
       const res = await call('InvokeFunctionSync', { functionId, input, timeoutMs: waitMs }, waitMs + SYNC_DEADLINE_SLACK_MS);
       return runResult<T>(res);
@@ -304,6 +326,7 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
     },
 
     async waitForRun<T = unknown>(runId: string, opts: WaitForRunOptions = {}): Promise<InvokeResult<T>> {
+      refuseUnknownOptions('waitForRun', opts, CALL_OPTION_KEYS.waitForRun);
       const deadline = Date.now() + (opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
       const pollMs = opts.pollMs ?? DEFAULT_WAIT_POLL_MS;
       let run: RunView | undefined;
@@ -333,11 +356,13 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
     },
 
     async listEvents(filter = {}) {
+      refuseUnknownOptions('listEvents', filter, CALL_OPTION_KEYS.listEvents);
       const res = await restGet(serverUrl, 'api/v1/events', { name: filter.name, limit: filter.limit, cursor: filter.cursor }, { headers, timeoutMs });
       return { events: Array.isArray(res.events) ? (res.events as EventView[]) : [], nextCursor: typeof res.nextCursor === 'string' ? res.nextCursor : '' };
     },
 
     async listRuns(filter = {}) {
+      refuseUnknownOptions('listRuns', filter, CALL_OPTION_KEYS.listRuns);
       const body: Record<string, unknown> = {};
       for (const key of ['functionId', 'status', 'limit', 'cursor'] as const) if (filter[key] !== undefined) body[key] = filter[key];
       const res = await call('ListRuns', body);

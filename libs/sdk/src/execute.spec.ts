@@ -282,6 +282,16 @@ describe('waits', () => {
     expect(expectFailed(await runOnce(async ({ step }) => step.waitForEvent('w', { event: '   ' }))).error.code).toBe('INVALID_STEP');
   });
 
+  it('a step option the SDK does not have fails the run as INVALID_STEP naming it (a misspelt match would take any event)', async () => {
+    const failed = expectFailed(await runOnce(async ({ step }) => step.waitForEvent('w', { event: 'e', mach: 'data.id' } as never)));
+    expect(failed.error).toMatchObject({ code: 'INVALID_STEP', retryable: false, message: 'step.waitForEvent("w"): unknown option(s), not options of this SDK: mach' });
+    const run = expectFailed(await runOnce(async ({ step }) => step.run('s', () => 1, { timeot: 5 } as never)));
+    expect(run.error).toMatchObject({ code: 'INVALID_STEP', message: 'step.run("s"): unknown option(s), not options of this SDK: timeot' });
+    const invoke = expectFailed(await runOnce(async ({ step }) => step.invoke('child', {}, { wait: true } as never)));
+    expect(invoke.error).toMatchObject({ code: 'INVALID_STEP', message: 'step.invoke("child"): unknown option(s), not options of this SDK: wait' });
+    expect(expectYielded(await runOnce(async ({ step }) => step.waitForEvent('w', { event: 'e', match: 'data.id', timeout: '1h' }))).yield).toMatchObject({ event_filter: { match: 'data.id' } });
+  });
+
   it('waitForEvent returns the resume data or a truthy stored output, raw', async () => {
     const received = { id: 'evt-9', name: 'order.approved', data: { by: 'ana' }, timestamp: '2025-01-02T04:00:00.000Z' };
     const handler: Handler = async ({ step }) => step.waitForEvent('approval', { event: 'order.approved' });

@@ -1,3 +1,4 @@
+import { refuseUnknownOptions } from './known-options';
 import type { CancelOnSpec, ConcurrencyConfig, DebounceConfig, ExecutionMode, FunctionTrigger, RetryConfig } from '@ironflow/contracts';
 import { IronflowError } from './errors';
 import type { StepTools } from './step-tools';
@@ -63,6 +64,9 @@ export type Handler<TData = unknown, TResult = unknown> = (ctx: HandlerContext<T
  * - `secrets`: names of secrets (set with `ironflow secret set`) the engine delivers with every
  *   invocation, read with `secrets.get(name)`; a declared secret that does not exist fails the
  *   attempt with `SECRET_NOT_FOUND`.
+ * - `recording`: what the engine records of the function's runs in its audit table (README "Audit
+ *   rows"): `true` records every run and step row (profile `all`), `false` records none (`none`);
+ *   left out, the engine's default `run_lifecycle` (every `run.*` row, the history `run get` shows).
  */
 export interface FunctionConfig {
   id: string;
@@ -78,6 +82,24 @@ export interface FunctionConfig {
   mode?: ExecutionMode;
   metadata?: Record<string, unknown>;
   secrets?: string[];
+  recording?: boolean;
+}
+
+/** The keys of {@link FunctionConfig}: `createFunction` refuses any other, which registration would drop. */
+const CONFIG_KEYS: ReadonlySet<string> = new Set(['id', 'name', 'description', 'triggers', 'retry', 'timeoutMs', 'stepTimeoutMs', 'concurrency', 'cancelOn', 'debounce', 'mode', 'metadata', 'secrets', 'recording'] satisfies (keyof FunctionConfig)[]);
+/** The keys of {@link DebounceConfig} the registration sends (as `period_ms`, `key`, `max_wait_ms`). */
+const DEBOUNCE_KEYS: ReadonlySet<string> = new Set(['periodMs', 'key', 'maxWaitMs'] satisfies (keyof DebounceConfig)[]);
+
+/**
+ * Refuses (`VALIDATION_ERROR`, `function "<id>": unknown option(s), not options of this SDK: …`)
+ * a key of `config`, or of its `debounce`, that {@link FunctionConfig} does not name (plus
+ * `extraKeys`, e.g. `endpointUrl` for `client.registerFunction`): the registration bodies send
+ * only the keys they know.
+ */
+export function refuseUnknownConfigKeys(config: FunctionConfig, extraKeys: readonly string[] = []): void {
+  const debounce = config.debounce && typeof config.debounce === 'object' ? Object.keys(config.debounce).filter((key) => !DEBOUNCE_KEYS.has(key)).map((key) => `debounce.${key}`) : [];
+  const known = extraKeys.length > 0 ? new Set([...CONFIG_KEYS, ...extraKeys]) : CONFIG_KEYS;
+  refuseUnknownOptions(`function "${config.id}"`, config, known, { nested: debounce });
 }
 
 /** A function built by {@link createFunction}: its config plus its handler. */
@@ -105,8 +127,10 @@ const VALID_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
  *
  * Returns an {@link IronflowFunction} to hand to `serve()`, `createWorker()` or
  * `client.registerFunction()`. Throws `IronflowError` (code `VALIDATION_ERROR`) when `config.id`
- * is empty or not a valid function id, when `handler` is not a function, or when a numeric
- * option (`timeoutMs`, `stepTimeoutMs`) is not a positive finite number.
+ * is empty or not a valid function id, when `handler` is not a function, when a numeric
+ * option (`timeoutMs`, `stepTimeoutMs`) is not a positive finite number, or when `config` (or its
+ * `debounce`) has a key {@link FunctionConfig} does not name (`unknown option(s), not options of
+ * this SDK: retries, debounce.maxWait`): registration would drop it.
  */
 export function createFunction<TData = unknown, TResult = unknown>(
   config: FunctionConfig,
@@ -116,6 +140,7 @@ export function createFunction<TData = unknown, TResult = unknown>(
   if (typeof config?.id !== 'string' || config.id === '') throw invalid('function id must be a non-empty string');
   if (!VALID_ID.test(config.id)) throw invalid(`function id "${config.id}": letters, digits, ".", "_", ":" and "-" only, at most 128`);
   if (typeof handler !== 'function') throw invalid(`handler of function "${config.id}" must be a function`);
+  refuseUnknownConfigKeys(config);
   for (const key of ['timeoutMs', 'stepTimeoutMs'] as const) {
     const value = config[key];
     if (value !== undefined && !(Number.isFinite(value) && value > 0)) throw invalid(`${key} must be a positive number of ms`);

@@ -18,6 +18,7 @@ function common(config: FunctionConfig, body: Record<string, unknown>): void {
   if (config.concurrency !== undefined) body.concurrency = { ...config.concurrency };
   if (config.cancelOn && config.cancelOn.length > 0) body.cancelOn = config.cancelOn.map((c) => ({ ...c }));
   if (config.secrets && config.secrets.length > 0) body.secrets = [...config.secrets];
+  if (config.recording !== undefined) body.recording = config.recording;
   // As the Ironflow SDK sends it (WIRE-PROTOCOL.md 5.3): snake_case, `max_wait_ms` only when set.
   if (config.debounce !== undefined) {
     const { periodMs, key, maxWaitMs } = config.debounce;

@@ -2,6 +2,7 @@ import type { StepResult, YieldInfo } from '@ironflow/contracts';
 import { Duration, formatDuration, toMs } from './duration';
 import { IronflowError, InvokeError, StepError, StepsAbortedError, StepTimeoutError, errorMessage, isFetchTypeError } from './errors';
 import { StepIdAllocator } from './step-id';
+import { refuseUnknownOptions } from './known-options';
 import type { PublishResult, Publisher } from './publish';
 import { YieldSignal, isYieldSignal } from './yield-signal';
 
@@ -59,7 +60,8 @@ export interface InvokeOptions {
  * call order must be the same on every replay.
  *
  * Errors common to all: `IronflowError` code `INVALID_STEP` (non-retryable) for a bad argument
- * (empty name, duration ≤ 0, sleepUntil in the past, empty event name).
+ * (empty name, duration ≤ 0, sleepUntil in the past, empty event name, an option the step does
+ * not have, e.g. a misspelt `match`).
  */
 export interface StepTools {
   /**
@@ -115,6 +117,11 @@ export interface StepSessionInput {
    */
   signal?: AbortSignal;
 }
+
+/** The keys of each step's options; a step refuses any other with `INVALID_STEP`. */
+const RUN_OPTION_KEYS: ReadonlySet<string> = new Set(['timeout'] satisfies (keyof RunStepOptions)[]);
+const WAIT_OPTION_KEYS: ReadonlySet<string> = new Set(['event', 'match', 'timeout'] satisfies (keyof WaitForEventOptions)[]);
+const INVOKE_OPTION_KEYS: ReadonlySet<string> = new Set(['timeout'] satisfies (keyof InvokeOptions)[]);
 
 function invalid(message: string): IronflowError {
   return new IronflowError(message, { code: 'INVALID_STEP', retryable: false });
@@ -197,6 +204,7 @@ export class StepSession implements StepTools {
     this.beforeStep();
     requireName('step.run', name);
     if (typeof fn !== 'function') throw invalid(`step.run("${name}"): fn must be a function`);
+    refuseUnknownOptions(`step.run("${name}")`, options, RUN_OPTION_KEYS, { code: 'INVALID_STEP' });
     const timeoutMs = options.timeout !== undefined ? this.positiveMs('step.run timeout', options.timeout) : this.input.stepTimeoutMs;
     const id = this.ids.next(name);
     const memo = this.input.memo.get(id);
@@ -272,6 +280,8 @@ export class StepSession implements StepTools {
     requireName('step.waitForEvent', name);
     const event = typeof options?.event === 'string' ? options.event.trim() : '';
     if (event === '') throw invalid(`step.waitForEvent("${name}"): event must be a non-empty string`);
+    // A misspelt `match` would make the wait take any event of the name: refused, never dropped.
+    refuseUnknownOptions(`step.waitForEvent("${name}")`, options, WAIT_OPTION_KEYS, { code: 'INVALID_STEP' });
     let timeout = DEFAULT_WAIT_TIMEOUT;
     if (typeof options.timeout === 'number') {
       if (!Number.isFinite(options.timeout) || options.timeout <= 0) throw invalid(`step.waitForEvent("${name}"): timeout must be > 0 ms`);
@@ -295,6 +305,7 @@ export class StepSession implements StepTools {
   async invoke<T = unknown>(functionId: string, input?: unknown, options: InvokeOptions = {}): Promise<T> {
     this.beforeStep();
     requireName('step.invoke', functionId);
+    refuseUnknownOptions(`step.invoke("${functionId}")`, options, INVOKE_OPTION_KEYS, { code: 'INVALID_STEP' });
     const timeoutMs = options.timeout !== undefined ? this.positiveMs(`step.invoke("${functionId}") timeout`, options.timeout) : DEFAULT_INVOKE_TIMEOUT_MS;
     const id = this.ids.next(functionId);
     const memo = this.input.memo.get(id);

@@ -7,6 +7,7 @@ import { IronflowFunction, indexFunctions } from './function';
 import { baseHeaders, connectUnary, isPermanentRefusal } from './http';
 import { REGISTER_FUNCTION_PROCEDURE, workerRegistrationBody } from './register-function';
 import { SDK_VERSION, resolveApiKey, resolveEnvironment, resolveServerUrl } from './settings';
+import { refuseUnknownOptions } from './known-options';
 import {
   CONNECT_METHOD_PATH,
   WorkerMessageInit,
@@ -69,6 +70,12 @@ export interface StreamWorkerOptions {
   handleSignals?: boolean;
   logger?: WorkerLogger;
 }
+
+/** The keys of {@link StreamWorkerOptions}; `createStreamWorker` refuses any other. */
+const STREAM_WORKER_OPTION_KEYS: ReadonlySet<string> = new Set([
+  'serverUrl', 'apiKey', 'functions', 'maxConcurrentJobs', 'environment', 'labels', 'heartbeatIntervalMs', 'reconnectDelayMs', 'registerFunctions',
+  'requestTimeoutMs', 'maxReportBytes', 'handleSignals', 'logger',
+] satisfies (keyof StreamWorkerOptions)[]);
 
 /** Default of `maxReportBytes`: the engine's default payload and stream message limit (4 MiB). */
 export const DEFAULT_MAX_REPORT_BYTES = 4 * 1024 * 1024;
@@ -654,5 +661,6 @@ function describeParts(parts: { output?: unknown; yield?: unknown; error?: { mes
  * `maxConcurrentJobs`; a `TypeError` for a `serverUrl` that does not parse.
  */
 export function createStreamWorker(options: StreamWorkerOptions): StreamWorker {
+  refuseUnknownOptions('createStreamWorker', options, STREAM_WORKER_OPTION_KEYS);
   return new GrpcStreamWorker(options);
 }

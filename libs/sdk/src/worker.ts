@@ -9,6 +9,7 @@ import { REGISTER_FUNCTION_PROCEDURE, workerRegistrationBody } from './register-
 import { SDK_VERSION, resolveApiKey, resolveEnvironment, resolveServerUrl } from './settings';
 import type { PublishTarget } from './publish';
 import { checkJobAssignment } from './wire-validation';
+import { refuseUnknownOptions } from './known-options';
 import { stopOnSignals } from './signals';
 
 /** Where the worker reports what it does. Every method is optional except `warn` and `error`. */
@@ -64,6 +65,12 @@ export interface WorkerOptions {
   handleSignals?: boolean;
   logger?: WorkerLogger;
 }
+
+/** The keys of {@link WorkerOptions}; `createWorker` refuses any other. */
+const WORKER_OPTION_KEYS: ReadonlySet<string> = new Set([
+  'serverUrl', 'apiKey', 'functions', 'maxConcurrentJobs', 'environment', 'heartbeatIntervalMs', 'pollIntervalMs', 'checkpointIntervalMs', 'labels',
+  'reconnectDelayMs', 'pollErrorDelayMs', 'requestTimeoutMs', 'reportRetryTimeoutMs', 'handleSignals', 'logger',
+] satisfies (keyof WorkerOptions)[]);
 
 /**
  * A pull worker over REST (WIRE-PROTOCOL.md 3).
@@ -664,5 +671,6 @@ function describeTooLarge(update: JobUpdateBody, res: RawResponse): string {
  * `maxConcurrentJobs`.
  */
 export function createWorker(options: WorkerOptions): Worker {
+  refuseUnknownOptions('createWorker', options, WORKER_OPTION_KEYS);
   return new PullWorker(options);
 }

@@ -18,8 +18,9 @@ import { EventsListingIndex1734500000000 } from './migrations/events-listing-ind
 import { CancelOnAndInvokes1734600000000 } from './migrations/cancel-on-and-invokes';
 import { InstanceAuthority1734700000000 } from './migrations/instance-authority';
 import { StepStartedAt1734700000007 } from './migrations/step-started-at';
-import { RunCreatedOnce1734700000008 } from './migrations/run-created-once';
-import { PassCursors1734700000009 } from './migrations/pass-cursors';
+import { AuditWriteFates1734800000000 } from './migrations/audit-write-fates';
+import { RunCreatedOnce1734900000000 } from './migrations/run-created-once';
+import { PassCursors1734900000001 } from './migrations/pass-cursors';
 
 const MIGRATIONS = [
   InitialSchema1732900000000,
@@ -35,8 +36,9 @@ const MIGRATIONS = [
   CancelOnAndInvokes1734600000000,
   InstanceAuthority1734700000000,
   StepStartedAt1734700000007,
-  RunCreatedOnce1734700000008,
-  PassCursors1734700000009,
+  AuditWriteFates1734800000000,
+  RunCreatedOnce1734900000000,
+  PassCursors1734900000001,
 ];
 
 export interface StoreOptions {

@@ -12,10 +12,10 @@ export interface Locker {
   /** `LOCK TABLE <table> IN <mode> MODE` (default `ACCESS EXCLUSIVE`) inside the locker's transaction. */
   lockTable(table: string, mode?: 'ACCESS EXCLUSIVE' | 'EXCLUSIVE'): Promise<void>;
   /**
-   * How many other connections wait for a lock on `table` of the test schema now (from
-   * `pg_locks`, which, unlike `pg_stat_activity`, is not a snapshot taken at the transaction's first read).
+   * How many other backends wait right now on a lock the locker's transaction holds (`pg_locks`,
+   * read live, with `pg_blocking_pids`): a test waits on it to know a stall has begun.
    */
-  waiters(table: string): Promise<number>;
+  waiters(): Promise<number>;
   release(): Promise<void>;
   close(): Promise<void>;
 }
@@ -38,7 +38,10 @@ export async function openLocker(db: TestStore): Promise<Locker> {
   return {
     lockRows: async (sql, params = []) => { await begin(); await client.query(sql, params); },
     lockTable: async (table, mode = 'ACCESS EXCLUSIVE') => { await begin(); await client.query(`LOCK TABLE ${table} IN ${mode} MODE`); },
-    waiters: async (table) => Number((await client.query(`SELECT COUNT(DISTINCT pid) AS n FROM pg_locks WHERE relation = $1::regclass AND NOT granted`, [table])).rows[0].n),
+    waiters: async () => {
+      const { rows } = await client.query<{ n: number }>(`SELECT COUNT(DISTINCT pid)::int AS n FROM pg_locks WHERE NOT granted AND pg_backend_pid() = ANY(pg_blocking_pids(pid))`);
+      return rows[0].n;
+    },
     release,
     close: async () => { await release().catch(() => undefined); await client.end(); },
   };

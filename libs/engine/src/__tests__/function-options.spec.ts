@@ -52,6 +52,15 @@ describe.each(STORES)('function registration options [%s]', (dialect) => {
     expect((await t.engine.api.listFunctions(SCOPE)).map((f) => f.id)).not.toContain('opt-unknown');
   });
 
+  it('concurrency.limit 0 is refused (it was read as no limit, its key ignored); nothing is stored', async () => {
+    for (const concurrency of [{ limit: 0 }, { limit: 0, key: 'data.customerId' }]) {
+      await expect(t.engine.api.registerFunction(SCOPE, { id: 'opt-conc0', mode: 'pull', concurrency })).rejects.toMatchObject({
+        code: 'VALIDATION_ERROR', message: 'concurrency.limit: at least 1 (leave concurrency out for no limit)',
+      });
+    }
+    expect((await t.engine.api.listFunctions(SCOPE)).map((f) => f.id)).not.toContain('opt-conc0');
+  });
+
   it('preferredMode is another name of mode (push, pull or the enum names); an unknown or contradicting value is refused', async () => {
     const push = { triggers: [{ event: 'x' }], endpointUrl: 'http://127.0.0.1:1/fn' };
     expect((await t.engine.api.registerFunction(SCOPE, { id: 'opt-alias-push', preferredMode: 'push', ...push } as never)).function.mode).toBe('push');

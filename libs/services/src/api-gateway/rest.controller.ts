@@ -26,10 +26,11 @@ export class RestController {
     return this.runtime.engine.api.registerFunction(scopeOf(req), parseJsonBody<RegisterFunctionInput>(body));
   }
 
-  /** Body: `{name, data, idempotencyKey?, version?, metadata?}` → `{eventId, runIds}`. */
+  /** Body: `{name, data, idempotencyKey?, version?, metadata?}` → `{eventId, runIds}`; any other key → `VALIDATION_ERROR` naming it. */
   @Post('events')
   async emit(@Req() req: Request, @Body() body: Buffer) {
     const input = parseJsonBody<{ name?: unknown; data?: unknown; idempotencyKey?: unknown; idempotency_key?: unknown; version?: unknown; metadata?: unknown }>(body);
+    refuseUnknownKeys('unknown field(s)', input, EMIT_FIELDS);
     if (typeof input.name !== 'string') throw new EngineError('VALIDATION_ERROR', 'name: the event name is required');
     if (input.data !== undefined && (input.data === null || typeof input.data !== 'object' || Array.isArray(input.data))) {
       throw new EngineError('VALIDATION_ERROR', 'data: a JSON object (as Trigger takes it)');
@@ -49,22 +50,25 @@ export class RestController {
   /**
    * The event log, newest first. Query: `name` (exact), `limit` (1–500, default 50), `cursor` (a
    * previous `nextCursor`) → `{events: [{id, name, data, idempotencyKey?, ts}], nextCursor}`
-   * (`nextCursor` `""` on the last page). A bad cursor → 400 `VALIDATION_ERROR`.
+   * (`nextCursor` `""` on the last page). A bad cursor or limit, or another parameter → 400 `VALIDATION_ERROR`.
    */
   @Get('events')
   async listEvents(@Req() req: Request, @Query() q: Record<string, unknown>) {
-    const limit = queryParam(q, 'limit');
-    return this.runtime.engine.api.listEvents(scopeOf(req), { name: queryParam(q, 'name'), limit: limit ? Number(limit) : undefined, cursor: queryParam(q, 'cursor') });
+    refuseUnknownKeys('unknown query parameter(s)', q, ['name', 'limit', 'cursor']);
+    return this.runtime.engine.api.listEvents(scopeOf(req), { name: queryParam(q, 'name'), limit: limitParam(q), cursor: queryParam(q, 'cursor') });
   }
 
-  /** Query: `functionId`, `status` (lowercase), `limit`, `cursor` → `{runs, nextCursor, totalCount}`. */
+  /**
+   * Query: `functionId`, `status` (lowercase), `limit` (≥ 1, default 50, at most 500 a page), `cursor` → `{runs, nextCursor, totalCount}`.
+   * A bad limit or another parameter → 400 `VALIDATION_ERROR`.
+   */
   @Get('runs')
   async listRuns(@Req() req: Request, @Query() q: Record<string, unknown>) {
-    const limit = queryParam(q, 'limit');
+    refuseUnknownKeys('unknown query parameter(s)', q, ['functionId', 'status', 'limit', 'cursor']);
     return this.runtime.engine.api.listRuns(scopeOf(req), {
       functionId: queryParam(q, 'functionId'),
       status: queryParam(q, 'status') as RunStatus | undefined,
-      limit: limit ? Number(limit) : undefined,
+      limit: limitParam(q),
       cursor: queryParam(q, 'cursor'),
     });
   }
@@ -74,10 +78,11 @@ export class RestController {
     return this.runtime.engine.api.getRun(scopeOf(req), id);
   }
 
-  /** Body: `{run_id, from_step?}` (WIRE-PROTOCOL.md 5.6) → the run. Resumes a paused run; `from_step` is refused. */
+  /** Body: `{run_id, from_step?}` (WIRE-PROTOCOL.md 5.6) → the run. Resumes a paused run; `from_step` and any other key are refused. */
   @Post('runs/resume')
   async resumeRun(@Req() req: Request, @Body() body: Buffer) {
     const input = parseJsonBody<{ run_id?: unknown; runId?: unknown; from_step?: unknown; fromStep?: unknown }>(body);
+    refuseUnknownKeys('unknown field(s)', input, ['run_id', 'runId', 'from_step', 'fromStep']);
     const runId = input.run_id ?? input.runId;
     const fromStep = input.from_step ?? input.fromStep;
     if (typeof runId !== 'string') throw new EngineError('VALIDATION_ERROR', 'run_id: a run id is required');
@@ -97,4 +102,22 @@ function queryParam(q: Record<string, unknown>, key: string): string | undefined
   const value = q[key];
   if (value === undefined || typeof value === 'string') return value;
   throw new EngineError('VALIDATION_ERROR', `${key}: one value is expected`);
+}
+
+/** The keys `POST /api/v1/events` acts on (WIRE-PROTOCOL.md 5.6, plus `version` and `metadata`). */
+const EMIT_FIELDS = ['name', 'data', 'idempotencyKey', 'idempotency_key', 'version', 'metadata'];
+
+/** Refuses, with `VALIDATION_ERROR` naming each, the keys of `input` not in `known`: what a route does not act on is not silently dropped. */
+function refuseUnknownKeys(what: string, input: Record<string, unknown>, known: readonly string[]): void {
+  const unknown = Object.keys(input).filter((k) => !known.includes(k));
+  if (unknown.length > 0) throw new EngineError('VALIDATION_ERROR', `${what}: ${unknown.join(', ')} (this route takes ${known.join(', ')})`);
+}
+
+/** The `limit` query parameter: absent, or a whole number ≥ 1 (`VALIDATION_ERROR` otherwise; the engine caps a page at 500). */
+function limitParam(q: Record<string, unknown>): number | undefined {
+  const raw = queryParam(q, 'limit');
+  if (raw === undefined) return undefined;
+  const limit = Number(raw);
+  if (!/^\d+$/.test(raw) || limit < 1) throw new EngineError('VALIDATION_ERROR', `limit: a whole number of at least 1 (a page holds at most 500), not ${JSON.stringify(raw)}`);
+  return limit;
 }

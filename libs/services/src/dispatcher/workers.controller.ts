@@ -1,6 +1,6 @@
 import { Body, Controller, Get, HttpCode, Inject, Param, Post, Put, Query, Req, Res } from '@nestjs/common';
 import type { Request, Response } from 'express';
-import { JobAckBody, JobUpdateBody, WorkerHeartbeatBody, WorkerRegisterBody } from '@ironflow/contracts';
+import { EngineError, JobAckBody, JobUpdateBody, WorkerHeartbeatBody, WorkerRegisterBody } from '@ironflow/contracts';
 import { workersSql } from '@ironflow/store';
 import { EngineRuntime } from '../runtime/engine-runtime';
 import { ENGINE_RUNTIME } from '../runtime/tokens';
@@ -42,8 +42,8 @@ export class WorkersController {
   }
 
   @Get(':workerId/jobs')
-  async poll(@Req() req: Request, @Param('workerId') workerId: string, @Query('available') available: string | undefined, @Res() res: Response) {
-    const jobs = await this.runtime.engine.pull.poll(workerId, available === undefined ? 1 : Number(available), scopeOf(req));
+  async poll(@Req() req: Request, @Param('workerId') workerId: string, @Query('available') available: unknown, @Res() res: Response) {
+    const jobs = await this.runtime.engine.pull.poll(workerId, availableParam(available), scopeOf(req));
     if (jobs.length === 0) res.status(204).end();
     else res.status(200).json({ jobs });
   }
@@ -66,4 +66,17 @@ export class WorkersController {
     const result = await this.runtime.engine.pull.update(workerId, jobId, parseJsonBody<JobUpdateBody>(body));
     return { ok: true, effect: result.effect, status: result.run.status };
   }
+}
+
+/**
+ * R4's `available` (WIRE-PROTOCOL.md 3.3, ≥ 1): absent → 1; anything but one whole number ≥ 1
+ * (`abc`, `0`, `1.5`, given twice) → `VALIDATION_ERROR`, before any job is claimed (it used to
+ * claim one job whatever it said).
+ */
+function availableParam(available: unknown): number {
+  if (available === undefined) return 1;
+  if (typeof available !== 'string' || !/^\d+$/.test(available) || Number(available) < 1) {
+    throw new EngineError('VALIDATION_ERROR', `available: a whole number of at least 1, not ${JSON.stringify(available)}`);
+  }
+  return Number(available);
 }

@@ -1,11 +1,12 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { Bus, BusNamespace, InProcessBus, NatsBus } from '@ironflow/bus';
-import { AuditSink, AuditWriter, InProcessAuditSink, NatsAuditSink, SlotSet, slotsFor } from '@ironflow/follow-up';
+import { AuditSink, AuditWriter, InProcessAuditSink, NatsAuditSink, SlotSet, StoreAuditFates, slotsFor } from '@ironflow/follow-up';
 import { Engine } from '@ironflow/engine';
 import { EngineLogger, EngineMetrics } from '@ironflow/observability';
 import { Store, openStore } from '@ironflow/store';
 import { IronflowSettings, SettingsError } from './settings';
+import { redactDatabaseUrl } from './redact-database-url';
 
 /**
  * The one core a process shares across its service modules (DESIGN.md "Deployables"): one
@@ -35,7 +36,7 @@ export class EngineRuntime {
     const { store, clock } = await openStore({ url: settings.databaseUrl, poolSize: settings.poolSize, exclusive: settings.exclusiveStore }).catch((err: unknown) => {
       const reason = err instanceof Error ? err.message : String(err);
       const hint = /locked|busy/i.test(reason) ? ' (is another ironflow dev using this file? stop it, or use --db)' : '';
-      throw new SettingsError(`IRONFLOW_DATABASE_URL: cannot open the store at ${redact(settings.databaseUrl)}: ${reason}${hint}`);
+      throw new SettingsError(`IRONFLOW_DATABASE_URL: cannot open the store at ${redactDatabaseUrl(settings.databaseUrl)}: ${reason}${hint}`);
     });
     // `run get` reads audit rows through a pool of its own (PostgreSQL), never the engine's.
     const auditReads = store.dialect === 'postgres' ? (await openStore({ url: settings.databaseUrl, poolSize: AUDIT_READ_POOL_SIZE }).catch(async (err: unknown) => { await store.close(); throw err; })).store : store;
@@ -51,7 +52,7 @@ export class EngineRuntime {
     }
     const metrics = new EngineMetrics({ defaultMetrics: true });
     const auditWriter = new AuditWriter(store, new SlotSet(slotsFor(store.dialect, settings.poolSize)));
-    const auditSink: AuditSink = bus instanceof NatsBus ? new NatsAuditSink(bus) : new InProcessAuditSink(auditWriter);
+    const auditSink: AuditSink = bus instanceof NatsBus ? new NatsAuditSink(bus, undefined, new StoreAuditFates(store), (fate, rows) => metrics.auditUnansweredRows.inc({ fate }, rows)) : new InProcessAuditSink(auditWriter);
     const engine = new Engine({
       auditSink,
       auditReadStore: auditReads,
@@ -97,8 +98,3 @@ export class EngineRuntime {
 
 /** Connections of the pool that `run get`'s audit reads use on PostgreSQL. */
 const AUDIT_READ_POOL_SIZE = 2;
-
-/** A database URL without its password, for messages. */
-function redact(url: string): string {
-  return url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
-}

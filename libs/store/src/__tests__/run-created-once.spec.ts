@@ -7,7 +7,7 @@
 import { QueryRunner } from 'typeorm';
 import { STORES, TestStore, openTestStore } from '@ironflow/testing';
 import { auditSql } from '@ironflow/store';
-import { RunCreatedOnce1734700000008 } from '../migrations/run-created-once';
+import { RunCreatedOnce1734900000000 } from '../migrations/run-created-once';
 
 describe.each(STORES)('one run.created row per run [%s]', (dialect) => {
   let db: TestStore;
@@ -37,7 +37,7 @@ describe.each(STORES)('one run.created row per run [%s]', (dialect) => {
       await tx.execute(`DROP INDEX audit_events_run_created`);
       await auditSql.insertAuditRows(tx, [row('r1', 'run.created', 'first'), row('r1', 'run.status_changed', 'a'), row('r1', 'run.created', 'second'), row('r2', 'run.created', 'only'), row('r1', 'run.status_changed', 'b')]);
     });
-    await db.store.unitOfWork('t', (tx) => new RunCreatedOnce1734700000008().up({ query: (sql: string) => tx.query(sql) } as unknown as QueryRunner));
+    await db.store.unitOfWork('t', (tx) => new RunCreatedOnce1734900000000().up({ query: (sql: string) => tx.query(sql) } as unknown as QueryRunner));
     expect(await rows()).toEqual([
       ['r1', 'run.created', 'first'],
       ['r1', 'run.status_changed', 'a'],

@@ -7,8 +7,8 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * orphan sweep or the pass that admits the run again write one row between them, whichever lands
  * first. Rows of the same run written twice before this migration are reduced to the first.
  */
-export class RunCreatedOnce1734700000008 implements MigrationInterface {
-  name = 'RunCreatedOnce1734700000008';
+export class RunCreatedOnce1734900000000 implements MigrationInterface {
+  name = 'RunCreatedOnce1734900000000';
 
   async up(runner: QueryRunner): Promise<void> {
     await runner.query(

@@ -34,6 +34,30 @@ export async function insertAuditRows(tx: Tx, rows: AuditRow[]): Promise<void> {
   await tx.execute(`INSERT INTO audit_events (run_id, function_id, event_type, cause, data, ts) VALUES ${values.join(', ')} ON CONFLICT DO NOTHING`, params);
 }
 
+/** Who settled an audit write request first: the audit-writer (it stored the rows) or the sender (it gave up on them). */
+export type AuditFate = 'written' | 'given_up';
+
+/**
+ * Settles the fate of audit write requests (`audit_write_fates`): inserts `fate` for each id not
+ * settled yet and returns the ids it settled; an id another transaction settled first is left as
+ * it is. On PostgreSQL an insert of an id another open transaction has inserted waits for that
+ * transaction to end, so of a writer and a sender racing on one request exactly one wins.
+ */
+export async function settleAuditRequests(tx: Tx, requestIds: string[], fate: AuditFate): Promise<string[]> {
+  if (requestIds.length === 0) return [];
+  const values = requestIds.map((_, i) => `($${i + 3}, $1, $2)`);
+  const rows = await tx.query<{ request_id: string }>(
+    `INSERT INTO audit_write_fates (request_id, fate, at) VALUES ${values.join(', ')} ON CONFLICT (request_id) DO NOTHING RETURNING request_id`,
+    [fate, tx.now, ...requestIds],
+  );
+  return rows.map((r) => String(r.request_id));
+}
+
+/** Deletes the fates settled before `before` (store clock, ms). */
+export async function deleteAuditFatesBefore(tx: Tx, before: number): Promise<void> {
+  await tx.execute(`DELETE FROM audit_write_fates WHERE at < $1`, [before]);
+}
+
 /**
  * A run's audit rows in the order they happened: by their time, then by insert order. A row that
  * landed late (a stuck table) carries the time of what it records (`run.created`: the run's

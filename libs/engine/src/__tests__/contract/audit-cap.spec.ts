@@ -203,7 +203,7 @@ describe('follow-ups under a real table lock [postgres]', () => {
     // Reads of steps pass; the wakes' step writes wait on the lock (up to their 1 s lock limit).
     await locks.lockTable('steps', 'EXCLUSIVE');
     await Promise.all(jobs.map((job) => t.engine.pull.update('w1', job.job_id, { status: 'completed', output: { n: 1 }, ...fenceOf(job) })));
-    const lockWaiters = () => locks.waiters('steps');
+    const lockWaiters = () => locks.waiters();
     let most = 0;
     await waitFor('wakes waiting on the lock', async () => { most = Math.max(most, await lockWaiters()); return most > 0 || undefined; });
     expect(await lockWaiters()).toBeLessThanOrEqual(SLOTS);
@@ -237,11 +237,11 @@ describe('dead letters under a real table lock [postgres]', () => {
     await locks.lockTable('dead_letters');
     const cancels = runIds.map((runId) => t.engine.api.cancelRun(t.scope, runId, 'stop'));
     let most = 0;
-    await waitFor('dead letters waiting on the lock', async () => { most = Math.max(most, await locks.waiters('dead_letters')); return most > 0 || undefined; });
+    await waitFor('dead letters waiting on the lock', async () => { most = Math.max(most, await locks.waiters()); return most > 0 || undefined; });
     expect((await t.engine.api.listFunctions(t.scope)).map((fn) => fn.id)).toEqual(['quiet']);
     // Every write gives up at its budget with the table still locked.
     await waitFor('every dead letter given up', async () => {
-      most = Math.max(most, await locks.waiters('dead_letters'));
+      most = Math.max(most, await locks.waiters());
       return (await t.engine.resources.followUps.drain(50)) || undefined;
     }, 30_000);
     expect(most).toBeLessThanOrEqual(SLOTS);

@@ -250,7 +250,7 @@ describe('audit under a real table lock [postgres]', () => {
     await lockAudit();
     const burst = Array.from({ length: 40 }, (_, i) => t.engine.resources.audit.record({ project: t.scope.project, env: t.scope.env, runId: `locked-${i}`, functionId: null, eventType: 'run.created' }));
     // Only this schema's table counts, not other suites'.
-    const lockWaiters = () => locks.waiters('audit_events');
+    const lockWaiters = () => locks.waiters();
     await waitFor('inserts waiting on the lock', async () => (await lockWaiters()) > 0 || undefined);
     const waitingOnLock = await lockWaiters();
     expect(waitingOnLock).toBeLessThanOrEqual(2); // a quarter of the pool of 8

@@ -1,7 +1,7 @@
 import { subjects } from '@ironflow/bus';
 import { SCOPE, TestEngine, countStreamMessages, openTestEngine, waitFor, waitForAdmission } from '@ironflow/testing';
 import { fenced, pollAndAck, registerPull, registerWorker, stepId } from '../engine-kit.test';
-import { ADMISSION_TEST_CONFIG, dispatchedUnclaimed, drainFollowUps, invocation, registerInvokeFunctions, reportInvoke, takeAllSlots } from './admission-kit';
+import { ADMISSION_TEST_CONFIG, ReportedInvoke, dispatchedUnclaimed, drainFollowUps, invocation, registerInvokeFunctions, reportInvoke, takeAllSlots } from './admission-kit';
 import { ParentWaiting, endChild, metricValue, parentWaitingOnChild, readRun, readStep, registerParentAndChild, testLocker } from './post-commit-kit';
 
 /** A short lock limit keeps these tests quick; the specification's default is 1 s (`lockLimitMs`). */
@@ -225,5 +225,51 @@ describe('bounded lock waits [postgres]', () => {
       expect((await invocation(t, parentId, invokeStep))?.settledAt).not.toBeNull();
       expect(await readRun(t, parentId)).toMatchObject({ status: async ? 'waiting_for_capacity' : 'waiting' });
     });
+  });
+
+  it('TestPostCommit_LockedInvokeEdgeLeavesThePoolFree: after a thaw, with their function_invokes rows locked, the pass\'s page of children keeps to its slots, each edge write ends at its deadline, the pool stays free, and the next pass dispatches and resumes once the rows clear', async () => {
+    t = await openTestEngine('postgres', { ...ADMISSION_TEST_CONFIG, lockLimitMs: LOCK_LIMIT_MS }, { bus: 'nats', poolSize: 4 });
+    await registerInvokeFunctions(t);
+    // Each invoke is reported while the instance is frozen, so its admission waits for the thaw and
+    // is left to the pass (the engine thaws between reports: a frozen instance claims no parent).
+    const page: (ReportedInvoke & { async: boolean })[] = [];
+    for (const [orderId, async] of [['A', true], ['B', false], ['C', true]] as const) {
+      page.push({ ...(await reportInvoke(t, orderId, { async, beforeReport: () => t.engine.instance.freeze('admin') })), async });
+      await drainFollowUps(t.engine);
+      await t.engine.instance.thaw('admin');
+    }
+    for (const { childId } of page) expect(await readRun(t, childId)).toMatchObject({ held: true });
+    await locks.lock(`SELECT parent_run_id FROM function_invokes WHERE parent_run_id = ANY($1) FOR UPDATE`, [page.map((p) => p.parentId)]);
+
+    expect(await t.engine.pendingInvokes.run()).toBe(page.length);
+    const drained = drainFollowUps(t.engine);
+    let draining = true;
+    void drained.finally(() => (draining = false));
+    // While the page's admissions wait on the rows, at most one per slot holds a connection, and
+    // the engine's own claims still get one from the pool of 4.
+    const slots = t.engine.resources.wakeSlots.size;
+    let most = 0;
+    await waitFor('an admission waits on a locked edge', async () => (most = Math.max(most, await locks.waiters())) > 0);
+    expect(await t.engine.dispatch.claim({ mode: 'pull', limit: 1, project: t.scope.project, env: t.scope.env }, 'node-a')).toEqual([]);
+    while (draining) most = Math.max(most, await locks.waiters());
+    // Each edge write ended at its deadline: the admissions are done with the rows still locked.
+    expect(await drained).toBe(true);
+    expect(await locks.waiters()).toBe(0);
+    expect(most).toBeLessThanOrEqual(slots);
+    expect(t.engine.resources.wakeSlots.free).toBe(slots);
+    for (const { parentId, childId, stepId: invokeStep } of page) {
+      expect(await readRun(t, childId)).toMatchObject({ status: 'waiting_for_capacity', held: true, error: null });
+      expect(await readRun(t, parentId)).toMatchObject({ status: 'waiting', error: null });
+      expect((await invocation(t, parentId, invokeStep))?.settledAt).toBeNull();
+    }
+
+    await locks.release();
+    expect(await t.engine.pendingInvokes.run()).toBe(page.length);
+    await drainFollowUps(t.engine);
+    for (const { parentId, childId, stepId: invokeStep, async } of page) {
+      expect(await dispatchedUnclaimed(t, childId)).toBe(true);
+      expect((await invocation(t, parentId, invokeStep))?.settledAt).not.toBeNull();
+      expect(await readRun(t, parentId)).toMatchObject({ status: async ? 'waiting_for_capacity' : 'waiting' });
+    }
   });
 });

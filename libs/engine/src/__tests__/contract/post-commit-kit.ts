@@ -125,7 +125,7 @@ export function testLocker(db: () => TestStore): TestLocks {
   return {
     lock: async (sql, params = []) => (await open()).lockRows(sql, params),
     lockTable: async (table, mode) => (await open()).lockTable(table, mode),
-    waiters: async (table) => (await open()).waiters(table),
+    waiters: async () => (await open()).waiters(),
     release: async () => {
       await locker?.close();
       locker = undefined;
