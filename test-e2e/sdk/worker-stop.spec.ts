@@ -18,7 +18,7 @@ const WORKER_SCRIPT = resolve(__dirname, '../support/sdk-worker-process.js');
 const LEASE_MS = 90_000;
 
 /** The worker process, with its stdout lines. */
-function startWorkerProcess(env: Record<string, string>): { child: ChildProcess; lines: string[]; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }> } {
+function startWorkerProcess(env: Record<string, string>): { child: ChildProcess; lines: string[]; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>; stderr: () => string } {
   const child = spawn(process.execPath, [WORKER_SCRIPT], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const lines: string[] = [];
   let buffer = '';
@@ -28,9 +28,11 @@ function startWorkerProcess(env: Record<string, string>): { child: ChildProcess;
     buffer = parts.pop() ?? '';
     lines.push(...parts);
   });
-  child.stderr!.on('data', () => undefined);
+  // Its stderr goes to the test's failure message when it does not start (e.g. an option refused).
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => { stderr += chunk.toString('utf8'); });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) => child.once('exit', (code, signal) => done({ code, signal })));
-  return { child, lines, exited };
+  return { child, lines, exited, stderr: () => stderr };
 }
 
 describe.each(STORES)('a stopping worker gives its work back [%s]', (dialect) => {
@@ -51,7 +53,10 @@ describe.each(STORES)('a stopping worker gives its work back [%s]', (dialect) =>
     const first = startWorkerProcess({ WORKER_TRANSPORT: transport, IRONFLOW_SERVER_URL: engine.server.url, FUNCTION_ID: fnId, EVENT_NAME: event });
     let second: Worker | undefined;
     try {
-      await waitFor('the worker process to start', () => first.lines.includes('ready'), 20_000);
+      await waitFor('the worker process to start', () => {
+        if (first.child.exitCode !== null) throw new Error(`the worker process exited (${first.child.exitCode}) before it was ready: ${first.stderr()}`);
+        return first.lines.includes('ready');
+      }, 20_000);
       const { runIds: [runId] } = await api.trigger(SCOPE, { event, data: {} });
       await waitFor('the long step to start', () => first.lines.includes(`step-started ${runId}`), 20_000);
       await new Promise((r) => setTimeout(r, 3_000));

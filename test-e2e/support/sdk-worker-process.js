@@ -22,7 +22,8 @@ const worker = createWorker({
   transport: process.env.WORKER_TRANSPORT === 'stream' ? 'stream' : 'rest',
   serverUrl: process.env.IRONFLOW_SERVER_URL,
   functions: [fn],
-  pollIntervalMs: 50,
+  // The poll period is a REST worker's option; the stream worker refuses it (it has no poll).
+  ...(process.env.WORKER_TRANSPORT === 'stream' ? {} : { pollIntervalMs: 50 }),
   logger: { warn: () => undefined, error: (m) => process.stderr.write(`${m}\n`) },
 });
 worker.start().then(() => process.stdout.write('ready\n'), (err) => {

@@ -10,7 +10,8 @@ import * as ts from 'typescript';
  * - a SQL `UPDATE runs … SET …` (also `INSERT INTO runs … ON CONFLICT … DO UPDATE SET …`) whose
  *   `status` assignment is anything but a non-terminal literal ('waiting_for_capacity', 'running',
  *   'waiting', 'paused'): a terminal literal, a placeholder ($n, ?, :name), an interpolation, a
- *   CASE or any other expression — or a SET clause with a dynamic fragment that cannot be checked;
+ *   CASE with any other result, or any other expression (a CASE whose every result, ELSE included,
+ *   is a non-terminal literal is allowed) — or a SET clause with a dynamic fragment that cannot be checked;
  * - an `INSERT INTO runs` that inserts a terminal (or non-literal) status;
  * - TypeORM-style `.update(` / `.save(` / `.insert(` / `.upsert(` against runs (a `runs`
  *   repository, `getRepository(Run…)`, or a `'runs'` / `Run…` entity target).
@@ -175,6 +176,18 @@ function splitTopLevel(text: string): string[] {
   return parts.map((p) => p.trim()).filter((p) => p !== '');
 }
 
+/**
+ * `CASE WHEN … THEN <literal> … ELSE <literal> END` whose every result is a non-terminal literal
+ * (e.g. a recovery that parks a run with a pause requested and queues it otherwise); an ELSE is
+ * required, and any other result (`status`, a placeholder, a terminal literal) is not allowed.
+ */
+function nonTerminalCase(value: string): boolean {
+  const whole = /^CASE\s+WHEN\s[\s\S]*\sELSE\s+(\S+)\s+END$/i.exec(value);
+  if (!whole || !NON_TERMINAL_LITERAL.test(whole[1])) return false;
+  const thens = [...value.matchAll(/\bTHEN\s+(\S+)/gi)].map((m) => m[1]);
+  return thens.length > 0 && thens.every((result) => NON_TERMINAL_LITERAL.test(result));
+}
+
 function checkSetClause(clause: string): string[] {
   const problems: string[] = [];
   for (const item of splitTopLevel(clause)) {
@@ -186,7 +199,7 @@ function checkSetClause(clause: string): string[] {
     }
     const [, column, value] = assignment;
     if (column.toLowerCase() !== 'status') continue;
-    if (!NON_TERMINAL_LITERAL.test(value.trim())) problems.push(`status set to ${value.trim().slice(0, 80)} (only a non-terminal literal is allowed outside libs/outcome)`);
+    if (!NON_TERMINAL_LITERAL.test(value.trim()) && !nonTerminalCase(value.trim())) problems.push(`status set to ${value.trim().slice(0, 80)} (only a non-terminal literal is allowed outside libs/outcome)`);
   }
   return problems;
 }
@@ -277,6 +290,8 @@ describe('terminal writes in the source', () => {
       ['an interpolated value', "tx.query(`UPDATE runs SET status = ${status} WHERE id = $1`);"],
       ['a quoted, schema-qualified table with an alias', "tx.query(`UPDATE public.\"runs\" AS r SET status = 'cancelled' WHERE r.id = $1`);"],
       ['a CASE expression', "tx.query(`UPDATE runs SET status = CASE WHEN $2 THEN 'failed' ELSE status END WHERE id = $1`);"],
+      ['a CASE with one terminal result', "tx.query(`UPDATE runs SET status = CASE WHEN pause_requested = 1 THEN 'paused' WHEN $2 THEN 'cancelled' ELSE 'waiting' END WHERE id = $1`);"],
+      ['a CASE without ELSE', "tx.query(`UPDATE runs SET status = CASE WHEN pause_requested = 1 THEN 'paused' END WHERE id = $1`);"],
       ['a concatenation', "tx.query('UPDATE runs SET version = version + 1, ' + \"status = 'failed' \" + 'WHERE id = $1');"],
       ['a dynamic SET fragment', "tx.query(`UPDATE runs SET version = version + 1, ${done ? `status = 'failed'` : ''} WHERE id = $1`);"],
       ['lower-case SQL', "tx.query(`update runs set status = 'completed' where id = $1`);"],
@@ -295,6 +310,7 @@ describe('terminal writes in the source', () => {
 
     const allowed: [string, string][] = [
       ['a non-terminal literal with terminal statuses in WHERE', "tx.query(`UPDATE runs SET status = 'running', execution_seq = execution_seq + 1\n WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled') RETURNING *`);"],
+      ['a CASE of non-terminal literals', "tx.query(`UPDATE runs SET status = CASE WHEN pause_requested = 1 THEN 'paused' ELSE 'waiting_for_capacity' END, recoveries = recoveries + 1 WHERE id = $1`);"],
       ['other columns only', 'tx.query(`UPDATE runs SET wake_pending = 0 WHERE id = $1 AND wake_pending = 1`);'],
       ['interpolated values in other columns', "tx.query(`UPDATE runs SET available_at = ${at}, status = 'waiting_for_capacity' WHERE id = $1`);"],
       ['a status placeholder on another table', 'tx.query(`UPDATE steps SET status = $4, output = $5 WHERE run_id = $1`);'],
