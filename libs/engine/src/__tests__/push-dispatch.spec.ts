@@ -102,6 +102,19 @@ describe.each(STORES)('push dispatch [%s]', (dialect) => {
       expect(await readLeases(t, results[0].runId)).toEqual([]);
     });
 
+    it('claims nothing while the instance is frozen: the run waits for the thaw, then the dispatcher runs it', async () => {
+      answer = { status: 200, body: { status: 'completed', result: { ok: 5 }, steps: [] } };
+      await t.engine.instance.freeze('admin', 'backup');
+      t.engine.start({ pushDispatch: true, scheduler: false });
+      const sync = await t.engine.api.triggerSync(SCOPE, { event: 'push.started', data: { n: 5 }, timeoutMs: 300 });
+      expect(sync.results).toEqual([expect.objectContaining({ status: 'waiting_for_capacity' })]);
+      expect(calls).toHaveLength(0);
+      expect(await readLeases(t, sync.results[0].runId)).toEqual([]);
+      await t.engine.instance.thaw('admin');
+      await waitFor('the run to complete after the thaw', async () => (await readRun(t, sync.results[0].runId)).status === 'completed');
+      expect(calls).toHaveLength(1);
+    });
+
     it('leaves the run to the dispatcher\'s claim when the trigger is not sync, and when this node does not dispatch push', async () => {
       answer = { status: 200, body: { status: 'completed', result: { ok: 3 }, steps: [] } };
       t.faults.fail({ unit: (name) => name === 'claimSegments' });
