@@ -195,7 +195,7 @@ export class ReportSystem {
    */
   private async followUp(result: ReportResult & { accepted?: AcceptedInvoke; retry?: RetryRecord }, options: ApplyOptions): Promise<void> {
     const { run } = result;
-    const announced = result.effect === 'outcome' ? this.announcer.announce(run, 'report') : undefined;
+    const announced = result.effect === 'outcome' ? this.announcer.announce(run, 'report', { background: !options.awaitRow }) : undefined;
     if (result.effect === 'retry') this.hints.queued(run.project, run.env, run.mode);
     // A pause was requested while the segment ran: its end parked the run instead of moving it on.
     if (run.status === 'paused') await announceParked(this.r, this.announcer, run, 'report');
