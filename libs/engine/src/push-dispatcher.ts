@@ -172,7 +172,7 @@ export class PushDispatcher implements DispatchAtOnce {
     try {
       // An answer the engine cannot apply fails the attempt inside `apply` (REPORT_REJECTED or
       // PAYLOAD_TOO_LARGE), so the run never waits for its lease to expire.
-      await this.reports.apply(run.id, fence, report);
+      await this.reports.apply(run.id, fence, report, undefined, { owner: run });
     } catch (err) {
       this.r.logger.warn('push report not applied', { ...runFields(run), error: String(err) });
     }

@@ -13,7 +13,7 @@ import { AcceptedInvoke, InvokeAdmission } from './invoke-admission';
 import { checkName, checkPayload, refuseNul, refuseNulAnywhere } from './payload-limits';
 import { MAX_TIME_MS, sleepWakeAt, workerAheadAtLeast } from './sleep-clock';
 import { announceParked } from './pause-announcer';
-import { recordStepRow } from './step-audit';
+import { StepOwner, recordStepRow } from './step-audit';
 import { stepNameOf } from './step-name';
 
 /**
@@ -36,6 +36,12 @@ export type SegmentReport = { steps?: StepResult[]; stepOffset?: number; sentAt?
 export interface ApplyOptions {
   /** Return an outcome's call only once its audit row landed or was dropped, after its frame (default false). */
   awaitRow?: boolean;
+  /**
+   * The run's scope and function, when the caller knows them (a push dispatch): a report whose
+   * steps the function's cached recording profile would not record skips the read of the run that
+   * step rows need.
+   */
+  owner?: StepOwner;
 }
 
 /** What the report did: nothing (a repeat), saved progress, or moved the run. */
@@ -129,7 +135,7 @@ export class ReportSystem {
   }
 
   private async applyChecked(runId: string, fence: ExecutionFence | undefined, report: SegmentReport, holder?: string, options: ApplyOptions = {}): Promise<ReportResult> {
-    if (report.steps?.length) await this.recordSteps(runId, fence, report);
+    if (report.steps?.length && !this.stepRowsSkipped(report, options.owner)) await this.recordSteps(runId, fence, report);
     let result: ReportResult & { accepted?: AcceptedInvoke; retry?: RetryRecord };
     try {
       result = await this.r.store.unitOfWork('applyReport', async (tx) => {
@@ -173,6 +179,12 @@ export class ReportSystem {
     }
     this.announceSteps(result.run, result.effect === 'none' ? [] : report.steps ?? []);
     return { effect: result.effect, run: result.run };
+  }
+
+  /** Whether the recorder would write none of the report's step rows (the owner's profile is cached and records no step). */
+  private stepRowsSkipped(report: SegmentReport, owner: StepOwner | undefined): boolean {
+    if (!owner) return false;
+    return (report.steps ?? []).every((step) => this.r.audit.skips(owner.project, owner.env, owner.functionId, `step.${step.status}`));
   }
 
   /**

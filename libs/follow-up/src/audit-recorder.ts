@@ -160,6 +160,19 @@ export class AuditRecorder {
     }
   }
 
+  /**
+   * Whether a row of `eventType` for this function would certainly not be written: its profile is
+   * cached (as `record` would use it) and does not record the type, or the function does not
+   * exist. `false` when the profile is not cached, or when every row is recorded (no lookup).
+   * Lets a caller skip the work of building a row (issue 11: a read on a report's path).
+   */
+  skips(project: string, env: string, functionId: string, eventType: string): boolean {
+    if (!this.options.recordingLookup) return false;
+    const cached = this.profiles.get(key(project, env, functionId));
+    if (!cached) return false;
+    return cached.profile === null || !profileRecords(cached.profile, eventType);
+  }
+
   /** Forgets a function's cached profile (its registration changed on this node). */
   forgetRecording(project: string, env: string, functionId: string): void {
     this.profiles.delete(key(project, env, functionId));

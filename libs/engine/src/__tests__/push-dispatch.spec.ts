@@ -90,6 +90,19 @@ describe.each(STORES)('push dispatch [%s]', (dialect) => {
     expect(run.error?.message).toContain('bytes; the limit is');
     expect(await readLeases(t, runId)).toEqual([]);
   });
+  it('a report whose steps the function\'s cached profile does not record reads no run before its commit (issue 11)', async () => {
+    answer = { status: 200, body: { status: 'completed', result: { ok: 1 }, steps: [{ id: 's1', name: 'work', status: 'completed', output: 1 }] } };
+    t.engine.start({ pushDispatch: true, scheduler: false });
+    const first = await t.engine.api.triggerSync(SCOPE, { event: 'push.started', data: { n: 1 }, timeoutMs: 10_000 });
+    expect(first.results).toEqual([expect.objectContaining({ status: 'completed' })]);
+    // The run_lifecycle profile (the default) is cached now: the step rows' read of the run is not needed.
+    await waitFor('the profile to be cached', () => t.engine.resources.audit.skips(SCOPE.project, SCOPE.env, 'pushed', 'step.completed'));
+    t.faults.fail({ unit: (name, kind) => kind === 'read' && name === 'readReportedRun' });
+    const second = await t.engine.api.triggerSync(SCOPE, { event: 'push.started', data: { n: 2 }, timeoutMs: 10_000 });
+    expect(second.results).toEqual([expect.objectContaining({ status: 'completed', output: { ok: 1 } })]);
+    expect(t.faults.failures).toEqual([]);
+  });
+
   describe('a sync trigger with a free push slot (claim at trigger, issue 11)', () => {
     it('claims its run in the trigger\'s own unit of work and dispatches it at once', async () => {
       answer = { status: 200, body: { status: 'completed', result: { ok: 2 }, steps: [] } };
