@@ -16,7 +16,7 @@ import { WriteTransactionCounter } from './write-transactions';
 /** PostgreSQL flushes a backend's counters at most every 10 s while it idles (PGSTAT_IDLE_INTERVAL). */
 const STATS_SETTLE_MS = 11_000;
 const BASELINE_MS = 10_000;
-/** The sequential phase runs in this many slices for the write transaction count (median slice). */
+/** The sequential phase runs in this many slices for the write transaction count (the lowest slice). */
 const WRITE_SLICES = 5;
 /** After each slice, how long its calls' follow-ups (audit rows) have to land before the count is read. */
 const WRITE_SETTLE_MS = 500;
@@ -32,9 +32,11 @@ interface RoundResult {
   txPerRun: number | null;
   /**
    * Write transactions (transaction ids taken, cluster-wide) per sequential one-step run, net of
-   * the idle rate: the median of the phase's slices; null on SQLite.
+   * the idle rate: the lowest of the phase's slices; null on SQLite.
    */
   writeTxPerRun: number | null;
+  /** Write transactions per sequential run that left a row version in the system's database (exact, a lower bound); null on SQLite. */
+  rowWriteTxPerRun: number | null;
   /** Each slice's figure and the idle rate's one-second windows (ids/s), to judge the noise. */
   writeTx?: { slices: number[]; idleSlicesPerSec: number[] };
   /** Rows inserted, updated or deleted on that database per sequential run, net of the idle rate; null on SQLite. */
@@ -84,6 +86,7 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
   // Sequential TriggerSync, with the transactions it commits (net of the idle rate around it).
   let txPerRun: number | null = null;
   let writeTxPerRun: number | null = null;
+  let rowWriteTxPerRun: number | null = null;
   let writeTx: RoundResult['writeTx'];
   let rowsPerRun: number | null = null;
   let idleTxPerSec: number | null = null;
@@ -116,6 +119,7 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
       rowsPerRun = r2((s2.rows - s1.rows - idleRows * (t2 - t1)) / runs);
       idleTxPerSec = r2(idleTx * 1000);
       writeTxPerRun = writes.perCall;
+      rowWriteTxPerRun = r2((await counter.leftRowVersions(system.database, writes.from, writes.to)) / runs);
       writeTx = { slices: writes.slices, idleSlicesPerSec: idle.slicesPerSec };
     } finally {
       await counter.close();
@@ -153,6 +157,7 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
     syncP99Ms: sync.p99,
     txPerRun,
     writeTxPerRun,
+    rowWriteTxPerRun,
     writeTx,
     rowsPerRun,
     idleTxPerSec,
@@ -224,6 +229,7 @@ async function main(): Promise<void> {
       syncP99Ms: med(name, (r) => r.syncP99Ms),
       txPerRun: med(name, (r) => r.txPerRun),
       writeTxPerRun: med(name, (r) => r.writeTxPerRun),
+      rowWriteTxPerRun: med(name, (r) => r.rowWriteTxPerRun),
       rowsPerRun: med(name, (r) => r.rowsPerRun),
       cpuMsPerRun: Object.fromEntries([...roles].map((role) => [role, med(name, (r) => r.cpuMsPerRun[role] ?? null)])),
     };
@@ -235,7 +241,7 @@ async function main(): Promise<void> {
   };
   const ratios: Record<string, Record<string, number | null>> = {};
   for (const name of opts.systems.filter((s) => s !== 'dbos')) {
-    ratios[name] = Object.fromEntries(['oneStepPerSec', 'parentChildPerSec', 'syncP50Ms', 'syncP99Ms', 'txPerRun', 'writeTxPerRun', 'rowsPerRun'].map((k) => [k, ratio(name, k)]));
+    ratios[name] = Object.fromEntries(['oneStepPerSec', 'parentChildPerSec', 'syncP50Ms', 'syncP99Ms', 'txPerRun', 'writeTxPerRun', 'rowWriteTxPerRun', 'rowsPerRun'].map((k) => [k, ratio(name, k)]));
   }
 
   const fmt = (v: unknown) => (v === null || v === undefined ? '—' : String(v));
@@ -247,6 +253,7 @@ async function main(): Promise<void> {
   line('sequential TriggerSync p99 ms', 'syncP99Ms');
   line('transactions per run (xact_commit)', 'txPerRun');
   line('write transactions per run (xids)', 'writeTxPerRun');
+  line('  of them left a row (xmin)', 'rowWriteTxPerRun');
   line('rows written per run', 'rowsPerRun');
   const failures = results.filter((r) => r.failed > 0);
   console.log(table(rows));
