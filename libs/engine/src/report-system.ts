@@ -149,8 +149,10 @@ export class ReportSystem {
         }
         await this.r.pausePoints.reached('report.afterRead', runId);
         const liveFence = fence as ExecutionFence;
-        const sequenceStart = report.stepOffset ?? (await stepsSql.nextStepSequence(tx, runId));
-        await stepsSql.saveReportedSteps(tx, runId, report.steps ?? [], sequenceStart);
+        if (report.steps?.length) {
+          const sequenceStart = report.stepOffset ?? (await stepsSql.nextStepSequence(tx, runId));
+          await stepsSql.saveReportedSteps(tx, runId, report.steps, sequenceStart);
+        }
         switch (report.kind) {
           case 'progress': {
             await leasesSql.refreshLease(tx, runId, run.executionSeq, tx.now + this.r.config.leaseMs);
