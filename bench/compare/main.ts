@@ -11,10 +11,15 @@ import { progress } from '../lib/progress';
 import { PhaseResult } from './load';
 import { cpuDelta, cpuSnapshot } from './proc-stat';
 import { START, System, SystemName, adminQuery } from './systems';
+import { WriteTransactionCounter } from './write-transactions';
 
 /** PostgreSQL flushes a backend's counters at most every 10 s while it idles (PGSTAT_IDLE_INTERVAL). */
 const STATS_SETTLE_MS = 11_000;
 const BASELINE_MS = 10_000;
+/** The sequential phase runs in this many slices for the write transaction count (the lowest slice). */
+const WRITE_SLICES = 5;
+/** After each slice, how long its calls' follow-ups (audit rows) have to land before the count is read. */
+const WRITE_SETTLE_MS = 500;
 
 interface RoundResult {
   system: SystemName;
@@ -25,6 +30,15 @@ interface RoundResult {
   syncP99Ms: number;
   /** xact_commit on the system's database per sequential one-step run, net of its idle rate; null on SQLite. */
   txPerRun: number | null;
+  /**
+   * Write transactions (transaction ids taken, cluster-wide) per sequential one-step run, net of
+   * the idle rate: the lowest of the phase's slices; null on SQLite.
+   */
+  writeTxPerRun: number | null;
+  /** Write transactions per sequential run that left a row version in the system's database (exact, a lower bound); null on SQLite. */
+  rowWriteTxPerRun: number | null;
+  /** Each slice's figure and the idle rate's one-second windows (ids/s), to judge the noise. */
+  writeTx?: { slices: number[]; idleSlicesPerSec: number[] };
   /** Rows inserted, updated or deleted on that database per sequential run, net of the idle rate; null on SQLite. */
   rowsPerRun: number | null;
   idleTxPerSec: number | null;
@@ -71,28 +85,47 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
 
   // Sequential TriggerSync, with the transactions it commits (net of the idle rate around it).
   let txPerRun: number | null = null;
+  let writeTxPerRun: number | null = null;
+  let rowWriteTxPerRun: number | null = null;
+  let writeTx: RoundResult['writeTx'];
   let rowsPerRun: number | null = null;
   let idleTxPerSec: number | null = null;
-  let seq: PhaseResult;
+  const seq: PhaseResult = { completed: 0, failed: 0, elapsedMs: 0, latenciesMs: [] };
+  const sequential = async (n: number) => {
+    const r = check(await system.phase({ kind: 'sequential', workload: 'one-step', n }));
+    seq.completed += r.completed;
+    seq.failed += r.failed;
+    seq.elapsedMs += r.elapsedMs;
+    seq.latenciesMs.push(...r.latenciesMs);
+    return r.completed;
+  };
   if (system.database) {
-    await sleep(STATS_SETTLE_MS);
-    const s0 = await dbCounters(system.database);
-    const t0 = Date.now();
-    await sleep(BASELINE_MS);
-    const s1 = await dbCounters(system.database);
-    const t1 = Date.now();
-    const idleTx = (s1.tx - s0.tx) / (t1 - t0);
-    const idleRows = (s1.rows - s0.rows) / (t1 - t0);
-    seq = check(await system.phase({ kind: 'sequential', workload: 'one-step', n: opts.sequential }));
-    await sleep(STATS_SETTLE_MS);
-    const s2 = await dbCounters(system.database);
-    const t2 = Date.now();
-    const runs = Math.max(1, seq.completed);
-    txPerRun = r2((s2.tx - s1.tx - idleTx * (t2 - t1)) / runs);
-    rowsPerRun = r2((s2.rows - s1.rows - idleRows * (t2 - t1)) / runs);
-    idleTxPerSec = r2(idleTx * 1000);
+    const counter = await WriteTransactionCounter.open();
+    try {
+      await sleep(STATS_SETTLE_MS);
+      const s0 = await dbCounters(system.database);
+      const t0 = Date.now();
+      const idle = await counter.idleRate(BASELINE_MS / 1000, 1000);
+      const s1 = await dbCounters(system.database);
+      const t1 = Date.now();
+      const idleTx = (s1.tx - s0.tx) / (t1 - t0);
+      const idleRows = (s1.rows - s0.rows) / (t1 - t0);
+      const writes = await counter.perCall(opts.sequential, WRITE_SLICES, WRITE_SETTLE_MS, idle.perMs, sequential);
+      await sleep(STATS_SETTLE_MS);
+      const s2 = await dbCounters(system.database);
+      const t2 = Date.now();
+      const runs = Math.max(1, seq.completed);
+      txPerRun = r2((s2.tx - s1.tx - idleTx * (t2 - t1)) / runs);
+      rowsPerRun = r2((s2.rows - s1.rows - idleRows * (t2 - t1)) / runs);
+      idleTxPerSec = r2(idleTx * 1000);
+      writeTxPerRun = writes.perCall;
+      rowWriteTxPerRun = r2((await counter.leftRowVersions(system.database, writes.from, writes.to)) / runs);
+      writeTx = { slices: writes.slices, idleSlicesPerSec: idle.slicesPerSec };
+    } finally {
+      await counter.close();
+    }
   } else {
-    seq = check(await system.phase({ kind: 'sequential', workload: 'one-step', n: opts.sequential }));
+    await sequential(opts.sequential);
   }
   const sync = summarize(seq.latenciesMs);
   tick(`${system.name} sequential`);
@@ -123,6 +156,9 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
     syncP50Ms: sync.p50,
     syncP99Ms: sync.p99,
     txPerRun,
+    writeTxPerRun,
+    rowWriteTxPerRun,
+    writeTx,
     rowsPerRun,
     idleTxPerSec,
     cpuMsPerRun,
@@ -192,6 +228,8 @@ async function main(): Promise<void> {
       syncP50Ms: med(name, (r) => r.syncP50Ms),
       syncP99Ms: med(name, (r) => r.syncP99Ms),
       txPerRun: med(name, (r) => r.txPerRun),
+      writeTxPerRun: med(name, (r) => r.writeTxPerRun),
+      rowWriteTxPerRun: med(name, (r) => r.rowWriteTxPerRun),
       rowsPerRun: med(name, (r) => r.rowsPerRun),
       cpuMsPerRun: Object.fromEntries([...roles].map((role) => [role, med(name, (r) => r.cpuMsPerRun[role] ?? null)])),
     };
@@ -203,7 +241,7 @@ async function main(): Promise<void> {
   };
   const ratios: Record<string, Record<string, number | null>> = {};
   for (const name of opts.systems.filter((s) => s !== 'dbos')) {
-    ratios[name] = Object.fromEntries(['oneStepPerSec', 'parentChildPerSec', 'syncP50Ms', 'syncP99Ms', 'txPerRun', 'rowsPerRun'].map((k) => [k, ratio(name, k)]));
+    ratios[name] = Object.fromEntries(['oneStepPerSec', 'parentChildPerSec', 'syncP50Ms', 'syncP99Ms', 'txPerRun', 'writeTxPerRun', 'rowWriteTxPerRun', 'rowsPerRun'].map((k) => [k, ratio(name, k)]));
   }
 
   const fmt = (v: unknown) => (v === null || v === undefined ? '—' : String(v));
@@ -214,6 +252,8 @@ async function main(): Promise<void> {
   line('sequential TriggerSync p50 ms', 'syncP50Ms');
   line('sequential TriggerSync p99 ms', 'syncP99Ms');
   line('transactions per run (xact_commit)', 'txPerRun');
+  line('write transactions per run (xids)', 'writeTxPerRun');
+  line('  of them left a row (xmin)', 'rowWriteTxPerRun');
   line('rows written per run', 'rowsPerRun');
   const failures = results.filter((r) => r.failed > 0);
   console.log(table(rows));

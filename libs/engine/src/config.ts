@@ -89,6 +89,14 @@ export interface EngineConfig {
   followUpBudgetMs: number;
   /** Audit writes and recording lookups running or waiting before a row is dropped at once (default 1024). */
   auditBacklog: number;
+  /**
+   * How long an audit row nobody waits for (a run's `run.created` row, the outcome row of a report
+   * that returns at its commit) may wait for other rows to share its insert, ms (default 100; 0:
+   * each goes as soon as a slot is free). Rows a caller waits for are never held back, and take
+   * the waiting rows along. DESIGN.md "Performance budgets": consecutive runs' rows share one
+   * write transaction instead of one each.
+   */
+  auditLingerMs: number;
   /** How long a function's looked-up recording profile is used before it is read again (default 30000). */
   recordingRefreshMs: number;
   /**
@@ -138,6 +146,7 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   auditBudgetMs: 5000,
   followUpBudgetMs: 5000,
   auditBacklog: 1024,
+  auditLingerMs: 100,
   recordingRefreshMs: 30_000,
   cronCatchUpMs: 10_000,
 };

@@ -21,9 +21,9 @@ export interface DispatchAtOnce {
 
 /**
  * Claims `run` (just inserted by `tx`) for this node when it is a push run of a function that
- * declares no secrets, not held and its lane has room: bumps its execution and inserts its lease
- * (the function's timeout as deadline) as a dispatcher's claim does. Returns its segment, or null
- * when it stays queued for a dispatcher.
+ * declares no secrets, not held, its lane has room and the instance is not frozen: bumps its
+ * execution and inserts its lease (the function's timeout as deadline) as a dispatcher's claim
+ * does. Returns its segment, or null when it stays queued for a dispatcher.
  */
 export async function claimAtOnce(r: EngineResources, tx: Tx, fn: FunctionRecord, run: RunRecord, event: WireEvent): Promise<Segment | null> {
   if (run.mode !== 'push' || (fn.definition.secrets?.length ?? 0) > 0 || !fn.definition.endpointUrl) return null;

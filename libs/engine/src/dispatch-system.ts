@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { InvocationError } from '@ironflow/contracts';
-import { authoritySql, leasesSql, runsSql, ClaimFilter } from '@ironflow/store';
+import { leasesSql, runsSql, ClaimFilter } from '@ironflow/store';
 import { ReportSystem } from './report-system';
 import { EngineResources } from './resources';
 import { SecretSystem } from './secret-system';
@@ -29,8 +29,7 @@ export class DispatchSystem {
     const undeliverable: { segment: Segment; error: InvocationError }[] = [];
     const segments = await this.r.store.unitOfWork('claimSegments', async (tx) => {
       undeliverable.length = 0;
-      // A frozen instance claims nothing: queued segments wait for the thaw.
-      if (await authoritySql.isFrozen(tx)) return [];
+      // A frozen instance claims nothing (claimRuns checks the authority row): queued segments wait for the thaw.
       const runs = await runsSql.claimRuns(tx, filter, () => randomUUID());
       const loaded: Segment[] = [];
       for (const run of runs) {

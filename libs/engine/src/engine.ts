@@ -151,6 +151,7 @@ export class Engine {
         slots,
         budgetMs: config.auditBudgetMs,
         backlog: config.auditBacklog,
+        lingerMs: config.auditLingerMs,
         recordingRefreshMs: config.recordingRefreshMs,
         recordingLookup: (project, env, functionId) => options.store.read('recordingLookup', (tx) => functionsSql.getRecordingProfile(tx, project, env, functionId)),
         onDrop: (eventType, reason, error) => {

@@ -9,7 +9,7 @@ import { recordRunCreated } from './run-created-audit';
  * commit: a held run (its function declares `cancelOn`) goes to its admission, which writes its
  * `run.created` row, replays `cancel_on` and then dispatches it; any other run is hinted to a
  * dispatcher now (unless `hinted`: the caller hints once per mode) and its `run.created` row is
- * written, tracked, off the caller's path.
+ * written, tracked, off the caller's path (a background row: it may share a later insert).
  */
 export function afterNewRun(r: EngineResources, hints: DispatchHints, admissions: InvokeAdmission, run: RunRecord, hinted = false): void {
   if (run.held) {
@@ -17,7 +17,7 @@ export function afterNewRun(r: EngineResources, hints: DispatchHints, admissions
     return;
   }
   if (!hinted) hints.queued(run.project, run.env, run.mode);
-  r.followUps.track('run-created-audit', () => recordRunCreated(r, run).then(() => undefined));
+  r.followUps.track('run-created-audit', () => recordRunCreated(r, run, { background: true }).then(() => undefined));
 }
 
 /** The follow-ups of runs a scheduler pass created, after its commit: count each, then `afterNewRun`. */

@@ -38,9 +38,10 @@ export class OutcomeAnnouncer {
 
   /**
    * Announces `committed`. Resolves when its audit row has landed or been dropped: a user cancel
-   * awaits that; every other caller ignores the promise. Never rejects.
+   * awaits that; every other caller ignores the promise. Never rejects. `background`: nobody
+   * awaits the promise, so the row may wait for other rows to share its insert (`auditLingerMs`).
    */
-  announce(committed: RunRecord, cause: OutcomeCause): Promise<void> {
+  announce(committed: RunRecord, cause: OutcomeCause, options: { background?: boolean } = {}): Promise<void> {
     this.r.metrics.runOutcomes.inc({ status: committed.status });
     if (committed.parentRunId) this.r.followUps.track('parent-wake', () => this.wakeParent(committed));
     return new Promise<void>((resolve) => {
@@ -56,7 +57,7 @@ export class OutcomeAnnouncer {
             eventType: committed.status === 'cancelled' ? 'run.cancelled' : 'run.status_changed',
             cause,
             data: { status: committed.status, attempt: committed.attempt, ...(committed.error ? { error: committed.error } : {}) },
-          });
+          }, options);
         } finally {
           resolve();
         }

@@ -172,7 +172,9 @@ export class PushDispatcher implements DispatchAtOnce {
     try {
       // An answer the engine cannot apply fails the attempt inside `apply` (REPORT_REJECTED or
       // PAYLOAD_TOO_LARGE), so the run never waits for its lease to expire.
-      await this.reports.apply(run.id, fence, report);
+      // The segment's steps are the run's (nothing else writes a running run's steps), so its new
+      // steps start at `nextSequence`: the report needs no read of the steps' last sequence.
+      await this.reports.apply(run.id, fence, { ...report, stepOffset: segment.nextSequence }, undefined, { owner: run });
     } catch (err) {
       this.r.logger.warn('push report not applied', { ...runFields(run), error: String(err) });
     }

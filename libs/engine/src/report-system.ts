@@ -13,7 +13,7 @@ import { AcceptedInvoke, InvokeAdmission } from './invoke-admission';
 import { checkName, checkPayload, refuseNul, refuseNulAnywhere } from './payload-limits';
 import { MAX_TIME_MS, sleepWakeAt, workerAheadAtLeast } from './sleep-clock';
 import { announceParked } from './pause-announcer';
-import { recordStepRow } from './step-audit';
+import { StepOwner, recordStepRow } from './step-audit';
 import { stepNameOf } from './step-name';
 
 /**
@@ -36,6 +36,12 @@ export type SegmentReport = { steps?: StepResult[]; stepOffset?: number; sentAt?
 export interface ApplyOptions {
   /** Return an outcome's call only once its audit row landed or was dropped, after its frame (default false). */
   awaitRow?: boolean;
+  /**
+   * The run's scope and function, when the caller knows them (a push dispatch): a report whose
+   * steps the function's cached recording profile would not record skips the read of the run that
+   * step rows need.
+   */
+  owner?: StepOwner;
 }
 
 /** What the report did: nothing (a repeat), saved progress, or moved the run. */
@@ -129,7 +135,7 @@ export class ReportSystem {
   }
 
   private async applyChecked(runId: string, fence: ExecutionFence | undefined, report: SegmentReport, holder?: string, options: ApplyOptions = {}): Promise<ReportResult> {
-    if (report.steps?.length) await this.recordSteps(runId, fence, report);
+    if (report.steps?.length && !this.stepRowsSkipped(report, options.owner)) await this.recordSteps(runId, fence, report);
     let result: ReportResult & { accepted?: AcceptedInvoke; retry?: RetryRecord };
     try {
       result = await this.r.store.unitOfWork('applyReport', async (tx) => {
@@ -143,8 +149,10 @@ export class ReportSystem {
         }
         await this.r.pausePoints.reached('report.afterRead', runId);
         const liveFence = fence as ExecutionFence;
-        const sequenceStart = report.stepOffset ?? (await stepsSql.nextStepSequence(tx, runId));
-        await stepsSql.saveReportedSteps(tx, runId, report.steps ?? [], sequenceStart);
+        if (report.steps?.length) {
+          const sequenceStart = report.stepOffset ?? (await stepsSql.nextStepSequence(tx, runId));
+          await stepsSql.saveReportedSteps(tx, runId, report.steps, sequenceStart);
+        }
         switch (report.kind) {
           case 'progress': {
             await leasesSql.refreshLease(tx, runId, run.executionSeq, tx.now + this.r.config.leaseMs);
@@ -175,6 +183,12 @@ export class ReportSystem {
     return { effect: result.effect, run: result.run };
   }
 
+  /** Whether the recorder would write none of the report's step rows (the owner's profile is cached and records no step). */
+  private stepRowsSkipped(report: SegmentReport, owner: StepOwner | undefined): boolean {
+    if (!owner) return false;
+    return (report.steps ?? []).every((step) => this.r.audit.skips(owner.project, owner.env, owner.functionId, `step.${step.status}`));
+  }
+
   /**
    * The rows of a report's steps (`all` profile), one at a time on the reporter's path before the
    * report's unit of work (specification, "Two kinds of row on the way to an outcome"): a stuck
@@ -195,7 +209,7 @@ export class ReportSystem {
    */
   private async followUp(result: ReportResult & { accepted?: AcceptedInvoke; retry?: RetryRecord }, options: ApplyOptions): Promise<void> {
     const { run } = result;
-    const announced = result.effect === 'outcome' ? this.announcer.announce(run, 'report') : undefined;
+    const announced = result.effect === 'outcome' ? this.announcer.announce(run, 'report', { background: !options.awaitRow }) : undefined;
     if (result.effect === 'retry') this.hints.queued(run.project, run.env, run.mode);
     // A pause was requested while the segment ran: its end parked the run instead of moving it on.
     if (run.status === 'paused') await announceParked(this.r, this.announcer, run, 'report');

@@ -55,6 +55,78 @@ describe('AuditRecorder', () => {
     expect(await Promise.all(all)).toEqual([true, true, true, true, true]);
   });
 
+  describe('background rows (lingerMs)', () => {
+    it('wait up to lingerMs and go together in one request', async () => {
+      jest.useFakeTimers();
+      try {
+        const sink = new StuckSink();
+        const r = recorder(sink, { budgetMs: 5000, lingerMs: 100 });
+        const first = r.record(row('run.created'), { background: true });
+        await jest.advanceTimersByTimeAsync(60);
+        const second = r.record(row(), { background: true });
+        await jest.advanceTimersByTimeAsync(39);
+        expect(sink.pending).toHaveLength(0);
+        await jest.advanceTimersByTimeAsync(1);
+        expect(sink.pending.map((p) => p.rows.map((x) => x.eventType))).toEqual([['run.created', 'run.status_changed']]);
+        expect(sink.pending[0].options.budgetMs).toBe(4900);
+        sink.pending[0].resolve();
+        expect(await Promise.all([first, second])).toEqual([true, true]);
+        expect(drops).toEqual([]);
+      } finally {
+        jest.useRealTimers();
+      }
+    });
+
+    it('a row recorded without `background` goes at once and takes the lingering rows along', async () => {
+      jest.useFakeTimers();
+      try {
+        const sink = new StuckSink();
+        const r = recorder(sink, { budgetMs: 5000, lingerMs: 100 });
+        const lingering = r.record(row('run.created'), { background: true });
+        await jest.advanceTimersByTimeAsync(10);
+        const urgent = r.record(row());
+        await jest.advanceTimersByTimeAsync(0);
+        expect(sink.pending.map((p) => p.rows.map((x) => x.eventType))).toEqual([['run.created', 'run.status_changed']]);
+        sink.pending[0].resolve();
+        expect(await Promise.all([lingering, urgent])).toEqual([true, true]);
+      } finally {
+        jest.useRealTimers();
+      }
+    });
+
+    it('go at once when they fill a request (maxBatch)', async () => {
+      jest.useFakeTimers();
+      try {
+        const sink = new StuckSink();
+        const r = recorder(sink, { budgetMs: 5000, lingerMs: 100, maxBatch: 3 });
+        const all = [1, 2, 3].map(() => r.record(row(), { background: true }));
+        await jest.advanceTimersByTimeAsync(0);
+        expect(sink.pending.map((p) => p.rows.length)).toEqual([3]);
+        sink.pending[0].resolve();
+        expect(await Promise.all(all)).toEqual([true, true, true]);
+      } finally {
+        jest.useRealTimers();
+      }
+    });
+
+    it('are dropped and counted by stop like any waiting row, and nothing is sent after it', async () => {
+      jest.useFakeTimers();
+      try {
+        const sink = new StuckSink();
+        const r = recorder(sink, { budgetMs: 5000, lingerMs: 100 });
+        const lingering = r.record(row('run.created'), { background: true });
+        await jest.advanceTimersByTimeAsync(10);
+        await r.stop();
+        expect(await lingering).toBe(false);
+        await jest.advanceTimersByTimeAsync(200);
+        expect(sink.pending).toHaveLength(0);
+        expect(drops).toEqual([{ eventType: 'run.created', reason: 'stopped' }]);
+      } finally {
+        jest.useRealTimers();
+      }
+    });
+  });
+
   it('drops a row still waiting for a slot at its deadline, and sends a row with what is left of its budget', async () => {
     jest.useFakeTimers();
     try {
@@ -140,6 +212,18 @@ describe('AuditRecorder', () => {
       expect(results).toEqual([true, false, true, true, false, false]);
       expect(okSink.written.sort()).toEqual(['all:run.created', 'all:step.completed', 'life:run.created']);
       expect(drops).toEqual([]);
+    });
+
+    it('skips says a row would certainly not be written only from a cached profile (issue 11: a report skips the read its step rows need)', async () => {
+      const { lookup } = lookupOf({ life: 'run_lifecycle', all: 'all', gone: null });
+      const r = recorder(okSink, { recordingLookup: lookup, slots: 4 });
+      expect(r.skips('p', 'e', 'life', 'step.completed')).toBe(false);
+      await Promise.all([r.record(row('run.created', 'life')), r.record(row('run.created', 'all')), r.record(row('run.created', 'gone'))]);
+      expect(r.skips('p', 'e', 'life', 'step.completed')).toBe(true);
+      expect(r.skips('p', 'e', 'life', 'run.status_changed')).toBe(false);
+      expect(r.skips('p', 'e', 'all', 'step.completed')).toBe(false);
+      expect(r.skips('p', 'e', 'gone', 'step.completed')).toBe(true);
+      expect(recorder(okSink).skips('p', 'e', 'life', 'step.completed')).toBe(false);
     });
 
     it('looks a function up once, in a slot, caches it and refreshes it after the refresh period off the row\'s path', async () => {

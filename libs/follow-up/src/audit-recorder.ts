@@ -55,6 +55,13 @@ export interface AuditRecorderOptions {
   budgetMs?: number;
   /** Most rows sent to the writer in one request (default 256). */
   maxBatch?: number;
+  /**
+   * How long a row recorded with `{ background: true }` may wait for other rows to share its
+   * request, ms (default 0: it goes as soon as a slot is free). A row recorded without it, or a
+   * batch that reaches `maxBatch`, sends every row waiting at once (issue 11: the rows of
+   * consecutive runs share one insert instead of one transaction each).
+   */
+  lingerMs?: number;
   /** Reads a function's recording profile; without it every row is recorded. */
   recordingLookup?: RecordingLookup;
   /** How long a looked-up profile is used before it is read again, ms (default 30000). */
@@ -70,6 +77,8 @@ interface QueuedRow {
   kind: 'row';
   row: ScopedAuditRow;
   deadline: number;
+  /** Not sent before this time (ms since the epoch) unless another row's request takes it along. */
+  notBefore: number;
   timer: NodeJS.Timeout;
   settle: (written: boolean) => void;
 }
@@ -91,7 +100,7 @@ interface CachedProfile {
  * take the pool" and "Audit rows can drop under load"):
  * - at most `backlog` writes and lookups running or waiting; past it a row is dropped at once;
  * - `slots` requests running at once; the rows waiting when a slot frees go together in one
- *   request (at most `maxBatch`);
+ *   request (at most `maxBatch`); a background row waits up to `lingerMs` for others to join it;
  * - each row has `budgetMs` from `record` to get a slot and be written, including its recording
  *   lookup; a row still waiting at its deadline is dropped; a row sent carries what is left of
  *   its budget, and the writer inserts it within that or not at all;
@@ -110,6 +119,10 @@ export class AuditRecorder {
   private readonly budgetMs: number;
   private readonly maxBatch: number;
   private readonly refreshMs: number;
+  private readonly lingerMs: number;
+  /** Wakes `pump` when the earliest lingering row is due. */
+  private lingerTimer?: NodeJS.Timeout;
+  private lingerDue = Infinity;
   private readonly queue: (QueuedRow | QueuedLookup)[] = [];
   private readonly running = new Set<Promise<void>>();
   private readonly profiles = new Map<string, CachedProfile>();
@@ -123,10 +136,15 @@ export class AuditRecorder {
     this.budgetMs = options.budgetMs ?? 5000;
     this.maxBatch = options.maxBatch ?? 256;
     this.refreshMs = options.recordingRefreshMs ?? 30_000;
+    this.lingerMs = options.lingerMs ?? 0;
   }
 
-  /** Records `row` if its function's profile records it. Resolves `true` when it landed. */
-  async record(row: ScopedAuditRow): Promise<boolean> {
+  /**
+   * Records `row` if its function's profile records it. Resolves `true` when it landed.
+   * `background`: nobody waits for this row on a caller's path, so it may wait up to `lingerMs`
+   * for other rows to share its request (its budget is unchanged).
+   */
+  async record(row: ScopedAuditRow, options: { background?: boolean } = {}): Promise<boolean> {
     if (this.stopped) return this.drop(row.eventType, 'stopped', 'audit recorder stopped');
     if (this.load >= this.backlog) return this.drop(row.eventType, 'backlog', `too many audit writes pending (${this.backlog})`);
     this.load += 1;
@@ -136,10 +154,23 @@ export class AuditRecorder {
       if (profile === 'lost') return false;
       if (profile === null || !profileRecords(profile, row.eventType)) return false;
       if (this.stopped) return this.drop(row.eventType, 'stopped', 'audit recorder stopped');
-      return await this.enqueue(row, deadline);
+      return await this.enqueue(row, deadline, options.background ? Date.now() + this.lingerMs : 0);
     } finally {
       this.load -= 1;
     }
+  }
+
+  /**
+   * Whether a row of `eventType` for this function would certainly not be written: its profile is
+   * cached (as `record` would use it) and does not record the type, or the function does not
+   * exist. `false` when the profile is not cached, or when every row is recorded (no lookup).
+   * Lets a caller skip the work of building a row (issue 11: a read on a report's path).
+   */
+  skips(project: string, env: string, functionId: string, eventType: string): boolean {
+    if (!this.options.recordingLookup) return false;
+    const cached = this.profiles.get(key(project, env, functionId));
+    if (!cached) return false;
+    return cached.profile === null || !profileRecords(cached.profile, eventType);
   }
 
   /** Forgets a function's cached profile (its registration changed on this node). */
@@ -162,6 +193,7 @@ export class AuditRecorder {
    */
   async stop(): Promise<void> {
     this.stopping.abort();
+    clearTimeout(this.lingerTimer);
     for (const item of this.queue.splice(0)) {
       if (item.kind === 'row') {
         clearTimeout(item.timer);
@@ -173,12 +205,13 @@ export class AuditRecorder {
     while (this.running.size > 0) await Promise.allSettled([...this.running]);
   }
 
-  private enqueue(row: ScopedAuditRow, deadline: number): Promise<boolean> {
+  private enqueue(row: ScopedAuditRow, deadline: number, notBefore: number): Promise<boolean> {
     return new Promise<boolean>((settle) => {
       const item: QueuedRow = {
         kind: 'row',
         row,
         deadline,
+        notBefore,
         settle,
         timer: setTimeout(() => {
           const at = this.queue.indexOf(item);
@@ -192,7 +225,11 @@ export class AuditRecorder {
     });
   }
 
-  /** Starts queued work while slots are free: a lookup, or the rows waiting as one request. */
+  /**
+   * Starts queued work while slots are free: a lookup, or the rows waiting as one request once
+   * one of them is due (not lingering) or they fill a request; otherwise wakes up when the
+   * earliest lingering row is due.
+   */
   private pump(): void {
     while (this.busy < this.options.slots && this.queue.length > 0 && !this.stopped) {
       const head = this.queue[0];
@@ -200,6 +237,25 @@ export class AuditRecorder {
         this.queue.shift();
         this.occupy(head.run());
         continue;
+      }
+      const now = Date.now();
+      let rows = 0;
+      let due = Infinity;
+      for (const item of this.queue) {
+        if (item.kind !== 'row') continue;
+        rows += 1;
+        due = Math.min(due, item.notBefore);
+      }
+      if (due > now && rows < this.maxBatch) {
+        // Every row lingers: a lookup behind them goes now, the rows when the first is due.
+        const lookup = this.queue.findIndex((item) => item.kind === 'lookup');
+        if (lookup >= 0) {
+          const [item] = this.queue.splice(lookup, 1) as QueuedLookup[];
+          this.occupy(item.run());
+          continue;
+        }
+        this.wakeAt(due);
+        return;
       }
       const batch: QueuedRow[] = [];
       for (let i = 0; i < this.queue.length && batch.length < this.maxBatch; ) {
@@ -214,6 +270,18 @@ export class AuditRecorder {
       }
       this.occupy(this.send(batch));
     }
+  }
+
+  /** Runs `pump` at `due` (ms since the epoch), unless it is already set to run by then. */
+  private wakeAt(due: number): void {
+    if (this.lingerTimer && this.lingerDue <= due) return;
+    clearTimeout(this.lingerTimer);
+    this.lingerDue = due;
+    this.lingerTimer = setTimeout(() => {
+      this.lingerTimer = undefined;
+      this.lingerDue = Infinity;
+      this.pump();
+    }, Math.max(0, due - Date.now()));
   }
 
   private occupy(work: Promise<void>): void {

@@ -124,6 +124,11 @@ async function openSqlite(options: StoreOptions): Promise<DataSource> {
   return ds;
 }
 
+/** A PostgreSQL unit of work whose BEGIN is sent with its first statement. */
+interface LazyBegin {
+  begun: boolean;
+}
+
 class TypeormStore implements Store {
   /** TypeORM shares one connection on SQLite: units of work there run one at a time. */
   private readonly sqliteMutex = new Mutex();
@@ -169,14 +174,23 @@ class TypeormStore implements Store {
   private async runOn<T>(name: string, work: (tx: Tx) => Promise<T>, transactional: boolean): Promise<T> {
     const runner = this.dataSource.createQueryRunner();
     await runner.connect();
+    // PostgreSQL: the transaction begins with the unit's first statement (`begin`), in the same
+    // round trip when that statement is its lock limit; a unit that ran no statement sends neither
+    // BEGIN nor COMMIT (issue 11). SQLite keeps TypeORM's transaction handling.
+    const lazy: LazyBegin | undefined = transactional && this.dialect === 'postgres' ? { begun: false } : undefined;
     try {
-      if (transactional) await runner.startTransaction();
+      if (transactional && !lazy) await runner.startTransaction();
       try {
-        const result = await work(this.txOn(runner));
-        if (transactional) await runner.commitTransaction();
+        const result = await work(this.txOn(runner, lazy));
+        if (lazy) {
+          if (lazy.begun) await runner.query('COMMIT');
+        } else if (transactional) {
+          await runner.commitTransaction();
+        }
         return result;
       } catch (err) {
-        if (transactional && runner.isTransactionActive) await runner.rollbackTransaction();
+        if (lazy?.begun) await runner.query('ROLLBACK');
+        else if (transactional && runner.isTransactionActive) await runner.rollbackTransaction();
         if (this.dialect === 'postgres' && isLockTimeout(err)) throw new LockTimeoutError(name, null, err);
         throw this.dialect === 'postgres' ? unstorableValue(err) ?? err : err;
       }
@@ -185,9 +199,17 @@ class TypeormStore implements Store {
     }
   }
 
-  private txOn(runner: QueryRunner): Tx {
+  private txOn(runner: QueryRunner, lazy?: LazyBegin): Tx {
     const dialect = this.dialect;
+    /** Sends BEGIN (with `first`, a statement without parameters, when given) unless the transaction has begun. */
+    const begin = async (first?: string): Promise<boolean> => {
+      if (!lazy || lazy.begun) return false;
+      lazy.begun = true;
+      await runner.query(first ? `START TRANSACTION; ${first}` : 'START TRANSACTION');
+      return first !== undefined;
+    };
     const execute = async <R>(sql: string, params: readonly unknown[] = []) => {
+      await begin();
       const statement = dialect === 'sqlite' ? toPositional(sql, params) : { sql, params: [...params] };
       const result = await runner.query(statement.sql, statement.params, true);
       const rows = (Array.isArray(result.records) ? result.records : []) as R[];
@@ -201,7 +223,9 @@ class TypeormStore implements Store {
       execute,
       query: async <R>(sql: string, params?: readonly unknown[]) => (await execute<R>(sql, params)).rows,
       setLockTimeout: async (ms: number) => {
-        if (dialect === 'postgres') await runner.query(`SET LOCAL lock_timeout = '${Math.max(1, Math.floor(ms))}ms'`);
+        if (dialect !== 'postgres') return;
+        const set = `SET LOCAL lock_timeout = '${Math.max(1, Math.floor(ms))}ms'`;
+        if (!(await begin(set))) await runner.query(set);
       },
     };
   }

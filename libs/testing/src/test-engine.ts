@@ -47,6 +47,13 @@ export interface TestEngine {
   close(): Promise<void>;
 }
 
+/**
+ * What a test engine changes from the defaults: a 30 s lease, and audit rows sent as soon as a slot
+ * frees (`auditLingerMs` 0): the `BlockingAuditSink` blocks a whole request when one of its rows
+ * matches, so rows of different kinds must not share one unless a test asks for it.
+ */
+const TEST_ENGINE_CONFIG: Partial<EngineConfig> = { leaseMs: 30_000, auditLingerMs: 0 };
+
 /** An engine assembled by hand over a fresh store, no HTTP (DESIGN.md "Testing"). No loops run. */
 export async function openTestEngine(dialect: Dialect, config: Partial<EngineConfig> = {}, options: TestEngineOptions = {}): Promise<TestEngine> {
   const poolSize = options.poolSize ?? 8;
@@ -58,7 +65,7 @@ export async function openTestEngine(dialect: Dialect, config: Partial<EngineCon
   const scope: CallScope = { project: `p${suffix}`, env: `e${suffix}` };
   const faults = new FaultyStore(db.store);
   const audit = new BlockingAuditSink(new InProcessAuditSink(new AuditWriter(db.store, new SlotSet(slotsFor(dialect, 8)))));
-  const engine = new Engine({ store: faults, clock: db.clock, bus, pausePoints: gate, followUps: options.followUps, logger: options.logger, ...options.security, auditSink: audit, poolSize, config: { leaseMs: 30_000, ...config } });
+  const engine = new Engine({ store: faults, clock: db.clock, bus, pausePoints: gate, followUps: options.followUps, logger: options.logger, ...options.security, auditSink: audit, poolSize, config: { ...TEST_ENGINE_CONFIG, ...config } });
   auditSinks.set(engine, audit);
   const extra: { engine: Engine; bus: Bus }[] = [];
   return {
@@ -82,7 +89,7 @@ export async function openTestEngine(dialect: Dialect, config: Partial<EngineCon
         ...(restartOptions.security ?? options.security),
         auditSink: nextAudit,
         poolSize,
-        config: { leaseMs: 30_000, ...config, ...restartOptions.config },
+        config: { ...TEST_ENGINE_CONFIG, ...config, ...restartOptions.config },
       });
       auditSinks.set(next, nextAudit);
       extra.push({ engine: next, bus: nextBus });

@@ -90,6 +90,19 @@ describe.each(STORES)('push dispatch [%s]', (dialect) => {
     expect(run.error?.message).toContain('bytes; the limit is');
     expect(await readLeases(t, runId)).toEqual([]);
   });
+  it('a report whose steps the function\'s cached profile does not record reads no run before its commit (issue 11)', async () => {
+    answer = { status: 200, body: { status: 'completed', result: { ok: 1 }, steps: [{ id: 's1', name: 'work', status: 'completed', output: 1 }] } };
+    t.engine.start({ pushDispatch: true, scheduler: false });
+    const first = await t.engine.api.triggerSync(SCOPE, { event: 'push.started', data: { n: 1 }, timeoutMs: 10_000 });
+    expect(first.results).toEqual([expect.objectContaining({ status: 'completed' })]);
+    // The run_lifecycle profile (the default) is cached now: the step rows' read of the run is not needed.
+    await waitFor('the profile to be cached', () => t.engine.resources.audit.skips(SCOPE.project, SCOPE.env, 'pushed', 'step.completed'));
+    t.faults.fail({ unit: (name, kind) => kind === 'read' && name === 'readReportedRun' });
+    const second = await t.engine.api.triggerSync(SCOPE, { event: 'push.started', data: { n: 2 }, timeoutMs: 10_000 });
+    expect(second.results).toEqual([expect.objectContaining({ status: 'completed', output: { ok: 1 } })]);
+    expect(t.faults.failures).toEqual([]);
+  });
+
   describe('a sync trigger with a free push slot (claim at trigger, issue 11)', () => {
     it('claims its run in the trigger\'s own unit of work and dispatches it at once', async () => {
       answer = { status: 200, body: { status: 'completed', result: { ok: 2 }, steps: [] } };
@@ -100,6 +113,19 @@ describe.each(STORES)('push dispatch [%s]', (dialect) => {
       expect(results).toEqual([expect.objectContaining({ status: 'completed', output: { ok: 2 } })]);
       expect(calls).toHaveLength(1);
       expect(await readLeases(t, results[0].runId)).toEqual([]);
+    });
+
+    it('claims nothing while the instance is frozen: the run waits for the thaw, then the dispatcher runs it', async () => {
+      answer = { status: 200, body: { status: 'completed', result: { ok: 5 }, steps: [] } };
+      await t.engine.instance.freeze('admin', 'backup');
+      t.engine.start({ pushDispatch: true, scheduler: false });
+      const sync = await t.engine.api.triggerSync(SCOPE, { event: 'push.started', data: { n: 5 }, timeoutMs: 300 });
+      expect(sync.results).toEqual([expect.objectContaining({ status: 'waiting_for_capacity' })]);
+      expect(calls).toHaveLength(0);
+      expect(await readLeases(t, sync.results[0].runId)).toEqual([]);
+      await t.engine.instance.thaw('admin');
+      await waitFor('the run to complete after the thaw', async () => (await readRun(t, sync.results[0].runId)).status === 'completed');
+      expect(calls).toHaveLength(1);
     });
 
     it('leaves the run to the dispatcher\'s claim when the trigger is not sync, and when this node does not dispatch push', async () => {

@@ -43,6 +43,19 @@ export async function isFrozen(tx: Tx): Promise<boolean> {
 }
 
 /**
+ * A condition on the statement's `runs` row that holds while the instance is thawed, for a
+ * claim's own statement: on PostgreSQL it reads the authority row `FOR SHARE`, as
+ * {@link isFrozen} does (an open freeze holds the claim until it ends, after which the claim sees
+ * the frozen state; once read, no freeze commits before the claim's unit of work ends), without a
+ * statement of its own. It names the run row (`runs.held = 0`, which every claimable run meets),
+ * so PostgreSQL evaluates it per candidate and a claim that finds no run locks nothing and takes
+ * no transaction id. SQLite runs units one at a time.
+ */
+export function thawedForRun(tx: Tx): string {
+  return `EXISTS (SELECT 1 FROM instance_authority WHERE id = 1 AND state <> 'frozen' AND runs.held = 0${tx.dialect === 'postgres' ? ' FOR SHARE' : ''})`;
+}
+
+/**
  * Moves the authority to `to` under the row's exclusive lock (`FOR UPDATE` on PostgreSQL), bumping
  * its version and stamping who and when. Returns the row as written, or `null` when it was already
  * in `to` (nothing written; the row stays locked until the unit ends).

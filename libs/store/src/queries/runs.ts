@@ -2,6 +2,7 @@ import { ExecutionMode, RunStatus } from '@ironflow/contracts';
 import { RunRecord, mapRun, toJson } from '../rows';
 import { placeholders } from '../sql';
 import { Tx } from '../tx';
+import { thawedForRun } from './authority';
 
 /**
  * SQL over the `runs` table that never writes a terminal status: those writes live in
@@ -102,10 +103,12 @@ export interface ClaimFilter {
  * Claims up to `limit` queued segments (DESIGN.md "The queue is the runs table"): runs in
  * `waiting_for_capacity` whose `available_at` has passed and that are not held for their
  * admission, oldest first, skipping rows another claimer holds. Each claimed run moves to `running` with `execution_seq` bumped and the given
- * new lease token; the caller inserts the lease rows in the same unit of work.
+ * new lease token; the caller inserts the lease rows in the same unit of work. A frozen instance
+ * claims nothing: the candidates' read checks the authority row ({@link thawedForRun}), so no
+ * freeze commits before this unit of work ends.
  */
 export async function claimRuns(tx: Tx, filter: ClaimFilter, newToken: () => string): Promise<RunRecord[]> {
-  const where = [`status = 'waiting_for_capacity'`, 'mode = $1', 'available_at <= $2', 'held = 0'];
+  const where = [`status = 'waiting_for_capacity'`, 'mode = $1', 'available_at <= $2', 'held = 0', thawedForRun(tx)];
   const params: unknown[] = [filter.mode, tx.now];
   if (filter.project !== undefined) { params.push(filter.project); where.push(`project = $${params.length}`); }
   if (filter.env !== undefined) { params.push(filter.env); where.push(`env = $${params.length}`); }
@@ -147,11 +150,12 @@ export async function claimRuns(tx: Tx, filter: ClaimFilter, newToken: () => str
 /**
  * Claims a run its own unit of work just inserted (a trigger that dispatches at once), as
  * {@link claimRuns} claims a candidate: lane limit checked, execution bumped, new lease token.
- * Null when its lane is full or it is not queued and free to claim (held, not yet available).
+ * Null when its lane is full, the instance is frozen (the claim's write checks the authority row,
+ * {@link thawedForRun}) or it is not queued and free to claim (held, not yet available).
  */
 export async function claimInsertedRun(tx: Tx, run: RunRecord, newToken: () => string): Promise<RunRecord | null> {
   if (run.status !== 'waiting_for_capacity' || run.held || run.availableAt > tx.now) return null;
-  return claimCandidate(tx, { id: run.id, function_id: run.functionId, concurrency_key: run.concurrencyKey, concurrency_limit: run.concurrencyLimit }, new Map(), newToken);
+  return claimCandidate(tx, { id: run.id, function_id: run.functionId, concurrency_key: run.concurrencyKey, concurrency_limit: run.concurrencyLimit }, new Map(), newToken, thawedForRun(tx));
 }
 
 async function claimCandidate(
@@ -159,6 +163,7 @@ async function claimCandidate(
   candidate: { id: string; function_id: string; concurrency_key: string | null; concurrency_limit: unknown },
   taken: Map<string, number>,
   newToken: () => string,
+  guard?: string,
 ): Promise<RunRecord | null> {
   const { id } = candidate;
   if (candidate.concurrency_limit !== null && candidate.concurrency_limit !== undefined) {
@@ -172,7 +177,7 @@ async function claimCandidate(
   const rows = await tx.query(
     `UPDATE runs SET status = 'running', execution_seq = execution_seq + 1, lease_token = $2,
        version = version + 1, started_at = COALESCE(started_at, $3), updated_at = $3
-     WHERE id = $1 AND status = 'waiting_for_capacity' RETURNING *`,
+     WHERE id = $1 AND status = 'waiting_for_capacity'${guard ? ` AND ${guard}` : ''} RETURNING *`,
     [id, newToken(), tx.now],
   );
   return rows.length ? mapRun(rows[0]) : null;

@@ -1,5 +1,7 @@
 import { DEFAULT_ENGINE_CONFIG, Engine } from '@ironflow/engine';
-import { Locker, STORES, TestEngine, openLocker, waitFor, waitForAdmission } from '@ironflow/testing';
+import { runsSql } from '@ironflow/store';
+import { Client } from 'pg';
+import { Locker, STORES, TestEngine, openLocker, testDatabaseUrl, waitFor, waitForAdmission } from '@ironflow/testing';
 import { dispatchedUnclaimed, drainFollowUps, invocation, openAdmissionTest, reportInvoke } from './admission-kit';
 import { readRun, readStep } from './post-commit-kit';
 
@@ -136,6 +138,45 @@ describe('instance authority under real locks [postgres]', () => {
     expect(await readRun(t, reported.childId)).toMatchObject({ held: true });
     return reported;
   }
+
+  /** A connection of its own on the test's schema, for a freeze held open by the test. */
+  async function sessionOnSchema(): Promise<{ client: Client; pid: number }> {
+    const schema = String((await t.db.store.read('schema', (tx) => tx.query<{ s: string }>(`SELECT current_schema() AS s`)))[0].s);
+    const client = new Client({ connectionString: testDatabaseUrl(), options: `-c search_path="${schema}"` });
+    await client.connect();
+    const pid = Number((await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid);
+    return { client, pid };
+  }
+
+  it('a claim waits for a freeze in progress and then claims nothing; after the thaw it claims the run (issue 11: the authority read joined to the claim\'s read)', async () => {
+    const { runIds } = await t.engine.api.trigger(t.scope, { event: 'go', data: { orderId: 'A' } });
+    const freezer = await sessionOnSchema();
+    try {
+      await freezer.client.query('BEGIN');
+      await freezer.client.query(`UPDATE instance_authority SET state = 'frozen', version = version + 1 WHERE id = 1`);
+      const claim = t.engine.dispatch.claim({ mode: 'push', limit: 5, project: t.scope.project, env: t.scope.env }, 'node-a');
+      await waitFor('the claim to wait for the freeze', async () => {
+        const rows = await freezer.client.query<{ n: string }>(`SELECT COUNT(*) AS n FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, [freezer.pid]);
+        return Number(rows.rows[0].n) > 0;
+      });
+      await freezer.client.query('COMMIT');
+      expect(await claim).toEqual([]);
+    } finally {
+      await freezer.client.end();
+    }
+    expect(await readRun(t, runIds[0])).toMatchObject({ status: 'waiting_for_capacity' });
+    await t.engine.instance.thaw('admin');
+    const [segment] = await t.engine.dispatch.claim({ mode: 'push', limit: 5, project: t.scope.project, env: t.scope.env }, 'node-a');
+    expect(segment.run.id).toBe(runIds[0]);
+  });
+
+  it('a claim that finds no run locks nothing, not even the authority row: its unit of work takes no transaction id', async () => {
+    const xid = await t.db.store.unitOfWork('test.emptyClaim', async (tx) => {
+      expect(await runsSql.claimRuns(tx, { mode: 'push', limit: 5 }, () => 'token')).toEqual([]);
+      return (await tx.query<{ x: unknown }>('SELECT pg_current_xact_id_if_assigned() AS x'))[0].x;
+    });
+    expect(xid).toBeNull();
+  });
 
   it('TestPendingInvocationChildLockLimitCoversAuthority: with the authority row locked, admitting a thawed invoke returns at its limit and changes nothing; the child is admitted once the lock clears', async () => {
     const { parentId, childId, stepId } = await childLeftToThePass();
