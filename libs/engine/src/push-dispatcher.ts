@@ -184,6 +184,10 @@ export class PushDispatcher implements DispatchAtOnce {
    */
   private async call(url: string, timeoutMs: number, segment: Segment): Promise<SegmentReport> {
     const stop = this.r.metrics.pushLatency.startTimer();
+    // What `AbortSignal.timeout` does, at a fraction of its cost per call (no transferable signal).
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(new DOMException(`push call timed out after ${timeoutMs} ms`, 'TimeoutError')), timeoutMs);
+    timer.unref();
     try {
       const body = JSON.stringify(toPushRequest(segment));
       const { signingKey } = this.r.config;
@@ -193,7 +197,7 @@ export class PushDispatcher implements DispatchAtOnce {
         method: 'POST',
         headers: { 'content-type': 'application/json', ...(signingKey ? { [SIGNATURE_HEADER]: signPushBody(signingKey, body) } : {}) },
         body,
-        signal: AbortSignal.timeout(timeoutMs),
+        signal: deadline.signal,
         // Every connection is checked against the allow-list.
         dispatcher: this.endpoints.dispatcher,
       });
@@ -208,6 +212,7 @@ export class PushDispatcher implements DispatchAtOnce {
       if (refused instanceof PushEndpointRefused) return failure(`push endpoint refused: ${refused.message}`, false, RUN_ERROR_CODES.PUSH_ENDPOINT_REFUSED);
       return failure(`push endpoint call failed: ${String(err)}`, true);
     } finally {
+      clearTimeout(timer);
       stop();
     }
   }
