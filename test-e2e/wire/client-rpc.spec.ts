@@ -4,6 +4,7 @@
  * Runs are driven by a raw push endpoint or raw REST worker calls. Nothing here comes from
  * `libs/sdk`.
  */
+import { gzipSync } from 'node:zlib';
 import {
   connect,
   findNulls,
@@ -555,6 +556,29 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     expect(res.status).toBe(413);
     expect(res.json.code).toBe('invalid_argument');
     expect(res.json.ironflowCode).toBe('PAYLOAD_TOO_LARGE');
+  });
+
+  // The api-gateway answers the plain case (Content-Length, no Content-Encoding, the exact path)
+  // ahead of Express and Nest (libs/services/src/http/connect-unary-fast-path.ts); every other
+  // request takes the Express route. Both must answer alike.
+  it('a call answers the same whether its body comes plain, gzip-compressed or chunked, or its path ends with a slash', async () => {
+    const body = JSON.stringify({ id: 'no-such-run' });
+    const call = async (path: string, init: RequestInit & { duplex?: 'half' }) => {
+      const res = await fetch(`${engine.url}${path}`, { method: 'POST', ...init });
+      return { status: res.status, contentType: res.headers.get('content-type'), json: await res.json() };
+    };
+    const plain = await call('/ironflow.v1.IronflowService/GetRun', { headers: { 'content-type': 'application/json' }, body });
+    expect(plain).toMatchObject({ status: 404, contentType: 'application/json; charset=utf-8', json: { code: 'not_found', ironflowCode: 'RUN_NOT_FOUND' } });
+    const gzip = await call('/ironflow.v1.IronflowService/GetRun', { headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, body: gzipSync(body) });
+    const chunked = await call('/ironflow.v1.IronflowService/GetRun', {
+      headers: { 'content-type': 'application/json' },
+      body: new ReadableStream({ start(c) { c.enqueue(new TextEncoder().encode(body)); c.close(); } }),
+      duplex: 'half',
+    });
+    const slash = await call('/ironflow.v1.IronflowService/GetRun/', { headers: { 'content-type': 'application/json' }, body });
+    expect(gzip).toEqual(plain);
+    expect(chunked).toEqual(plain);
+    expect(slash).toEqual(plain);
   });
 
   // ----------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 import { runFields } from '@ironflow/observability';
-import { fetch } from 'undici';
+import { request } from 'undici';
 import { EngineError, PushResponse, RUN_ERROR_CODES, SIGNATURE_HEADER, signPushBody } from '@ironflow/contracts';
 import { ExecutionFence } from '@ironflow/fencing';
 import { leasesSql } from '@ironflow/store';
@@ -186,29 +186,35 @@ export class PushDispatcher implements DispatchAtOnce {
    */
   private async call(url: string, timeoutMs: number, segment: Segment): Promise<SegmentReport> {
     const stop = this.r.metrics.pushLatency.startTimer();
+    // What `AbortSignal.timeout` does, at a fraction of its cost per call (no transferable signal).
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(new DOMException(`push call timed out after ${timeoutMs} ms`, 'TimeoutError')), timeoutMs);
+    timer.unref();
     try {
       const body = JSON.stringify(toPushRequest(segment));
       const { signingKey } = this.r.config;
-      const response = await fetch(url, {
+      // undici's `request` (not `fetch`: no WHATWG Request/Response/stream objects per call) on the
+      // policy's keep-alive Agent; it follows no redirect, so a 3xx is an answer like any non-200.
+      const response = await request(url, {
         method: 'POST',
         headers: { 'content-type': 'application/json', ...(signingKey ? { [SIGNATURE_HEADER]: signPushBody(signingKey, body) } : {}) },
         body,
-        signal: AbortSignal.timeout(timeoutMs),
-        // Every connection is checked against the allow-list; a redirect is an answer, not followed.
+        signal: deadline.signal,
+        // Every connection is checked against the allow-list.
         dispatcher: this.endpoints.dispatcher,
-        redirect: 'manual',
       });
-      const text = await response.text();
-      if (response.status !== 200) return failure(`push endpoint answered ${response.status}: ${text.slice(0, 300)}`, true);
+      const text = await response.body.text();
+      if (response.statusCode !== 200) return failure(`push endpoint answered ${response.statusCode}: ${text.slice(0, 300)}`, true);
       return fromPushResponse(JSON.parse(text) as PushResponse);
     } catch (err) {
       if ((err as Error)?.name === 'TimeoutError') {
         return { kind: 'failed', error: { message: `push endpoint did not answer within the function's timeout of ${timeoutMs} ms`, code: RUN_ERROR_CODES.FUNCTION_TIMED_OUT, retryable: true } };
       }
-      const cause = (err as { cause?: unknown }).cause;
-      if (cause instanceof PushEndpointRefused) return failure(`push endpoint refused: ${cause.message}`, false, RUN_ERROR_CODES.PUSH_ENDPOINT_REFUSED);
+      const refused = err instanceof PushEndpointRefused ? err : (err as { cause?: unknown })?.cause;
+      if (refused instanceof PushEndpointRefused) return failure(`push endpoint refused: ${refused.message}`, false, RUN_ERROR_CODES.PUSH_ENDPOINT_REFUSED);
       return failure(`push endpoint call failed: ${String(err)}`, true);
     } finally {
+      clearTimeout(timer);
       stop();
     }
   }

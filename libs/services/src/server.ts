@@ -15,6 +15,7 @@ import { failOversizedJobUpdate } from './dispatcher/oversized-job-update';
 import { workerServiceHttp2Handler, workerServiceRoutes } from './dispatcher/stream/worker-service';
 import { EngineErrorFilter } from './http/engine-error.filter';
 import { authenticateHeaders, authenticateSubscription } from './http/api-key.guard';
+import { serveConnectUnaryFirst } from './http/connect-unary-fast-path';
 import { rawBodyMiddleware } from './http/raw-body.middleware';
 import { observeHttp1Requests, observeHttp2Requests } from './http/request-metrics';
 import { CoreModule } from './runtime/core.module';
@@ -100,6 +101,10 @@ export async function startServer(settings: IronflowSettings, services: readonly
         : (_req: unknown, res: { statusCode: number; end(): void }) => { res.statusCode = 404; res.end(); };
     // The api-gateway serves subscriptions (`<base>/ws`) on the HTTP/1.1 side.
     subscriptions = services.includes('api-gateway') ? attachSubscriptionGateway(app.getHttpServer(), { bus: runtime.engine.resources.bus, scopeOf: (req) => authenticateSubscription(runtime.engine.apiKeys, req) }) : undefined;
+    // The Connect unary JSON route (TriggerSync…) ahead of Express and Nest, same answers (issue 11).
+    if (services.includes('api-gateway')) {
+      serveConnectUnaryFirst(app.getHttpServer(), { api: runtime.engine.api, apiKeys: runtime.engine.apiKeys, maxBodyBytes: settings.maxPayloadBytes });
+    }
     observeHttp1Requests(app.getHttpServer(), runtime.metrics);
     listener = await listenOnePort({ port: settings.port, host: settings.host, http1: app.getHttpServer(), http2Handler: observeHttp2Requests(http2Handler, runtime.metrics) }).catch((err: NodeJS.ErrnoException) => {
       throw err.code === 'EADDRINUSE' || err.code === 'EACCES'

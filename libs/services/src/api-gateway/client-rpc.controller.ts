@@ -24,6 +24,10 @@ export class ClientRpcController {
     } catch (err) {
       result = unaryJsonError(err); // a bad scope header, answered in the Connect error shape
     }
-    res.status(result.status).json(result.body);
+    // Written straight to the socket: what `res.json` sends less its ETag (a POST's answer is never
+    // revalidated), without Express's per-response work (ETag hash, freshness check, charset handling).
+    const json = JSON.stringify(result.body);
+    res.writeHead(result.status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(json) });
+    res.end(json);
   }
 }

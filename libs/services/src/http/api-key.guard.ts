@@ -23,6 +23,18 @@ export function authenticateHeaders(apiKeys: ApiKeySystem, headers: Headers): Pr
 }
 
 /**
+ * The scope of an HTTP/1 call from its `Authorization` and `X-Ironflow-Environment` headers (what
+ * {@link ApiKeyGuard} checks on every route that is not public or admin); see `ApiKeySystem.authenticate`.
+ */
+export function authenticateRequest(apiKeys: ApiKeySystem, req: IncomingMessage): Promise<CallScope> {
+  const header = (name: string) => {
+    const v = req.headers[name];
+    return Array.isArray(v) ? v[0] : v;
+  };
+  return apiKeys.authenticate({ authorization: header('authorization'), environment: header('x-ironflow-environment') });
+}
+
+/**
  * The scope of a subscription WebSocket (`<base>/ws`) from its upgrade request: the key from
  * `Authorization: Bearer`, else the `token` query parameter (what the SDK's browser and Node
  * subscribers send), the env from the `env` query parameter, else `X-Ironflow-Environment`.
@@ -72,7 +84,7 @@ export class ApiKeyGuard implements CanActivate {
       await apiKeys.authenticateAdmin(req.header('authorization'));
       return true;
     }
-    req[CALL_SCOPE] = await apiKeys.authenticate({ authorization: req.header('authorization'), environment: req.header('x-ironflow-environment') });
+    req[CALL_SCOPE] = await authenticateRequest(apiKeys, req);
     return true;
   }
 }
