@@ -56,74 +56,57 @@ describe('AuditRecorder', () => {
   });
 
   describe('background rows (lingerMs)', () => {
+    beforeEach(() => jest.useFakeTimers());
+    afterEach(() => jest.useRealTimers());
+
     it('wait up to lingerMs and go together in one request', async () => {
-      jest.useFakeTimers();
-      try {
-        const sink = new StuckSink();
-        const r = recorder(sink, { budgetMs: 5000, lingerMs: 100 });
-        const first = r.record(row('run.created'), { background: true });
-        await jest.advanceTimersByTimeAsync(60);
-        const second = r.record(row(), { background: true });
-        await jest.advanceTimersByTimeAsync(39);
-        expect(sink.pending).toHaveLength(0);
-        await jest.advanceTimersByTimeAsync(1);
-        expect(sink.pending.map((p) => p.rows.map((x) => x.eventType))).toEqual([['run.created', 'run.status_changed']]);
-        expect(sink.pending[0].options.budgetMs).toBe(4900);
-        sink.pending[0].resolve();
-        expect(await Promise.all([first, second])).toEqual([true, true]);
-        expect(drops).toEqual([]);
-      } finally {
-        jest.useRealTimers();
-      }
+      const sink = new StuckSink();
+      const r = recorder(sink, { budgetMs: 5000, lingerMs: 100 });
+      const first = r.record(row('run.created'), { background: true });
+      await jest.advanceTimersByTimeAsync(60);
+      const second = r.record(row(), { background: true });
+      await jest.advanceTimersByTimeAsync(39);
+      expect(sink.pending).toHaveLength(0);
+      await jest.advanceTimersByTimeAsync(1);
+      expect(sink.pending.map((p) => p.rows.map((x) => x.eventType))).toEqual([['run.created', 'run.status_changed']]);
+      expect(sink.pending[0].options.budgetMs).toBe(4900);
+      sink.pending[0].resolve();
+      expect(await Promise.all([first, second])).toEqual([true, true]);
+      expect(drops).toEqual([]);
     });
 
     it('a row recorded without `background` goes at once and takes the lingering rows along', async () => {
-      jest.useFakeTimers();
-      try {
-        const sink = new StuckSink();
-        const r = recorder(sink, { budgetMs: 5000, lingerMs: 100 });
-        const lingering = r.record(row('run.created'), { background: true });
-        await jest.advanceTimersByTimeAsync(10);
-        const urgent = r.record(row());
-        await jest.advanceTimersByTimeAsync(0);
-        expect(sink.pending.map((p) => p.rows.map((x) => x.eventType))).toEqual([['run.created', 'run.status_changed']]);
-        sink.pending[0].resolve();
-        expect(await Promise.all([lingering, urgent])).toEqual([true, true]);
-      } finally {
-        jest.useRealTimers();
-      }
+      const sink = new StuckSink();
+      const r = recorder(sink, { budgetMs: 5000, lingerMs: 100 });
+      const lingering = r.record(row('run.created'), { background: true });
+      await jest.advanceTimersByTimeAsync(10);
+      const urgent = r.record(row());
+      await jest.advanceTimersByTimeAsync(0);
+      expect(sink.pending.map((p) => p.rows.map((x) => x.eventType))).toEqual([['run.created', 'run.status_changed']]);
+      sink.pending[0].resolve();
+      expect(await Promise.all([lingering, urgent])).toEqual([true, true]);
     });
 
     it('go at once when they fill a request (maxBatch)', async () => {
-      jest.useFakeTimers();
-      try {
-        const sink = new StuckSink();
-        const r = recorder(sink, { budgetMs: 5000, lingerMs: 100, maxBatch: 3 });
-        const all = [1, 2, 3].map(() => r.record(row(), { background: true }));
-        await jest.advanceTimersByTimeAsync(0);
-        expect(sink.pending.map((p) => p.rows.length)).toEqual([3]);
-        sink.pending[0].resolve();
-        expect(await Promise.all(all)).toEqual([true, true, true]);
-      } finally {
-        jest.useRealTimers();
-      }
+      const sink = new StuckSink();
+      const r = recorder(sink, { budgetMs: 5000, lingerMs: 100, maxBatch: 3 });
+      const all = [1, 2, 3].map(() => r.record(row(), { background: true }));
+      await jest.advanceTimersByTimeAsync(0);
+      expect(sink.pending.map((p) => p.rows.length)).toEqual([3]);
+      sink.pending[0].resolve();
+      expect(await Promise.all(all)).toEqual([true, true, true]);
     });
 
     it('are dropped and counted by stop like any waiting row, and nothing is sent after it', async () => {
-      jest.useFakeTimers();
-      try {
-        const sink = new StuckSink();
-        const r = recorder(sink, { budgetMs: 5000, lingerMs: 100 });
-        const lingering = r.record(row('run.created'), { background: true });
-        await jest.advanceTimersByTimeAsync(10);
-        await r.stop();
-        expect(await lingering).toBe(false);
-        await jest.advanceTimersByTimeAsync(200);
-        expect(sink.pending).toHaveLength(0);
-        expect(drops).toEqual([{ eventType: 'run.created', reason: 'stopped' }]);
-      } finally {
-        jest.useRealTimers();
-      }
+      const sink = new StuckSink();
+      const r = recorder(sink, { budgetMs: 5000, lingerMs: 100 });
+      const lingering = r.record(row('run.created'), { background: true });
+      await jest.advanceTimersByTimeAsync(10);
+      await r.stop();
+      expect(await lingering).toBe(false);
+      await jest.advanceTimersByTimeAsync(200);
+      expect(sink.pending).toHaveLength(0);
+      expect(drops).toEqual([{ eventType: 'run.created', reason: 'stopped' }]);
     });
   });
 
