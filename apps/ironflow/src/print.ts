@@ -16,9 +16,10 @@ export const consoleIO: CliIO = {
 /**
  * Exit codes of the CLI: 0 success (for `emit --wait` / `invoke`: the run completed), 1 error (bad
  * arguments, unreachable engine, refused call), 2 the run failed or was cancelled, 3 the run had
- * not finished when the wait timed out.
+ * not finished when the wait timed out, 4 (`run cancel`) the run had already ended otherwise
+ * (completed or failed), so the cancel changed nothing.
  */
-export const EXIT_CODES = { ok: 0, error: 1, runFailed: 2, timedOut: 3 } as const;
+export const EXIT_CODES = { ok: 0, error: 1, runFailed: 2, timedOut: 3, notCancelled: 4 } as const;
 
 /** The exit-code paragraph of the help of `emit` and `invoke`. */
 export const WAIT_EXIT_CODES_HELP = [

@@ -280,6 +280,23 @@ describe('ironflow CLI', () => {
     });
   });
 
+  describe('run cancel', () => {
+    const cancelled = (status: string) => () => ({ status: 200, body: { id: 'run-9', functionId: 'ship', functionVersion: 1, eventId: 'e', executionMode: 'push', status, attempt: 1, maxAttempts: 3, createdAt: 't', updatedAt: 't' } });
+
+    it('exits 0 when the run is cancelled, now or by an earlier cancel', async () => {
+      replies.CancelRun = cancelled('cancelled');
+      expect(await cli(server.url, 'run', 'cancel', 'run-9')).toEqual({ code: 0, out: ['run run-9 is cancelled'], err: [] });
+    });
+
+    it.each(['completed', 'failed'])('exits 4 and says so when the run had already %s: the cancel changed nothing', async (status) => {
+      replies.CancelRun = cancelled(status);
+      expect(await cli(server.url, 'run', 'cancel', 'run-9')).toEqual({ code: 4, out: [`run run-9 is ${status}: it had already ended, so it was not cancelled`], err: [] });
+      const json = await cli(server.url, 'run', 'cancel', 'run-9', '--json');
+      expect(json.code).toBe(4);
+      expect(JSON.parse(json.out[0])).toMatchObject({ id: 'run-9', status });
+    });
+  });
+
   describe('errors', () => {
     it("prints the engine's code when the server sent one, else the Connect code; exit 1", async () => {
       replies.GetRun = () => ({ status: 404, body: { code: 'not_found', message: 'run run-x not found', ironflowCode: 'RUN_NOT_FOUND' } });

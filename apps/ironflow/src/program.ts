@@ -37,7 +37,8 @@ export interface CliState {
  * (CODE = the engine's code such as `RUN_NOT_FOUND` when the server sent one, else the Connect
  * code; `UNREACHABLE` when the engine cannot be reached), or with `--json` as
  * `{"error":{"code","message"}}`. Exit codes (set on `state`): 0 success, 1 error, and for
- * `emit --wait` / `invoke` 2 = run failed or cancelled, 3 = timed out. Commander's own usage
+ * `emit --wait` / `invoke` 2 = run failed or cancelled, 3 = timed out, and for `run cancel` 4 = the
+ * run had already completed or failed (not cancelled). Commander's own usage
  * errors are thrown as `CommanderError` (exit override); `json` makes them JSON as well.
  */
 export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode: 0 }, json = false): Command {
@@ -185,11 +186,14 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
     .argument('<id>', 'run id')
     .option('--reason <text>', 'why', '')
     .option('--json', 'print JSON')
+    .addHelpText('after', ['', 'Exit codes:', '  0  the run is cancelled (now, or by an earlier cancel)', '  1  error (bad arguments, engine unreachable or refusing the call)', '  4  not cancelled: the run had already completed or failed'].join('\n'))
     .action(
       action(async (id: string, o: { reason: string; json?: boolean }) => {
         const r = await client().cancelRun(id, o.reason);
+        const ended = r.status === 'completed' || r.status === 'failed';
         if (o.json) io.out(JSON.stringify(r, null, 2));
-        else io.out(`run ${r.id} is ${r.status}`);
+        else io.out(ended ? `run ${r.id} is ${r.status}: it had already ended, so it was not cancelled` : `run ${r.id} is ${r.status}`);
+        if (ended) state.exitCode = EXIT_CODES.notCancelled;
       }),
     );
   run
