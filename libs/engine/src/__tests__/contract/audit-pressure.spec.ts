@@ -55,24 +55,25 @@ describe.each(STORES)('audit under pressure [%s]', (dialect) => {
     expect(await failures('run.cancelled')).toBe(1);
   });
 
-  it('TestPostCommit_BlockedAuditDoesNotStallRecoverySweep: with every audit insert stuck, the lease recovery sweep returns having requeued the expired lease, and the run is claimable again', async () => {
+  /** A push child polled, every audit insert then stuck, and its expired lease requeued by the recovery sweep; the child's id. */
+  async function childRequeuedWithAuditBlocked(): Promise<string> {
     await registerParentAndChild(t, 'push');
     const { childId } = await parentWaitingOnChild(t, 'push');
     await pollOne(t.engine, childId);
     t.audit.block();
     t.db.clock.advance(LEASE + 1);
     expect(await t.engine.recovery.scan()).toEqual(['requeued']);
+    return childId;
+  }
+
+  it('TestPostCommit_BlockedAuditDoesNotStallRecoverySweep: with every audit insert stuck, the lease recovery sweep returns having requeued the expired lease, and the run is claimable again', async () => {
+    const childId = await childRequeuedWithAuditBlocked();
     expect(await readRun(t, childId)).toMatchObject({ status: 'waiting_for_capacity' });
     expect((await pollOne(t.engine, childId)).run_id).toBe(childId);
   });
 
   it('TestPostCommit_StuckAuditWriteIsBounded: with every audit insert stuck, the recovery sweep and Engine.stop both finish and the frame goes out', async () => {
-    await registerParentAndChild(t, 'push');
-    const { childId } = await parentWaitingOnChild(t, 'push');
-    await pollOne(t.engine, childId);
-    t.audit.block();
-    t.db.clock.advance(LEASE + 1);
-    expect(await t.engine.recovery.scan()).toEqual(['requeued']);
+    const childId = await childRequeuedWithAuditBlocked();
     const job = await pollOne(t.engine, childId);
     t.db.clock.advance(LEASE + 1);
     expect(await t.engine.recovery.scan()).toEqual(['requeued']);
