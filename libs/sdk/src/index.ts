@@ -29,7 +29,7 @@ export {
 } from './errors';
 export type { IronflowErrorOptions, RunErrorInfo } from './errors';
 
-export { listen, serve } from './serve';
+export { SERVE_KEEP_ALIVE_MS, listen, serve } from './serve';
 export type { ServeOptions } from './serve';
 export { signPushBody, verifyPushSignature } from './signature';
 

@@ -3,7 +3,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { NonRetryableError } from './errors';
 import { createFunction } from './function';
-import { listen, serve } from './serve';
+import { SERVE_KEEP_ALIVE_MS, listen, serve } from './serve';
 import { signPushBody } from './signature';
 
 const KEY = 'whsec_test_key';
@@ -150,6 +150,12 @@ describe('serve() over a real HTTP server', () => {
     const res = await post(url, JSON.stringify(request({ function_id: 'strict' })));
     expect(res.body.error).toMatchObject({ message: 'order is invalid', code: 'BAD_ORDER', retryable: false });
     expect(res.body.error.step_id).toBeUndefined();
+  });
+
+  it('keeps an idle keep-alive connection open longer than a push client does (65 s, not Node\'s 5 s)', () => {
+    expect(SERVE_KEEP_ALIVE_MS).toBe(65_000);
+    expect(server.keepAliveTimeout).toBe(65_000);
+    expect(server.headersTimeout).toBe(66_000);
   });
 
   it('turns a failed invoke row into an INVOKE_FAILED failure', async () => {

@@ -56,8 +56,10 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
  * Error bodies are `{"error": {"message", "code"}}`.
  *
  * Throws `IronflowError` (`VALIDATION_ERROR`) at once when two functions share an id.
- * Use with `http.createServer(serve({...}))`, {@link listen}, or mount on any framework that
- * hands over Node's raw request/response (the body must not have been consumed).
+ * Use with {@link listen}, `http.createServer(serve({...}))` (then raise the server's
+ * `keepAliveTimeout` above your push client's idle timeout, as `listen` does: see
+ * {@link SERVE_KEEP_ALIVE_MS}), or mount on any framework that hands over Node's raw
+ * request/response (the body must not have been consumed).
  */
 export function serve(options: ServeOptions): RequestListener {
   const functions = indexFunctions(options.functions);
@@ -122,13 +124,24 @@ export function serve(options: ServeOptions): RequestListener {
   };
 }
 
+/** How long {@link listen}'s server keeps an idle keep-alive connection open, in ms. */
+export const SERVE_KEEP_ALIVE_MS = 65_000;
+
 /**
  * Starts an HTTP server for `listener` on `port` (0 picks a free port) and resolves once it
  * listens; read the port from `server.address()`. Rejects with the listen error (e.g.
  * `EADDRINUSE`). Close it with `server.close()`.
+ *
+ * An idle keep-alive connection stays open {@link SERVE_KEEP_ALIVE_MS} (65 s), longer than the
+ * engine's push client (undici) or a load balancer keeps one idle: the client always closes first.
+ * With Node's default of 5 s, a client whose idle timer had not fired yet (a stalled event loop is
+ * enough) could send a push on a socket the server was closing and get `ECONNRESET`, which costs the
+ * run an attempt.
  */
 export function listen(port: number, listener: RequestListener): Promise<Server> {
   const server = createServer(listener);
+  server.keepAliveTimeout = SERVE_KEEP_ALIVE_MS;
+  server.headersTimeout = SERVE_KEEP_ALIVE_MS + 1_000;
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, () => {
