@@ -86,6 +86,9 @@ describe.each(STORES)('cancelling a parent [%s]', (dialect) => {
     await t.engine.resources.followUps.drain(5000);
     const [again] = (await t.engine.pull.poll('w1', 5)).filter((j) => j.run_id === parentId);
     await t.engine.pull.update('w1', again.job_id, { status: 'yielded', yield: { type: 'invoke_function', step_id: `${parentId}:child:1`, function_id: 'child' }, execution_seq: again.execution_seq, lease_token: again.lease_token });
+    // The awaited child's admission runs after the report: let it finish, or it can find the parent
+    // already cancelled and end the child itself ("parent-ended: no parent waits on run ...").
+    expect(await t.engine.resources.followUps.drain(20_000)).toBe(true);
     const { children } = await t.engine.api.getRunSteps(SCOPE, parentId);
     const awaited = children.find((c) => c.parentStepId === `${parentId}:child:1`)!;
     const detached = children.find((c) => c.parentStepId === `${parentId}:child:0`)!;
