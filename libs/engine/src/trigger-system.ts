@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { CallScope, EngineError, TriggerInput, TriggerOutput } from '@ironflow/contracts';
 import { EventRecord, RunRecord, Tx, correlationsSql, eventsSql, functionsSql, runsSql, stepsSql, unitWithLockLimit, unlessLocked } from '@ironflow/store';
 import { eventSatisfiesWait } from './wait-match';
@@ -100,12 +101,17 @@ export class TriggerSystem {
     } finally {
       if (reserved && !claimed) this.atOnce!.release();
     }
+    const dispatched = claimed !== null;
     if (claimed) this.atOnce!.take(claimed);
     for (const mode of new Set(result.modes)) this.hints.queued(scope.project, scope.env, mode);
     for (const run of result.created) afterNewRun(this.r, this.hints, this.admissions, run, true);
     if (!result.duplicate) {
       const { event } = result;
-      this.r.followUps.track('cancel-on-match', () => this.cancelOn.matchEvent(event).then(() => undefined));
+      const match = () => this.cancelOn.matchEvent(event).then(() => undefined);
+      // After a push dispatched at once, the match starts on the next turn of the event loop, so the
+      // push is written first (undici writes on a reused keep-alive socket from the check phase), not
+      // after this read's statement: it is on the caller's path, the match is not.
+      this.r.followUps.track('cancel-on-match', dispatched ? () => nextTurn().then(match) : match);
     }
     return { eventId: result.event.id, runIds: result.runIds, debouncedFunctionIds: result.debounced };
   }
