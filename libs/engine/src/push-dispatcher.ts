@@ -174,7 +174,7 @@ export class PushDispatcher implements DispatchAtOnce {
       // PAYLOAD_TOO_LARGE), so the run never waits for its lease to expire.
       // The segment's steps are the run's (nothing else writes a running run's steps), so its new
       // steps start at `nextSequence`: the report needs no read of the steps' last sequence.
-      await this.reports.apply(run.id, fence, { ...report, stepOffset: segment.nextSequence }, undefined, { owner: run });
+      await this.reports.apply(run.id, fence, { ...report, stepOffset: segment.nextSequence }, undefined, { owner: run, groupCommit: true });
     } catch (err) {
       this.r.logger.warn('push report not applied', { ...runFields(run), error: String(err) });
     }
