@@ -1,7 +1,7 @@
 import { EngineError } from '@ironflow/contracts';
 import { ReportResult, SegmentReport } from '@ironflow/engine';
 import { ExecutionFence } from '@ironflow/fencing';
-import { SCOPE, STORES, TestEngine, openTestEngine, waitFor } from '@ironflow/testing';
+import { SCOPE, STORES, TestEngine, openLocker, openTestEngine, waitFor } from '@ironflow/testing';
 import { outcomesAnnounced, readLeases, readRun, readSteps, recordRunEvents, settle, stepId } from './engine-kit.test';
 
 /**
@@ -117,5 +117,28 @@ describe.each(STORES)('outcome group commit [%s]', (dialect) => {
       expect(await readLeases(t, r.runId)).toEqual([]);
     }
     expect(await outcomesAnnounced(t.engine, 'completed')).toBe(4);
+  });
+
+  (dialect === 'postgres' ? it : it.skip)('a run whose row another transaction holds does not hold its group: the others commit, and it is applied alone once the row is free', async () => {
+    const [first, locked, free] = await claimed(3);
+    const locker = await openLocker(t.db);
+    try {
+      await locker.lockRows(`SELECT id FROM runs WHERE id = $1 FOR UPDATE`, [locked.runId]);
+      const [a, b, c] = [first, locked, free].map((r) => t.engine.reports.apply(r.runId, r.fence, completion(r.runId, r.nextSequence, r.runId), undefined, { groupCommit: true, owner: ownerOf(r.runId) }));
+      expect((await a).effect).toBe('outcome');
+      // `free` shared its group with `locked`, and committed while `locked`'s row is still held.
+      expect((await c).effect).toBe('outcome');
+      expect(await readRun(t, free.runId)).toMatchObject({ status: 'completed', version: 3 });
+      // `locked`, applied alone, waits on its row.
+      await waitFor('the locked run\'s report waiting on its row', async () => (await locker.waiters()) === 1 || undefined);
+      await locker.release();
+      expect((await b).effect).toBe('outcome');
+    } finally {
+      await locker.close();
+    }
+    await settle(t);
+    expect(await readRun(t, locked.runId)).toMatchObject({ status: 'completed', output: locked.runId, version: 3 });
+    expect(await readSteps(t, locked.runId)).toHaveLength(1);
+    expect(await outcomesAnnounced(t.engine, 'completed')).toBe(3);
   });
 });
