@@ -81,7 +81,9 @@ const reportedStepsSchema = z.array(
 /**
  * Applies worker reports (DESIGN.md "Leases and fencing", "The outcome transaction"): each report is
  * one unit of work that reads the run (locked on PostgreSQL), judges the fence, saves the reported
- * steps and moves the run. Throws `EngineError` `STALE_EXECUTION` / `RUN_NOT_RUNNING` (409),
+ * steps and moves the run; a push report that ends its run first tries a group commit with the
+ * others arriving at once (`ApplyOptions.groupCommit`, `OutcomeGroupCommit`), and is applied so
+ * only when that did not commit it. Throws `EngineError` `STALE_EXECUTION` / `RUN_NOT_RUNNING` (409),
  * `RUN_NOT_FOUND`, `VALIDATION_ERROR` or `PAYLOAD_TOO_LARGE`; a rejected report changes nothing.
  * A repeated report of a committed outcome answers success and announces nothing. An accepted
  * `step.invoke` commits its child held; the child's admission follows off the report
