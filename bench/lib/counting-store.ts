@@ -1,4 +1,4 @@
-import { Store, Tx } from '@ironflow/store';
+import { Store, Tx, UnitOptions } from '@ironflow/store';
 
 interface Tally {
   count: number;
@@ -19,8 +19,8 @@ export class CountingStore implements Store {
     return this.inner.dialect;
   }
 
-  unitOfWork<T>(name: string, work: (tx: Tx) => Promise<T>): Promise<T> {
-    return timed(this.units, name, () => this.inner.unitOfWork(name, work));
+  unitOfWork<T>(name: string, work: (tx: Tx) => Promise<T>, options?: UnitOptions): Promise<T> {
+    return timed(this.units, name, () => this.inner.unitOfWork(name, work, options));
   }
 
   read<T>(name: string, work: (tx: Tx) => Promise<T>): Promise<T> {

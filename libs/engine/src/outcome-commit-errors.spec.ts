@@ -13,7 +13,7 @@ async function errorsOf(metrics: EngineMetrics, unit: string): Promise<number> {
   return values.find((v) => v.labels.unit === unit)?.value ?? NaN;
 }
 
-/** Each `commitOutcome(…)` call in `file` with the name of the `unitOfWork('…')` it runs inside, if any. */
+/** Each `commitOutcome(…)` or `commitFencedOutcomes(…)` call in `file` with the name of the `unitOfWork('…')` it runs inside, if any. */
 function commitSites(file: string): { enclosingUnit?: string; line: number }[] {
   const sf = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, true);
   const sites: { enclosingUnit?: string; line: number }[] = [];
@@ -28,7 +28,7 @@ function commitSites(file: string): { enclosingUnit?: string; line: number }[] {
       const name = node.arguments[1];
       if (name && ts.isStringLiteral(name)) inner = name.text;
     }
-    if (ts.isCallExpression(node) && ts.isIdentifier(node.expression) && node.expression.text === 'commitOutcome') {
+    if (ts.isCallExpression(node) && ts.isIdentifier(node.expression) && (node.expression.text === 'commitOutcome' || node.expression.text === 'commitFencedOutcomes')) {
       sites.push({ enclosingUnit: inner, line: sf.getLineAndCharacterOfPosition(node.getStart()).line + 1 });
     }
     ts.forEachChild(node, (child) => visit(child, inner));

@@ -3,13 +3,13 @@ import { EngineMetrics } from '@ironflow/observability';
 import { Store, isLockTimeout } from '@ironflow/store';
 
 /**
- * The store units of work that commit run outcomes (each one's work calls `commitOutcome`): a
- * worker's report, a cancel, a `cancel_on` cancel, a lease recovery (the exhausted one), a release
- * past the recovery ceiling, a step
- * timeout, a wake failing its parent, a refused resume, a held run's admission (a refusal or a
+ * The store units of work that commit run outcomes (each one's work calls `commitOutcome` or
+ * `commitFencedOutcomes`): a worker's report, a group commit of push reports, a cancel, a
+ * `cancel_on` cancel, a lease recovery (the exhausted one), a release past the recovery ceiling,
+ * a step timeout, a wake failing its parent, a refused resume, a held run's admission (a refusal or a
  * quiet cancel). A test over the engine's source keeps this list complete.
  */
-export const OUTCOME_UNITS = ['applyReport', 'cancelRun', 'cancelOnCancel', 'recoverLease', 'releaseExecution', 'stepTimeout', 'wakeParent', 'refuseResume', 'admitRun'] as const;
+export const OUTCOME_UNITS = ['applyReport', 'commitOutcomes', 'cancelRun', 'cancelOnCancel', 'recoverLease', 'releaseExecution', 'stepTimeout', 'wakeParent', 'refuseResume', 'admitRun'] as const;
 
 /**
  * Wraps the store port (a decorator, like the fault hooks): a unit of {@link OUTCOME_UNITS} that
@@ -22,9 +22,9 @@ export const OUTCOME_UNITS = ['applyReport', 'cancelRun', 'cancelOnCancel', 'rec
 export function countOutcomeCommitErrors(store: Store, metrics: EngineMetrics): Store {
   const outcomeUnits = new Set<string>(OUTCOME_UNITS);
   for (const unit of OUTCOME_UNITS) metrics.outcomeCommitErrors.inc({ unit }, 0);
-  const unitOfWork: Store['unitOfWork'] = (name, work) => {
-    if (!outcomeUnits.has(name)) return store.unitOfWork(name, work);
-    return store.unitOfWork(name, work).catch((err: unknown) => {
+  const unitOfWork: Store['unitOfWork'] = (name, work, options) => {
+    if (!outcomeUnits.has(name)) return store.unitOfWork(name, work, options);
+    return store.unitOfWork(name, work, options).catch((err: unknown) => {
       if (!(err instanceof EngineError) || isLockTimeout(err)) metrics.outcomeCommitErrors.inc({ unit: name });
       throw err;
     });

@@ -64,14 +64,16 @@ export class PushDispatcher implements DispatchAtOnce {
     this.refresher.unref();
   }
 
-  /** DESIGN.md "Leases and fencing": the dispatcher refreshes the lease of a push call in flight. */
+  /**
+   * DESIGN.md "Leases and fencing": the dispatcher refreshes the leases of its push calls in
+   * flight, in one statement on PostgreSQL (`leasesSql.refreshLeases`: it skips a lease an
+   * outcome's commit holds, and never waits on one).
+   */
   private async refreshLeases(): Promise<void> {
     if (this.leased.size === 0) return;
-    const entries = [...this.leased];
+    const executions = [...this.leased].map(([runId, executionSeq]) => ({ runId, executionSeq }));
     try {
-      await this.r.store.unitOfWork('refreshPushLeases', async (tx) => {
-        for (const [runId, seq] of entries) await leasesSql.refreshLease(tx, runId, seq, tx.now + this.r.config.leaseMs);
-      });
+      await this.r.store.unitOfWork('refreshPushLeases', (tx) => leasesSql.refreshLeases(tx, executions, tx.now + this.r.config.leaseMs), { oneStatement: true });
     } catch (err) {
       this.r.logger.warn('push lease refresh failed; the next refresh tries again', { error: String(err) });
     }
@@ -174,7 +176,7 @@ export class PushDispatcher implements DispatchAtOnce {
       // PAYLOAD_TOO_LARGE), so the run never waits for its lease to expire.
       // The segment's steps are the run's (nothing else writes a running run's steps), so its new
       // steps start at `nextSequence`: the report needs no read of the steps' last sequence.
-      await this.reports.apply(run.id, fence, { ...report, stepOffset: segment.nextSequence }, undefined, { owner: run });
+      await this.reports.apply(run.id, fence, { ...report, stepOffset: segment.nextSequence }, undefined, { owner: run, groupCommit: true });
     } catch (err) {
       this.r.logger.warn('push report not applied', { ...runFields(run), error: String(err) });
     }

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { EngineError, InvocationError, RUN_ERROR_CODES, RunError, StepResult, YieldInfo } from '@ironflow/contracts';
 import { ExecutionFence, ReportKind, judgeReport } from '@ironflow/fencing';
-import { commitOutcome } from '@ironflow/outcome';
+import { Outcome, commitOutcome } from '@ironflow/outcome';
 import { RunRecord, Tx, correlationsSql, functionsSql, leaseRecoverySql, leasesSql, runsSql, stepsSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { parseDurationMs } from './duration';
@@ -14,6 +14,7 @@ import { checkName, checkPayload, refuseNul, refuseNulAnywhere } from './payload
 import { MAX_TIME_MS, sleepWakeAt, workerAheadAtLeast } from './sleep-clock';
 import { announceParked } from './pause-announcer';
 import { StepOwner, recordStepRow } from './step-audit';
+import { OutcomeGroupCommit } from './outcome-group-commit';
 import { stepNameOf } from './step-name';
 
 /**
@@ -42,6 +43,14 @@ export interface ApplyOptions {
    * step rows need.
    */
   owner?: StepOwner;
+  /**
+   * The report may share its commit with other reports' (`OutcomeGroupCommit`; a push dispatch
+   * sets it). Only a fenced report without a holder that ends its run whatever its attempt takes
+   * that way: a completion, or a failure that is not retryable (not one the engine made, with its
+   * steps' offset given). It writes without reading the run first; a report whose run the group
+   * does not commit is applied alone as usual. Default false.
+   */
+  groupCommit?: boolean;
 }
 
 /** What the report did: nothing (a repeat), saved progress, or moved the run. */
@@ -72,7 +81,9 @@ const reportedStepsSchema = z.array(
 /**
  * Applies worker reports (DESIGN.md "Leases and fencing", "The outcome transaction"): each report is
  * one unit of work that reads the run (locked on PostgreSQL), judges the fence, saves the reported
- * steps and moves the run. Throws `EngineError` `STALE_EXECUTION` / `RUN_NOT_RUNNING` (409),
+ * steps and moves the run; a push report that ends its run first tries a group commit with the
+ * others arriving at once (`ApplyOptions.groupCommit`, `OutcomeGroupCommit`), and is applied so
+ * only when that did not commit it. Throws `EngineError` `STALE_EXECUTION` / `RUN_NOT_RUNNING` (409),
  * `RUN_NOT_FOUND`, `VALIDATION_ERROR` or `PAYLOAD_TOO_LARGE`; a rejected report changes nothing.
  * A repeated report of a committed outcome answers success and announces nothing. An accepted
  * `step.invoke` commits its child held; the child's admission follows off the report
@@ -86,12 +97,16 @@ const reportedStepsSchema = z.array(
  * retryability, without its steps. The refusal is still thrown to the caller (REST answers it).
  */
 export class ReportSystem {
+  private readonly group: OutcomeGroupCommit;
+
   constructor(
     private readonly r: EngineResources,
     private readonly announcer: OutcomeAnnouncer,
     private readonly hints: DispatchHints,
     private readonly admissions: InvokeAdmission,
-  ) {}
+  ) {
+    this.group = new OutcomeGroupCommit(r);
+  }
 
   /**
    * Applies `report` of execution `fence`. `holder`, when given (a REST worker's id), must also
@@ -136,9 +151,10 @@ export class ReportSystem {
 
   private async applyChecked(runId: string, fence: ExecutionFence | undefined, report: SegmentReport, holder?: string, options: ApplyOptions = {}): Promise<ReportResult> {
     if (report.steps?.length && !this.stepRowsSkipped(report, options.owner)) await this.recordSteps(runId, fence, report);
+    const grouped = options.groupCommit && fence && holder === undefined ? await this.commitGrouped(runId, fence, report) : null;
     let result: ReportResult & { accepted?: AcceptedInvoke; retry?: RetryRecord };
     try {
-      result = await this.r.store.unitOfWork('applyReport', async (tx) => {
+      result = grouped ? { effect: 'outcome', run: grouped } : await this.r.store.unitOfWork('applyReport', async (tx) => {
         const run = await runsSql.getRun(tx, runId, { lock: true });
         if (!run) throw new EngineError('RUN_NOT_FOUND', `run ${runId} does not exist`);
         const verdict = judgeReport(run, fence, report.kind as ReportKind);
@@ -181,6 +197,19 @@ export class ReportSystem {
     }
     this.announceSteps(result.run, result.effect === 'none' ? [] : report.steps ?? []);
     return { effect: result.effect, run: result.run };
+  }
+
+  /**
+   * A report that ends its run as it stands (see `ApplyOptions.groupCommit`), committed with the
+   * other reports waiting: the committed row, or `null` when the report is to be applied alone.
+   */
+  private async commitGrouped(runId: string, fence: ExecutionFence, report: SegmentReport): Promise<RunRecord | null> {
+    if (report.steps?.length && report.stepOffset === undefined) return null;
+    let outcome: Outcome;
+    if (report.kind === 'completed') outcome = { status: 'completed', output: report.output ?? null };
+    else if (report.kind === 'failed' && !report.byEngine && report.error?.retryable !== true) outcome = { status: 'failed', error: toRunError(report.error) };
+    else return null;
+    return this.group.commit({ runId, fence, outcome, steps: report.steps ?? [], stepOffset: report.stepOffset ?? 0 });
   }
 
   /** Whether the recorder would write none of the report's step rows (the owner's profile is cached and records no step). */
@@ -236,12 +265,7 @@ export class ReportSystem {
 
   /** A retryable failure with attempts left re-queues the run after the backoff; otherwise the run fails. */
   private async fail(tx: Tx, run: RunRecord, fence: ExecutionFence, error: InvocationError): Promise<ReportResult & { retry?: RetryRecord }> {
-    const runError: RunError = {
-      message: typeof error?.message === 'string' && error.message !== '' ? error.message : 'invocation failed without an error message',
-      ...(typeof error?.code === 'string' && error.code !== '' ? { code: error.code } : {}),
-      retryable: error?.retryable === true,
-      ...(typeof error?.stack === 'string' && error.stack !== '' ? { stack: error.stack } : {}),
-    };
+    const runError = toRunError(error);
     if (runError.retryable && run.attempt < run.maxAttempts) {
       const fn = await functionsSql.getFunction(tx, run.project, run.env, run.functionId);
       if (fn) {
@@ -361,6 +385,16 @@ export class ReportSystem {
       refuseNulAnywhere('yield', fields);
     }
   }
+}
+
+/** A worker's error as the run keeps it: a message always, code and stack only when given. */
+function toRunError(error: InvocationError): RunError {
+  return {
+    message: typeof error?.message === 'string' && error.message !== '' ? error.message : 'invocation failed without an error message',
+    ...(typeof error?.code === 'string' && error.code !== '' ? { code: error.code } : {}),
+    retryable: error?.retryable === true,
+    ...(typeof error?.stack === 'string' && error.stack !== '' ? { stack: error.stack } : {}),
+  };
 }
 
 /** Largest step sequence (an INTEGER column). */

@@ -45,11 +45,7 @@ export async function commitOutcome(tx: Tx, runId: string, outcome: Outcome, gua
     params.push(guard.status, guard.version);
     condition += ` AND status = $6 AND version = $7`;
   }
-  const update = `UPDATE runs SET status = $2, output = $3, error = CASE WHEN $2 = 'completed' THEN NULL ELSE COALESCE($4, error) END, version = version + 1,
-       ended_at = $5, updated_at = $5,
-       wake_pending = CASE WHEN parent_run_id IS NULL THEN 0 ELSE 1 END, held = 0,
-       pause_requested = 0, pause_reason = NULL, resume_status = NULL
-     WHERE id = $1 AND ${condition} RETURNING *`;
+  const update = `UPDATE runs SET ${terminalAssignments('$2', '$3', '$4', '$5')} WHERE id = $1 AND ${condition} RETURNING *`;
   if (tx.dialect === 'postgres') {
     // One statement: the lease is deleted only when the guarded update took the run.
     const rows = await tx.query(`WITH ended AS (${update}), released AS (DELETE FROM leases WHERE run_id IN (SELECT id FROM ended)) SELECT * FROM ended`, params);
@@ -59,4 +55,16 @@ export async function commitOutcome(tx: Tx, runId: string, outcome: Outcome, gua
   if (rows.length === 0) return null;
   await tx.execute(`DELETE FROM leases WHERE run_id = $1`, [runId]);
   return mapRun(rows[0]);
+}
+
+/**
+ * The SET list of a terminal commit, from SQL expressions for the status, the output and the error
+ * (JSON text) and the time (ms): the error is kept when a failure names none and cleared on
+ * completion, the version moves, a child gets `wake_pending`, `held` and any pause are cleared.
+ */
+export function terminalAssignments(status: string, output: string, error: string, now: string): string {
+  return `status = ${status}, output = ${output}, error = CASE WHEN ${status} = 'completed' THEN NULL ELSE COALESCE(${error}, error) END, version = version + 1,
+       ended_at = ${now}, updated_at = ${now},
+       wake_pending = CASE WHEN parent_run_id IS NULL THEN 0 ELSE 1 END, held = 0,
+       pause_requested = 0, pause_reason = NULL, resume_status = NULL`;
 }

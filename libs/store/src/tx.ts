@@ -22,13 +22,24 @@ export interface Tx {
   setLockTimeout(ms: number): Promise<void>;
 }
 
+/** How a unit of work runs. */
+export interface UnitOptions {
+  /**
+   * The work runs one statement on PostgreSQL, atomic on its own (e.g. a data-modifying CTE): it
+   * is sent without BEGIN and COMMIT, two round trips fewer (issue 11); a second statement throws
+   * and the first stays committed, so only work that runs one statement may set it. Ignored on
+   * SQLite, where the unit runs in a transaction as usual. Default false.
+   */
+  oneStatement?: boolean;
+}
+
 /**
  * The store port: use-case transactions. `unitOfWork` runs `work` in one transaction, commits when
  * it resolves and rolls back when it throws (rethrowing). On SQLite units run one at a time.
  */
 export interface Store {
   readonly dialect: Dialect;
-  unitOfWork<T>(name: string, work: (tx: Tx) => Promise<T>): Promise<T>;
+  unitOfWork<T>(name: string, work: (tx: Tx) => Promise<T>, options?: UnitOptions): Promise<T>;
   /** Reads without a transaction (`BEGIN` is skipped); for API reads. */
   read<T>(name: string, work: (tx: Tx) => Promise<T>): Promise<T>;
   close(): Promise<void>;

@@ -52,6 +52,18 @@ describe('TypeormStore units of work [postgres]', () => {
     expect(await rows()).toEqual([{ id: 1, v: 'a' }]);
   });
 
+  it('a one-statement unit runs its statement without BEGIN/COMMIT, committed on its own; a second statement throws and leaves the first committed', async () => {
+    const inBlock = await db.store.unitOfWork('test.one', async (tx) => (await tx.query<{ open: boolean }>(`SELECT now() <> statement_timestamp() AS open`))[0].open, { oneStatement: true });
+    expect(inBlock).toBe(false);
+    await expect(
+      db.store.unitOfWork('test.one', async (tx) => {
+        await tx.query(`INSERT INTO lazy_begin (id, v) VALUES (20, 'x')`);
+        await tx.query(`INSERT INTO lazy_begin (id, v) VALUES (21, 'y')`);
+      }, { oneStatement: true }),
+    ).rejects.toThrow('one statement');
+    expect(await rows()).toEqual([{ id: 1, v: 'a' }, { id: 20, v: 'x' }]);
+  });
+
   it('a unit that runs no statement resolves with its value; the units after it on the same connections are transactions of their own', async () => {
     // A pool of 2: each connection serves a unit that ran nothing, then a write that must commit on its own.
     for (let i = 0; i < 4; i += 1) expect(await db.store.unitOfWork('test.empty', async () => i)).toBe(i);

@@ -3,7 +3,7 @@ import { EngineError } from '@ironflow/contracts';
 import { DataSource, QueryRunner } from 'typeorm';
 import { StoreClock } from './clock';
 import { Dialect, toPositional } from './sql';
-import { Store, Tx } from './tx';
+import { Store, Tx, UnitOptions } from './tx';
 import { LockTimeoutError, isLockTimeout } from './lock-limit';
 import { InitialSchema1732900000000 } from './migrations/initial-schema';
 import { ConcurrencyLanes1733000000000 } from './migrations/concurrency-lanes';
@@ -156,7 +156,8 @@ class TypeormStore implements Store {
     this.resyncTimer.unref();
   }
 
-  unitOfWork<T>(name: string, work: (tx: Tx) => Promise<T>): Promise<T> {
+  unitOfWork<T>(name: string, work: (tx: Tx) => Promise<T>, options: UnitOptions = {}): Promise<T> {
+    if (options.oneStatement && this.dialect === 'postgres') return this.run(name, oneStatement(name, work), false);
     return this.run(name, work, true);
   }
 
@@ -236,6 +237,25 @@ class TypeormStore implements Store {
     if (this.dialect === 'sqlite') await this.sqliteMutex.waitForUnlock();
     if (this.dataSource.isInitialized) await this.dataSource.destroy();
   }
+}
+
+/** `work` on a Tx that refuses a second statement (a unit of work run without a transaction). */
+function oneStatement<T>(name: string, work: (tx: Tx) => Promise<T>): (tx: Tx) => Promise<T> {
+  return (tx) => {
+    let ran = false;
+    const once = (): void => {
+      if (ran) throw new Error(`unit of work ${name} runs without a transaction and may run one statement only`);
+      ran = true;
+    };
+    return work({
+      ...tx,
+      query: (sql, params) => (once(), tx.query(sql, params)),
+      execute: (sql, params) => (once(), tx.execute(sql, params)),
+      setLockTimeout: async () => {
+        throw new Error(`unit of work ${name} runs without a transaction: no lock limit`);
+      },
+    });
+  };
 }
 
 /**

@@ -1,4 +1,4 @@
-import { Dialect, Store, Tx } from '@ironflow/store';
+import { Dialect, Store, Tx, UnitOptions } from '@ironflow/store';
 
 /** Which store calls a fault applies to: units of work and reads by name, and statements by SQL. */
 export interface StoreFaultRule {
@@ -50,9 +50,9 @@ export class FaultyStore implements Store {
     this.fails = [];
   }
 
-  async unitOfWork<T>(name: string, work: (tx: Tx) => Promise<T>): Promise<T> {
+  async unitOfWork<T>(name: string, work: (tx: Tx) => Promise<T>, options?: UnitOptions): Promise<T> {
     this.enter(name, 'unit');
-    const result = await this.inner.unitOfWork(name, (tx) => work(this.faulty(tx, name)));
+    const result = await this.inner.unitOfWork(name, (tx) => work(this.faulty(tx, name)), options);
     const due = this.commits.filter((c) => c.match(name));
     this.commits = this.commits.filter((c) => !due.includes(c));
     for (const c of due) c.then();

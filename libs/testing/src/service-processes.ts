@@ -29,6 +29,17 @@ export function freePort(): Promise<number> {
 }
 
 /**
+ * Node options for one service's process, from `IRONFLOW_NODE_ARGS_<APP>` in this process's
+ * environment (the app's name upper-cased, `-` as `_`; e.g. `IRONFLOW_NODE_ARGS_DISPATCHER=
+ * "--cpu-prof --cpu-prof-dir=/tmp/prof"`), split on spaces: a way to profile one service of a
+ * cluster (`--cpu-prof` is not allowed in `NODE_OPTIONS`). None by default.
+ */
+function nodeArgsFor(script: string): string[] {
+  const value = process.env[`IRONFLOW_NODE_ARGS_${script.toUpperCase().replace(/-/g, '_')}`];
+  return value ? value.split(' ').filter((a) => a !== '') : [];
+}
+
+/**
  * One service as its own OS process, started from the build output (`dist/apps/<app>`) and
  * configured by environment, as in a cluster: the parent's environment with `env` over it (a
  * variable set to `undefined` there is not passed on). `kill9()` is a crash; `restart()` starts it
@@ -67,7 +78,7 @@ export class ServiceProcess {
     const args = typeof this.app === 'string' ? [] : [...this.app.args, '--port', String(this.port)];
     const env: NodeJS.ProcessEnv = { ...process.env, ...this.env, IRONFLOW_PORT: String(this.port), IRONFLOW_HOST: '127.0.0.1' };
     for (const [k, v] of Object.entries(env)) if (v === undefined) delete env[k];
-    const child = spawn(process.execPath, [join(repoRoot(), `dist/apps/${script}/src/main.js`), ...args], {
+    const child = spawn(process.execPath, [...nodeArgsFor(script), join(repoRoot(), `dist/apps/${script}/src/main.js`), ...args], {
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -45,6 +45,31 @@ export async function refreshLease(tx: Tx, runId: string, executionSeq: number, 
 }
 
 /**
+ * Extends the leases of several executions to `expiresAt`, as `refreshLease` does each (an
+ * expired lease is not revived). PostgreSQL: one statement that skips a lease row another
+ * transaction holds (an outcome's commit deleting it, most likely), so it never waits on a row
+ * and cannot deadlock with a group commit; a skipped lease keeps its expiry until the next
+ * refresh. SQLite: one update per execution. Returns how many leases it extended.
+ */
+export async function refreshLeases(tx: Tx, executions: { runId: string; executionSeq: number }[], expiresAt: number): Promise<number> {
+  if (executions.length === 0) return 0;
+  if (tx.dialect !== 'postgres') {
+    let extended = 0;
+    for (const e of executions) if (await refreshLease(tx, e.runId, e.executionSeq, expiresAt)) extended += 1;
+    return extended;
+  }
+  const r = await tx.execute(
+    `UPDATE leases SET expires_at = $3 WHERE run_id IN (
+       SELECT l.run_id FROM leases l JOIN unnest($1::text[], $2::int[]) AS e(run_id, execution_seq)
+           ON l.run_id = e.run_id AND l.execution_seq = e.execution_seq
+        WHERE l.expires_at > $4
+        FOR UPDATE OF l SKIP LOCKED)`,
+    [executions.map((e) => e.runId), executions.map((e) => e.executionSeq), expiresAt, tx.now],
+  );
+  return r.affected;
+}
+
+/**
  * Records that the worker of an execution had a clock at least `offsetMs` ahead of the store clock
  * (negative: behind); keeps the largest such bound. Touches only the lease row.
  */

@@ -27,18 +27,42 @@ export async function nextStepSequence(tx: Tx, runId: string): Promise<number> {
 export async function saveReportedSteps(tx: Tx, runId: string, steps: StepResult[], sequenceStart: number): Promise<void> {
   let sequence = sequenceStart;
   for (const step of steps) {
-    const status: StepStatus = step.status === 'completed' ? 'completed' : 'failed';
-    const endedAt = step.ended_at ? Date.parse(step.ended_at) || tx.now : tx.now;
+    const row = reportedStepRow(step, sequence, tx.now);
     await tx.execute(
       `INSERT INTO steps (run_id, step_id, name, type, status, output, error, sequence, created_at, ended_at, started_at)
        VALUES ($1, $2, $3, 'run', $4, $5, $6, $7, $8, $9, $10)
-       ON CONFLICT (run_id, step_id) DO UPDATE SET status = excluded.status, output = excluded.output,
-         error = excluded.error, ended_at = excluded.ended_at, started_at = excluded.started_at
-       WHERE steps.status <> 'completed'`,
-      [runId, step.id, step.name, status, toJson(step.output), toJson(step.error), sequence, tx.now, endedAt, startedAtOf(step, endedAt)],
+       ON CONFLICT (run_id, step_id) DO UPDATE SET ${REPORTED_STEP_UPSERT}`,
+      [runId, row.stepId, row.name, row.status, row.output, row.error, row.sequence, tx.now, row.endedAt, row.startedAt],
     );
     sequence += 1;
   }
+}
+
+/**
+ * What a reported step's row is upserted with (`ON CONFLICT (run_id, step_id) DO UPDATE SET …`):
+ * a step already `completed` is never changed; a failed attempt's row takes the new result.
+ */
+export const REPORTED_STEP_UPSERT = `status = excluded.status, output = excluded.output,
+         error = excluded.error, ended_at = excluded.ended_at, started_at = excluded.started_at
+       WHERE steps.status <> 'completed'`;
+
+/** The column values of a reported step's row (type `run`, `created_at` = the unit's `now`): JSON as text, times in ms. */
+export interface ReportedStepRow {
+  stepId: string;
+  name: string;
+  status: StepStatus;
+  output: string | null;
+  error: string | null;
+  sequence: number;
+  endedAt: number;
+  startedAt: number | null;
+}
+
+/** The row of `step` reported at `sequence`; a step without a readable `ended_at` ends at `now`. */
+export function reportedStepRow(step: StepResult, sequence: number, now: number): ReportedStepRow {
+  const status: StepStatus = step.status === 'completed' ? 'completed' : 'failed';
+  const endedAt = step.ended_at ? Date.parse(step.ended_at) || now : now;
+  return { stepId: step.id, name: step.name, status, output: toJson(step.output), error: toJson(step.error), sequence, endedAt, startedAt: startedAtOf(step, endedAt) };
 }
 
 /**

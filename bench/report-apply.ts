@@ -1,0 +1,114 @@
+/**
+ * The push dispatcher's hot path after the claim, alone: applying one-step completions as a push
+ * dispatch does (`ReportSystem.apply`, `owner`, a step offset), `--runs` of them with `--inflight`
+ * at once, each report alone (`groupCommit` off) and then grouped (on), twice, on a fresh
+ * PostgreSQL schema (`IRONFLOW_BENCH_DATABASE_URL`) with an in-process bus. Prints, per mode, the CPU ms per run
+ * of this process (the engine: the apply and its follow-ups) and of the pool's PostgreSQL
+ * backends (`/proc`; a connection the pool replaces during the phase is missed), the units of
+ * work and statements per run (BEGIN/COMMIT not counted), and runs/s. CPU per run is the
+ * figure to compare on a shared machine; runs/s is noise there.
+ *
+ *   node dist/bench/report-apply.js [--runs 2000] [--inflight 64]
+ */
+import { SCOPE, TestEngine, openTestEngine } from '@ironflow/testing';
+import { ExecutionFence } from '@ironflow/fencing';
+import { Tx } from '@ironflow/store';
+import { DATABASE_URL, intArg } from './lib/common';
+import { cpuMs } from './compare/proc-stat';
+
+interface Claimed {
+  runId: string;
+  fence: ExecutionFence;
+  nextSequence: number;
+}
+
+async function claimAll(t: TestEngine, n: number): Promise<Claimed[]> {
+  for (let i = 0; i < n; i += 100) {
+    await Promise.all(Array.from({ length: Math.min(100, n - i) }, (_v, k) => t.engine.api.trigger(SCOPE, { event: 'push.started', data: { i: i + k } })));
+  }
+  const out: Claimed[] = [];
+  while (out.length < n) {
+    const segments = await t.engine.dispatch.claim({ mode: 'push', limit: 100, project: SCOPE.project, env: SCOPE.env }, 'bench');
+    if (segments.length === 0) throw new Error(`claimed ${out.length} of ${n}`);
+    for (const s of segments) out.push({ runId: s.run.id, fence: { executionSeq: s.run.executionSeq, leaseToken: s.run.leaseToken! }, nextSequence: s.nextSequence });
+  }
+  return out;
+}
+
+/** The pool's backend pids: `size` units held open at once, each on a connection of its own. */
+async function backendPids(t: TestEngine, size: number): Promise<number[]> {
+  let open = 0;
+  let release!: () => void;
+  const all = new Promise<void>((resolve) => (release = resolve));
+  const pids = await Promise.all(Array.from({ length: size }, () => t.db.store.unitOfWork('bench.pid', async (tx: Tx) => {
+    const [row] = await tx.query<{ pid: number }>(`SELECT pg_backend_pid() AS pid`);
+    open += 1;
+    if (open === size) release();
+    await all;
+    return Number(row.pid);
+  })));
+  return [...new Set(pids)];
+}
+
+async function main(): Promise<void> {
+  process.env.IRONFLOW_TEST_DATABASE_URL = DATABASE_URL;
+  const runs = intArg('runs', 2000);
+  const inflight = intArg('inflight', 64);
+  const t = await openTestEngine('postgres', { auditLingerMs: 100 }, { poolSize: 8 });
+  try {
+    await t.engine.api.registerFunction(SCOPE, { id: 'pushed', mode: 'push', endpointUrl: 'http://127.0.0.1:9/api/ironflow', triggers: [{ event: 'push.started' }] });
+    const units = new Map<string, number>();
+    let statements = 0;
+    const store = t.faults;
+    const unitOfWork = store.unitOfWork.bind(store);
+    store.unitOfWork = (name, work, options) => {
+      units.set(name, (units.get(name) ?? 0) + 1);
+      return unitOfWork(name, (tx) => work({ ...tx, query: (sql, p) => (statements++, tx.query(sql, p)), execute: (sql, p) => (statements++, tx.execute(sql, p)) }), options);
+    };
+    for (const groupCommit of [false, true, false, true]) {
+      const claimed = await claimAll(t, runs);
+      await t.engine.resources.followUps.drain(60_000);
+      const pids = await backendPids(t, 8);
+      units.clear();
+      statements = 0;
+      const pg0 = pids.map((p) => cpuMs(p) ?? 0);
+      const cpu0 = process.cpuUsage();
+      const started = Date.now();
+      let next = 0;
+      await Promise.all(Array.from({ length: inflight }, async () => {
+        while (next < claimed.length) {
+          const c = claimed[next++];
+          const owner = { project: SCOPE.project, env: SCOPE.env, id: c.runId, functionId: 'pushed' };
+          await t.engine.reports.apply(c.runId, c.fence, {
+            kind: 'completed',
+            output: { ok: true, n: next },
+            stepOffset: c.nextSequence,
+            steps: [{ id: `${c.runId}:work:0`, name: 'work', type: 'invoke', status: 'completed', output: { v: 1 } } as never],
+          }, undefined, { owner, groupCommit });
+        }
+      }));
+      await t.engine.resources.followUps.drain(60_000);
+      const ms = Date.now() - started;
+      const cpu = process.cpuUsage(cpu0);
+      const pg = pids.reduce((sum, p, i) => sum + ((cpuMs(p) ?? 0) - pg0[i]), 0);
+      const per = (v: number) => Math.round((v / runs) * 1000) / 1000;
+      console.log(JSON.stringify({
+        groupCommit,
+        runs,
+        inflight,
+        runsPerSecond: Math.round((runs / ms) * 1000),
+        engineCpuMsPerRun: per((cpu.user + cpu.system) / 1000),
+        postgresCpuMsPerRun: per(pg),
+        unitsPerRun: Object.fromEntries([...units].map(([k, v]) => [k, per(v)])),
+        statementsPerRun: per(statements),
+      }));
+    }
+  } finally {
+    await t.close();
+  }
+}
+
+void main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
