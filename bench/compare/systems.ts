@@ -50,9 +50,25 @@ const READY_TIMEOUT_MS = 90_000;
 /** How long a service may drain after SIGTERM before it is killed (ms). */
 const STOP_KILL_AFTER_MS = 15_000;
 
-/** A service of the bench: logs at warn, and only the database and NATS given here (none inherited). */
+/**
+ * A service of the bench: logs at warn, and only the database and NATS given here (none inherited).
+ * `IRONFLOW_BENCH_NODE_FLAGS` (e.g. `api-gateway=--cpu-prof --cpu-prof-dir=/tmp/prof;dispatcher=--cpu-prof`)
+ * passes `node` flags (space-separated) to the named services (`ironflow` is `single` and `dev`);
+ * a `--cpu-prof` profile is written when the service exits after the round.
+ */
 function benchService(app: ConstructorParameters<typeof ServiceProcess>[0], port: number, env: Record<string, string>): ServiceProcess {
-  return new ServiceProcess(app, port, { IRONFLOW_DATABASE_URL: undefined, NATS_URL: undefined, IRONFLOW_NATS_URL: undefined, IRONFLOW_LOG_LEVEL: 'warn', ...env });
+  const flags = benchNodeFlags().get(typeof app === 'string' ? app : app.script) ?? [];
+  return new ServiceProcess(app, port, { IRONFLOW_DATABASE_URL: undefined, NATS_URL: undefined, IRONFLOW_NATS_URL: undefined, IRONFLOW_LOG_LEVEL: 'warn', ...env }, flags);
+}
+
+/** `IRONFLOW_BENCH_NODE_FLAGS` as service name → node flags (`name=flags`, `;`-separated). */
+function benchNodeFlags(): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const entry of (process.env.IRONFLOW_BENCH_NODE_FLAGS ?? '').split(';')) {
+    const cut = entry.indexOf('=');
+    if (cut > 0) out.set(entry.slice(0, cut).trim(), entry.slice(cut + 1).trim().split(/\s+/).filter(Boolean));
+  }
+  return out;
 }
 
 /** Signals `child` and waits for its exit (SIGKILL after 15 s). */

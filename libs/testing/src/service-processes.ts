@@ -45,6 +45,8 @@ export class ServiceProcess {
     readonly app: ServiceApp | ReturnType<typeof devApp>,
     readonly port: number,
     private readonly env: Record<string, string | undefined>,
+    /** Flags for `node` itself, before the script (e.g. `--cpu-prof`, which `NODE_OPTIONS` does not take). */
+    private readonly nodeFlags: readonly string[] = [],
   ) {}
 
   /** The OS process id of the last start. */
@@ -67,7 +69,7 @@ export class ServiceProcess {
     const args = typeof this.app === 'string' ? [] : [...this.app.args, '--port', String(this.port)];
     const env: NodeJS.ProcessEnv = { ...process.env, ...this.env, IRONFLOW_PORT: String(this.port), IRONFLOW_HOST: '127.0.0.1' };
     for (const [k, v] of Object.entries(env)) if (v === undefined) delete env[k];
-    const child = spawn(process.execPath, [join(repoRoot(), `dist/apps/${script}/src/main.js`), ...args], {
+    const child = spawn(process.execPath, [...this.nodeFlags, join(repoRoot(), `dist/apps/${script}/src/main.js`), ...args], {
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
