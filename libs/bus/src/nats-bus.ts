@@ -100,6 +100,32 @@ export class NatsBus implements Bus {
     return codec.decode(reply.data);
   }
 
+  /**
+   * Answers core NATS requests on the logical `pattern` in this deployment's queue group
+   * `{clusterId}-{queue}` (one member takes each request): `handler` gets the logical subject and
+   * the decoded data, and what it resolves with is the reply. A handler that rejects sends no
+   * reply: the requester sees its timeout. Requests in flight at `unsubscribe` are still answered.
+   */
+  respond(pattern: string, queue: string, handler: (subject: string, data: unknown) => Promise<unknown>): Subscription {
+    const sub = this.nc.subscribe(this.namespace.subject(pattern), {
+      queue: this.namespace.group(queue),
+      callback: (err, msg) => {
+        if (err || !msg.reply) return;
+        let data: unknown = null;
+        try {
+          data = codec.decode(msg.data);
+        } catch {
+          data = null;
+        }
+        handler(this.namespace.logical(msg.subject), data).then(
+          (reply) => { if (!this.nc.isClosed()) msg.respond(codec.encode(reply ?? null)); },
+          () => undefined,
+        );
+      },
+    });
+    return { unsubscribe: () => sub.unsubscribe() };
+  }
+
   async close(): Promise<void> {
     if (this.nc.isClosed()) return;
     await this.nc.drain();
