@@ -26,6 +26,12 @@ export interface EngineConfig {
    * triggers itself with the same event id (default 2000; `TriggerForwarder`).
    */
   triggerForwardTimeoutMs: number;
+  /**
+   * How long a dispatcher holds a forwarded sync trigger for a push slot to free when all are taken
+   * (default 1000; below `triggerForwardTimeoutMs`, so its answer comes in time), before it answers
+   * `busy` and the gateway triggers itself. 0: answer `busy` at once.
+   */
+  forwardedTriggerWaitMs: number;
   /** Default TriggerSync wait (default 30000). */
   syncDefaultTimeoutMs: number;
   /** Largest accepted event data or report, in bytes (default 4 MiB). */
@@ -131,6 +137,7 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   pushConcurrency: 16,
   syncPollMs: 100,
   triggerForwardTimeoutMs: 2000,
+  forwardedTriggerWaitMs: 1000,
   syncDefaultTimeoutMs: 30_000,
   maxPayloadBytes: DEFAULT_MAX_PAYLOAD_BYTES,
   streamMaxMessageBytes: STREAM_MAX_MESSAGE_BYTES,

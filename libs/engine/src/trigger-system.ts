@@ -71,10 +71,10 @@ export class TriggerSystem {
   }
 
   /**
-   * A dispatcher's side of a forwarded sync trigger ({@link TriggerForwarder}): with a free push
-   * slot, the trigger as this node's own sync trigger runs it, with the gateway's event id, so the
-   * first push run is claimed in its unit of work and dispatched at once; without one, `busy`
-   * (nothing done: the gateway triggers itself). An `EngineError` is the reply (nothing was
+   * A dispatcher's side of a forwarded sync trigger ({@link TriggerForwarder}): with a push slot,
+   * free or freed within `forwardedTriggerWaitMs` (default 1000), the trigger as this node's own
+   * sync trigger runs it, with the gateway's event id, so the first push run is claimed in its unit
+   * of work and dispatched at once; without one, `busy` (nothing done: the gateway triggers itself). An `EngineError` is the reply (nothing was
    * committed); any other failure rejects (no reply: the gateway triggers itself).
    */
   async triggerForwarded(request: ForwardedTrigger): Promise<ForwardedTriggerReply> {
@@ -82,7 +82,7 @@ export class TriggerSystem {
     if (typeof scope?.project !== 'string' || typeof scope.env !== 'string' || typeof eventId !== 'string' || !input) throw new Error('a forwarded trigger needs scope, input and eventId');
     try {
       const fields = this.checkInput(input);
-      if (this.atOnce?.reserve() !== true) return { busy: true };
+      if ((await this.atOnce?.reserveWithin(this.r.config.forwardedTriggerWaitMs)) !== true) return { busy: true };
       return { output: await this.start({ project: scope.project, env: scope.env }, input, fields, { sync: true, reserved: true, eventId }) };
     } catch (err) {
       return errorReply(err);

@@ -135,8 +135,27 @@ describe('forwarded sync triggers (api-gateway → dispatcher) [postgres + NATS]
     expect(await eventCount()).toBe(1);
   });
 
-  it('a dispatcher without a free push slot answers busy: the gateway triggers itself, the run waits for the slot', async () => {
-    await openCluster({ dispatcher: { pushConcurrency: 1 } });
+  it('a dispatcher whose push slots are all taken holds the trigger until one frees, then claims it at trigger', async () => {
+    await openCluster({ dispatcher: { pushConcurrency: 1, forwardedTriggerWaitMs: 20_000 } });
+    // Neither the dispatcher's loop nor the gateway may start the second run: only the freed slot can.
+    dispatcher.store.fail({ unit: (name) => name === 'claimSegments' });
+    gateway.store.fail({ unit: (name) => name === 'trigger' });
+    let release!: () => void;
+    hold = new Promise<void>((resolve) => (release = resolve));
+    const first = gateway.engine.api.triggerSync(scope, { event: 'push.started', data: { n: 6 }, timeoutMs: 20_000 });
+    await waitFor('the first call to hold the only slot', () => calls === 1);
+    const second = gateway.engine.api.triggerSync(scope, { event: 'push.started', data: { n: 7 }, timeoutMs: 20_000 });
+    await waitFor('the second trigger to wait for the slot on the dispatcher', () => dispatcher.engine.push.waitingForSlot === 1);
+    release();
+    expect((await first).results).toEqual([expect.objectContaining({ status: 'completed', output: { n: 6 } })]);
+    expect((await second).results).toEqual([expect.objectContaining({ status: 'completed', output: { n: 7 } })]);
+    expect(calls).toBe(2);
+    expect(await forwards('answered')).toBe(2);
+    expect(gateway.store.failures).toEqual([]);
+  });
+
+  it('a dispatcher with no slot free within forwardedTriggerWaitMs answers busy: the gateway triggers itself, the run waits for the slot', async () => {
+    await openCluster({ dispatcher: { pushConcurrency: 1, forwardedTriggerWaitMs: 0 } });
     let release!: () => void;
     hold = new Promise<void>((resolve) => (release = resolve));
     const first = gateway.engine.api.triggerSync(scope, { event: 'push.started', data: { n: 4 }, timeoutMs: 20_000 });
