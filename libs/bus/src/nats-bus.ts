@@ -104,7 +104,8 @@ export class NatsBus implements Bus {
    * Answers core NATS requests on the logical `pattern` in this deployment's queue group
    * `{clusterId}-{queue}` (one member takes each request): `handler` gets the logical subject and
    * the decoded data, and what it resolves with is the reply. A handler that rejects sends no
-   * reply: the requester sees its timeout. Requests in flight at `unsubscribe` are still answered.
+   * reply: the requester sees its timeout, and so does one whose answer comes once the connection
+   * closed. Requests in flight at `unsubscribe` are still answered.
    */
   respond(pattern: string, queue: string, handler: (subject: string, data: unknown) => Promise<unknown>): Subscription {
     const sub = this.nc.subscribe(this.namespace.subject(pattern), {
@@ -118,7 +119,13 @@ export class NatsBus implements Bus {
           data = null;
         }
         handler(this.namespace.logical(msg.subject), data).then(
-          (reply) => { if (!this.nc.isClosed()) msg.respond(codec.encode(reply ?? null)); },
+          (reply) => {
+            try {
+              msg.respond(codec.encode(reply ?? null));
+            } catch {
+              // the connection closed or drains: the requester sees its timeout
+            }
+          },
           () => undefined,
         );
       },

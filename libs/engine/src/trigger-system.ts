@@ -74,8 +74,9 @@ export class TriggerSystem {
    * A dispatcher's side of a forwarded sync trigger ({@link TriggerForwarder}): with a push slot,
    * free or freed within `forwardedTriggerWaitMs` (default 1000), the trigger as this node's own
    * sync trigger runs it, with the gateway's event id, so the first push run is claimed in its unit
-   * of work and dispatched at once; without one, `busy` (nothing done: the gateway triggers itself). An `EngineError` is the reply (nothing was
-   * committed); any other failure rejects (no reply: the gateway triggers itself).
+   * of work and dispatched at once; without one, `busy` (nothing done: the gateway triggers
+   * itself). An `EngineError` is the reply (nothing was committed); any other failure rejects (no
+   * reply: the gateway triggers itself).
    */
   async triggerForwarded(request: ForwardedTrigger): Promise<ForwardedTriggerReply> {
     const { scope, input, eventId } = request ?? {};
