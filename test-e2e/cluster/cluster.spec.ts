@@ -3,7 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { AddressInfo } from 'node:net';
 import { DataSource } from 'typeorm';
 import { createClient, createFunction, createWorker, serve, Worker } from '@ironflow/sdk';
-import { OutcomeWatch, scratchDatabase, waitFor } from '@ironflow/testing';
+import { OutcomeWatch, dropNamespaceStreams, scratchDatabase, waitFor } from '@ironflow/testing';
+import { BusNamespace } from '@ironflow/bus';
 import { ServiceProcess, clusterEnv, freePort, startIngress } from '../support/service-processes';
 
 /**
@@ -26,6 +27,7 @@ const ADMIN_KEY = `admin-${randomBytes(24).toString('hex')}`;
 
 describe('cluster of separate service processes on PostgreSQL and NATS', () => {
   let db: { url: string; drop(): Promise<void> };
+  let clusterId: string | undefined;
   let services: ServiceProcess[] = [];
   let dispatcher1: ServiceProcess;
   let dispatcher2: ServiceProcess;
@@ -62,6 +64,7 @@ describe('cluster of separate service processes on PostgreSQL and NATS', () => {
   beforeAll(async () => {
     db = await scratchDatabase('postgres', 'ironflow_e2e');
     const common = clusterEnv(db.url, LEASE_MS, { IRONFLOW_ADMIN_KEY: ADMIN_KEY });
+    clusterId = common.IRONFLOW_CLUSTER_ID;
     const make = async (app: ServiceProcess['app'], node: string) => new ServiceProcess(app, await freePort(), { ...common, IRONFLOW_NODE_ID: node });
     gateway = await make('api-gateway', 'gw-1');
     dispatcher1 = await make('dispatcher', 'dispatcher-1');
@@ -96,6 +99,7 @@ describe('cluster of separate service processes on PostgreSQL and NATS', () => {
     await Promise.all(services.map((s) => s.stop()));
     await new Promise((r) => pushServer?.close(r));
     await db?.drop();
+    if (clusterId) await dropNamespaceStreams(new BusNamespace(clusterId));
   }, 60_000);
 
   it('survives a dispatcher killed with SIGKILL mid-batch: one outcome per run, every parent woken once, no lease left', async () => {

@@ -3,7 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { AddressInfo } from 'node:net';
 import { DataSource } from 'typeorm';
 import { createClient, createFunction, serve } from '@ironflow/sdk';
-import { scratchDatabase, waitFor } from '@ironflow/testing';
+import { dropNamespaceStreams, scratchDatabase, waitFor } from '@ironflow/testing';
+import { BusNamespace } from '@ironflow/bus';
 import { ServiceProcess, clusterEnv, freePort } from '../support/service-processes';
 
 /**
@@ -17,6 +18,7 @@ const TICKS = 30;
 
 describe('cron and debounce through the cluster (three schedulers)', () => {
   let db: { url: string; drop(): Promise<void> };
+  let clusterId: string | undefined;
   let services: ServiceProcess[] = [];
   let schedulers: ServiceProcess[] = [];
   let gateway: ServiceProcess;
@@ -32,6 +34,7 @@ describe('cron and debounce through the cluster (three schedulers)', () => {
     // A loaded CI machine can stall every process for seconds: a tick is "missed" (and collapses)
     // only past 30 s, so a stall shows up as late runs, never as a gap.
     const common = clusterEnv(db.url, 5000, { IRONFLOW_CRON_CATCH_UP_MS: '30000' });
+    clusterId = common.IRONFLOW_CLUSTER_ID;
     const make = async (app: ServiceProcess['app'], node: string) => new ServiceProcess(app, await freePort(), { ...common, IRONFLOW_NODE_ID: node });
     gateway = await make('api-gateway', 'gw-1');
     schedulers = [await make('scheduler', 'scheduler-1'), await make('scheduler', 'scheduler-2'), await make('scheduler', 'scheduler-3')];
@@ -48,6 +51,7 @@ describe('cron and debounce through the cluster (three schedulers)', () => {
     await Promise.all(services.map((s) => s.stop()));
     await new Promise((r) => pushServer?.close(r));
     await db?.drop();
+    if (clusterId) await dropNamespaceStreams(new BusNamespace(clusterId));
   }, 60_000);
 
   const endpoint = () => `http://127.0.0.1:${(pushServer.address() as AddressInfo).port}/`;

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { ServiceProcess } from '@ironflow/testing';
 
 export type { ServiceApp } from '@ironflow/testing';
@@ -5,7 +6,8 @@ export { ServiceProcess, devApp, freePort } from '@ironflow/testing';
 
 /**
  * The environment every process of a test cluster shares (DESIGN.md "Testing": pools of 8, short
- * leases and ticks) on `databaseUrl` and the test NATS; `extra` adds or overrides variables.
+ * leases and ticks) on `databaseUrl` and the test NATS, in a NATS namespace of its own
+ * (`IRONFLOW_CLUSTER_ID`; `dropNamespaceStreams` clears it); `extra` adds or overrides variables.
  */
 export function clusterEnv(databaseUrl: string, leaseMs: number, extra: Record<string, string> = {}): Record<string, string> {
   return {
@@ -16,6 +18,9 @@ export function clusterEnv(databaseUrl: string, leaseMs: number, extra: Record<s
     IRONFLOW_TICK_MS: '200',
     IRONFLOW_SCAN_MS: '200',
     IRONFLOW_DISPATCH_POLL_MS: '100',
+    // A deployment namespace per suite: a gateway hands sync triggers to any dispatcher of its
+    // namespace, so one on another suite's database must never answer (drop its streams after).
+    IRONFLOW_CLUSTER_ID: `e2e-${randomBytes(4).toString('hex')}`,
     ...extra,
   };
 }

@@ -147,6 +147,22 @@ describe('Two deployments on one NATS server (IRONFLOW_CLUSTER_ID)', () => {
     }
   });
 
+  it("answers requests in its own deployment's queue group only: one member takes each, another deployment's requester hears no responders", async () => {
+    const answeredBy: string[] = [];
+    const subs = ['one', 'two'].map((member) => busA.respond('ironflow.*.*.trigger.sync', 'dispatcher', async (subject, data) => {
+      answeredBy.push(member);
+      return { subject, echo: data };
+    }));
+    try {
+      const reply = await busA.request('ironflow.p.e.trigger.sync', { n: 1 }, 5000);
+      expect(reply).toEqual({ subject: 'ironflow.p.e.trigger.sync', echo: { n: 1 } });
+      expect(answeredBy).toHaveLength(1);
+      await expect(busB.request('ironflow.p.e.trigger.sync', { n: 2 }, 5000)).rejects.toMatchObject({ code: '503' });
+    } finally {
+      for (const sub of subs) sub.unsubscribe();
+    }
+  });
+
   it('refuses a cluster id that could not stand in a subject or a stream name', () => {
     for (const bad of ['', 'a.b', 'a*', '>', 'a b', 'x'.repeat(64)]) expect(() => new BusNamespace(bad)).toThrow(/IRONFLOW_CLUSTER_ID/);
     expect(new BusNamespace('release-1_A').subject('public.x')).toBe('ifx.release-1_A.public.x');

@@ -100,6 +100,39 @@ export class NatsBus implements Bus {
     return codec.decode(reply.data);
   }
 
+  /**
+   * Answers core NATS requests on the logical `pattern` in this deployment's queue group
+   * `{clusterId}-{queue}` (one member takes each request): `handler` gets the logical subject and
+   * the decoded data, and what it resolves with is the reply. A handler that rejects sends no
+   * reply: the requester sees its timeout, and so does one whose answer comes once the connection
+   * closed. Requests in flight at `unsubscribe` are still answered.
+   */
+  respond(pattern: string, queue: string, handler: (subject: string, data: unknown) => Promise<unknown>): Subscription {
+    const sub = this.nc.subscribe(this.namespace.subject(pattern), {
+      queue: this.namespace.group(queue),
+      callback: (err, msg) => {
+        if (err || !msg.reply) return;
+        let data: unknown = null;
+        try {
+          data = codec.decode(msg.data);
+        } catch {
+          data = null;
+        }
+        handler(this.namespace.logical(msg.subject), data).then(
+          (reply) => {
+            try {
+              msg.respond(codec.encode(reply ?? null));
+            } catch {
+              // the connection closed or drains: the requester sees its timeout
+            }
+          },
+          () => undefined,
+        );
+      },
+    });
+    return { unsubscribe: () => sub.unsubscribe() };
+  }
+
   async close(): Promise<void> {
     if (this.nc.isClosed()) return;
     await this.nc.drain();

@@ -22,6 +22,7 @@ import { FunctionRegistry } from './function-registry';
 import { EngineResources } from './resources';
 import { SyncWaits, drainedError } from './sync-waits';
 import { ResultWaiters } from './result-waiters';
+import { SyncRunReads } from './sync-run-reads';
 import { TriggerSystem } from './trigger-system';
 import { refuseNul } from './payload-limits';
 import { toEventView, toRunResultView, toRunView, toStepView } from './views';
@@ -36,6 +37,8 @@ export class EngineClientApi implements ClientApi {
   readonly syncWaits = new SyncWaits();
   /** The RESULTS frames the sync calls wait for (one subscription per project and env); `Engine.stop` closes it. */
   readonly resultWaiters: ResultWaiters;
+  /** The sync calls' store reads, coalesced: one in flight at a time for all of them. */
+  private readonly syncReads: SyncRunReads;
 
   constructor(
     private readonly r: EngineResources,
@@ -45,6 +48,7 @@ export class EngineClientApi implements ClientApi {
     private readonly pauses: PauseSystem,
   ) {
     this.resultWaiters = new ResultWaiters(r.bus);
+    this.syncReads = new SyncRunReads(r.store);
   }
 
   async registerFunction(scope: CallScope, input: RegisterFunctionInput) {
@@ -86,7 +90,8 @@ export class EngineClientApi implements ClientApi {
   /**
    * Starts runs with `start` and waits for their outcomes: it listens for their RESULTS frames
    * (through the process's shared subscription, {@link ResultWaiters}) and reads the stored runs
-   * every `syncPollMs` (100 ms), so a lost frame costs latency, never the result. A frame is the
+   * every `syncPollMs` (100 ms; the process's waiting calls share their reads, {@link SyncRunReads}),
+   * so a lost frame costs latency, never the result. A frame is the
    * committed outcome (the announcer publishes it from the committed row): once every run has a
    * terminal frame the call answers from them without reading the store. The first read waits for
    * a frame or the first poll (the runs were created just now). At the deadline (`timeoutMs`,
@@ -115,7 +120,7 @@ export class EngineClientApi implements ClientApi {
         if (runIds.length > 0 && runIds.every((id) => framed.has(id))) return runIds.map((id) => framed.get(id)!);
         if (read) {
           nudged = false;
-          const runs = await this.r.store.read('readSyncRuns', (tx) => runsSql.getRuns(tx, runIds));
+          const runs = await this.syncReads.read(runIds);
           if (runs.every((run) => isTerminalRunStatus(run.status)) || Date.now() >= deadline) {
             const byId = new Map(runs.map((run) => [run.id, run]));
             return runIds.map((id) => byId.get(id)).filter((run): run is RunRecord => !!run).map(toRunResultView);

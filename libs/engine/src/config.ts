@@ -21,6 +21,17 @@ export interface EngineConfig {
   pushConcurrency: number;
   /** Store poll period of TriggerSync (default 100). */
   syncPollMs: number;
+  /**
+   * How long an api-gateway waits for a dispatcher to answer a forwarded sync trigger before it
+   * triggers itself with the same event id (default 2000; `TriggerForwarder`).
+   */
+  triggerForwardTimeoutMs: number;
+  /**
+   * How long a dispatcher holds a forwarded sync trigger for a push slot to free when all are taken
+   * (default 1000; below `triggerForwardTimeoutMs`, so its answer comes in time), before it answers
+   * `busy` and the gateway triggers itself. 0: answer `busy` at once.
+   */
+  forwardedTriggerWaitMs: number;
   /** Default TriggerSync wait (default 30000). */
   syncDefaultTimeoutMs: number;
   /** Largest accepted event data or report, in bytes (default 4 MiB). */
@@ -125,6 +136,8 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   dispatchPollMs: 1000,
   pushConcurrency: 16,
   syncPollMs: 100,
+  triggerForwardTimeoutMs: 2000,
+  forwardedTriggerWaitMs: 1000,
   syncDefaultTimeoutMs: 30_000,
   maxPayloadBytes: DEFAULT_MAX_PAYLOAD_BYTES,
   streamMaxMessageBytes: STREAM_MAX_MESSAGE_BYTES,

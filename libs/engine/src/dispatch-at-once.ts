@@ -13,6 +13,13 @@ import { Segment } from './segment-loader';
 export interface DispatchAtOnce {
   /** Reserves a free slot; false when this node does not dispatch push now or has no free slot. */
   reserve(): boolean;
+  /**
+   * Reserves a slot, waiting up to `waitMs` for one to free when all are taken (a forwarded
+   * trigger: its run would wait for that slot anyway). Freed slots go to waiters oldest first,
+   * taking turns with the claim loop when it waits for room too. At most `pushConcurrency` callers
+   * wait; more, a stop, or no slot in time resolve false.
+   */
+  reserveWithin(waitMs: number): Promise<boolean>;
   /** Gives back a reservation that claimed nothing. */
   release(): void;
   /** Fills the reserved slot with `segment`: calls its endpoint and applies the answer, as its own claim would. */

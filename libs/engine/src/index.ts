@@ -8,6 +8,8 @@ export * from './segment-loader';
 export * from './views';
 export * from './push-dispatcher';
 export * from './client-api';
+export * from './trigger-forwarding';
+export * from './nats-trigger-forwarder';
 export * from './stream-worker-system';
 export * from './api-key-system';
 export * from './secret-system';

@@ -23,12 +23,16 @@ import { parseSentAt } from './sleep-clock';
  * attempt without retry, code `PUSH_ENDPOINT_REFUSED`, before a byte is sent. An answer the engine
  * cannot apply fails it with `REPORT_REJECTED` or `PAYLOAD_TOO_LARGE` (see `ReportSystem`).
  * While it runs, a sync trigger can fill one of its slots with a segment it claimed itself
- * ({@link DispatchAtOnce}).
+ * ({@link DispatchAtOnce}); a trigger forwarded by an api-gateway may wait a little for one.
  */
 export class PushDispatcher implements DispatchAtOnce {
   private inFlight = new Set<Promise<void>>();
   /** Slots reserved by triggers that claim at once (see `reserve`). */
   private reserved = 0;
+  /** `reserveWithin` callers waiting for a slot, oldest first: each is called with true (a slot reserved for it) or false. */
+  private readonly slotWaiters: ((reserved: boolean) => void)[] = [];
+  /** The last freed slot went to a waiter: the next one wakes the claim loop first when it waits for room. */
+  private lastSlotToWaiter = false;
   /** Executions whose push call is in flight: their leases are refreshed while they run. */
   private readonly leased = new Map<string, number>();
   private refresher?: NodeJS.Timeout;
@@ -85,8 +89,31 @@ export class PushDispatcher implements DispatchAtOnce {
     return true;
   }
 
+  /** `reserveWithin` callers waiting for a slot now (forwarded triggers). */
+  get waitingForSlot(): number {
+    return this.slotWaiters.length;
+  }
+
+  reserveWithin(waitMs: number): Promise<boolean> {
+    if (this.reserve()) return Promise.resolve(true);
+    if (!this.running || waitMs <= 0 || this.slotWaiters.length >= this.r.config.pushConcurrency) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const waiter = (reserved: boolean) => {
+        clearTimeout(timer);
+        resolve(reserved);
+      };
+      const timer = setTimeout(() => {
+        const at = this.slotWaiters.indexOf(waiter);
+        if (at >= 0) this.slotWaiters.splice(at, 1);
+        resolve(false);
+      }, waitMs);
+      this.slotWaiters.push(waiter);
+    });
+  }
+
   release(): void {
     this.reserved -= 1;
+    this.slotFreed();
   }
 
   take(segment: Segment): void {
@@ -95,18 +122,35 @@ export class PushDispatcher implements DispatchAtOnce {
     this.track(segment);
   }
 
-  /** Invokes `segment` in a slot; a slot that frees wakes the loop when it waits for room. */
+  /** Invokes `segment` in a slot; the slot, once free, goes on ({@link slotFreed}). */
   private track(segment: Segment): void {
     const p: Promise<void> = this.invoke(segment).finally(() => {
       this.inFlight.delete(p);
-      if (this.waitingForRoom) this.wakeUp?.();
+      this.slotFreed();
     });
     this.inFlight.add(p);
+  }
+
+  /**
+   * A slot freed: it goes to the longest-waiting `reserveWithin` caller, reserved for it, except
+   * that when the claim loop waits for room too they take turns (the loop is woken instead when
+   * the last freed slot went to a waiter), so queued runs are not starved by forwarded triggers.
+   */
+  private slotFreed(): void {
+    if (this.running && this.slotWaiters.length > 0 && !(this.waitingForRoom && this.lastSlotToWaiter)) {
+      this.lastSlotToWaiter = true;
+      this.reserved += 1;
+      this.slotWaiters.shift()!(true);
+      return;
+    }
+    this.lastSlotToWaiter = false;
+    if (this.waitingForRoom) this.wakeUp?.();
   }
 
   /** Stops claiming, then waits up to `drainMs` for invocations in flight. */
   async stop(drainMs: number): Promise<void> {
     this.running = false;
+    for (const waiter of this.slotWaiters.splice(0)) waiter(false);
     clearInterval(this.refresher);
     this.unsubscribe?.();
     this.wakeUp?.();

@@ -16,6 +16,7 @@ import { CancelOnSystem } from './cancel-on-system';
 import { InvokeAdmission } from './invoke-admission';
 import { DispatchAtOnce, claimAtOnce } from './dispatch-at-once';
 import { Segment } from './segment-loader';
+import { ForwardedTrigger, ForwardedTriggerReply, TriggerForwarder, errorReply } from './trigger-forwarding';
 
 /**
  * Starts runs from an event (WIRE-PROTOCOL.md 5.2 `Trigger`): one unit of work inserts the event
@@ -27,7 +28,9 @@ import { Segment } from './segment-loader';
  * committing nothing. After the commit, off the caller's path, the event's `cancel_on` match
  * runs, and a run of a function that declares `cancelOn` (created held) is admitted once its
  * replay finds no cancel. A sync trigger on a node whose push dispatch has a free slot claims its
- * first push run in the same unit of work and dispatches it at once ({@link DispatchAtOnce}).
+ * first push run in the same unit of work and dispatches it at once ({@link DispatchAtOnce}); on a
+ * node that does not dispatch push but has a {@link TriggerForwarder} (the cluster's api-gateway),
+ * a dispatcher runs the sync trigger that way ({@link triggerForwarded}), else this node does.
  */
 export class TriggerSystem {
   private atOnce?: DispatchAtOnce;
@@ -41,26 +44,77 @@ export class TriggerSystem {
     private readonly admissions: InvokeAdmission,
   ) {}
 
+  private forwarder?: TriggerForwarder;
+
   /** Wired by the engine once its push dispatcher exists. */
   setDispatchAtOnce(atOnce: DispatchAtOnce): void {
     this.atOnce = atOnce;
   }
 
+  /** Wired by a process that serves the client API without dispatching push (the cluster's api-gateway). */
+  setForwarder(forwarder: TriggerForwarder): void {
+    this.forwarder = forwarder;
+  }
+
   async trigger(scope: CallScope, input: TriggerInput, options: { sync?: boolean } = {}): Promise<TriggerOutput> {
+    const fields = this.checkInput(input);
+    const sync = options.sync === true;
+    const reserved = sync && this.atOnce?.reserve() === true;
+    let eventId: string | undefined;
+    if (sync && !reserved && this.forwarder) {
+      // Drawn before the hop: a trigger a dispatcher committed but whose answer was lost is found by it.
+      eventId = randomUUID();
+      const { event, data, idempotencyKey, version, metadata } = input;
+      const forwarded = await this.forwarder.forward({ scope: { project: scope.project, env: scope.env }, input: { event, data, idempotencyKey, version, metadata }, eventId });
+      if (forwarded) return forwarded;
+    }
+    return this.start(scope, input, fields, { sync, reserved, eventId });
+  }
+
+  /**
+   * A dispatcher's side of a forwarded sync trigger ({@link TriggerForwarder}): with a push slot,
+   * free or freed within `forwardedTriggerWaitMs` (default 1000), the trigger as this node's own
+   * sync trigger runs it, with the gateway's event id, so the first push run is claimed in its unit
+   * of work and dispatched at once; without one, `busy` (nothing done: the gateway triggers
+   * itself). An `EngineError` is the reply (nothing was committed); any other failure rejects (no
+   * reply: the gateway triggers itself).
+   */
+  async triggerForwarded(request: ForwardedTrigger): Promise<ForwardedTriggerReply> {
+    const { scope, input, eventId } = request ?? {};
+    if (typeof scope?.project !== 'string' || typeof scope.env !== 'string' || typeof eventId !== 'string' || !input) throw new Error('a forwarded trigger needs scope, input and eventId');
+    try {
+      const fields = this.checkInput(input);
+      if ((await this.atOnce?.reserveWithin(this.r.config.forwardedTriggerWaitMs)) !== true) return { busy: true };
+      return { output: await this.start({ project: scope.project, env: scope.env }, input, fields, { sync: true, reserved: true, eventId }) };
+    } catch (err) {
+      return errorReply(err);
+    }
+  }
+
+  /** The checks before anything is written: `VALIDATION_ERROR`, `PAYLOAD_TOO_LARGE`. */
+  private checkInput(input: TriggerInput): { version: number; metadata: Record<string, unknown> | null } {
     checkName('event', input.event, 256);
-    const { version, metadata } = eventFieldsOf(input, this.r.config.maxPayloadBytes);
+    const fields = eventFieldsOf(input, this.r.config.maxPayloadBytes);
     if (input.idempotencyKey !== undefined && input.idempotencyKey !== '') checkName('idempotencyKey', input.idempotencyKey, 512);
     checkPayload('event data', input.data, this.r.config.maxPayloadBytes);
+    return fields;
+  }
+
+  /**
+   * The trigger's unit of work and its follow-ups, the input checked. `reserved`: a push slot this
+   * call holds (claimed into or given back here); `eventId`: the event's id, else a new one.
+   */
+  private async start(scope: CallScope, input: TriggerInput, { version, metadata }: { version: number; metadata: Record<string, unknown> | null }, options: { sync: boolean; reserved: boolean; eventId?: string }): Promise<TriggerOutput> {
+    const { reserved } = options;
     // Bounded: a waiting step's row or any other lock held past the lock limit fails the trigger with
     // UNAVAILABLE (retry), storing nothing; a locked correlation row alone does not (see satisfyWaits).
-    const reserved = options.sync === true && this.atOnce?.reserve() === true;
     let claimed: Segment | null = null;
     let result;
     try {
       result = await unitWithLockLimit(this.r.store, 'trigger', this.r.config.lockLimitMs, async (tx) => {
         claimed = null;
         const { event, duplicate } = await eventsSql.insertEvent(tx, {
-          id: randomUUID(),
+          id: options.eventId ?? randomUUID(),
           project: scope.project,
           env: scope.env,
           name: input.event.trim(),
@@ -82,7 +136,7 @@ export class TriggerSystem {
         const created: RunRecord[] = [];
         for (const fn of functions) {
           if (fn.definition.debounce) {
-            await this.debounces.defer(tx, fn, event, options.sync === true);
+            await this.debounces.defer(tx, fn, event, options.sync);
             debounced.push(fn.definition.id);
             continue;
           }

@@ -29,6 +29,13 @@ export class EngineMetrics {
   readonly retriesScheduled = new Counter({ name: 'ironflow_run_retries_total', help: 'Attempts re-queued after a retryable failure', registers: [this.registry] });
   readonly segmentsDispatched = new Counter({ name: 'ironflow_segments_dispatched_total', help: 'Segments claimed for execution', labelNames: ['mode'], registers: [this.registry] });
   readonly pushLatency = new Histogram({ name: 'ironflow_push_call_seconds', help: 'Push invocation round trip', buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30], registers: [this.registry] });
+  /**
+   * Sync triggers a node that does not dispatch push (the api-gateway) handed to a dispatcher, by
+   * result: `answered` (a dispatcher ran it, or threw an `EngineError`), `busy` (no free push slot),
+   * `no_responders` (no dispatcher subscribed), `failed` (no answer in time, or the dispatcher's
+   * trigger failed otherwise). Every result but `answered` is triggered by the gateway itself.
+   */
+  readonly triggerForwards = new Counter({ name: 'ironflow_trigger_forwards_total', help: 'Sync triggers handed to a dispatcher to claim at trigger, by result (answered, busy, no_responders, failed: all but answered are triggered by the gateway itself)', labelNames: ['result'], registers: [this.registry] });
   readonly parentWakes = new Counter({ name: 'ironflow_parent_wakes_total', help: 'Parent wakes applied', labelNames: ['path'], registers: [this.registry] });
 
   readonly resultPublishFailures = new Counter({ name: 'ironflow_run_result_publish_failures_total', help: 'RESULTS frames that could not be published (the caller still sees success)', registers: [this.registry] });
@@ -77,6 +84,7 @@ export class EngineMetrics {
     for (const effect of ['requeued', 'exhausted', 'released']) this.leaseRecoveries.inc({ effect }, 0);
     for (const fate of ['written', 'given_up', 'unknown']) this.auditUnansweredRows.inc({ fate }, 0);
     for (const path of ['commit', 'pass']) this.parentWakes.inc({ path }, 0);
+    for (const result of ['answered', 'busy', 'no_responders', 'failed']) this.triggerForwards.inc({ result }, 0);
     for (const code of ['STALE_EXECUTION', 'RUN_NOT_RUNNING']) this.reportsRejected.inc({ code }, 0);
   }
 

@@ -1,7 +1,8 @@
 import 'reflect-metadata';
 import { INestApplication, Module, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { BusNamespace } from '@ironflow/bus';
+import { BusNamespace, NatsBus } from '@ironflow/bus';
+import { NatsTriggerForwarder } from '@ironflow/engine';
 import { ProcessLogger, createProcessLogger } from '@ironflow/observability';
 import { OnePortServer, createPubSubServiceImpl, createRpcHandlers, listenOnePort } from '@ironflow/rpc';
 import { PubSubService } from '@ironflow/contracts/proto';
@@ -101,6 +102,10 @@ export async function startServer(settings: IronflowSettings, services: readonly
         : (_req: unknown, res: { statusCode: number; end(): void }) => { res.statusCode = 404; res.end(); };
     // The api-gateway serves subscriptions (`<base>/ws`) on the HTTP/1.1 side.
     subscriptions = services.includes('api-gateway') ? attachSubscriptionGateway(app.getHttpServer(), { bus: runtime.engine.resources.bus, scopeOf: (req) => authenticateSubscription(runtime.engine.apiKeys, req) }) : undefined;
+    // A gateway without a dispatcher in its process hands sync triggers to one (claim at trigger, issue 11).
+    if (services.includes('api-gateway') && !services.includes('dispatcher') && runtime.bus instanceof NatsBus) {
+      runtime.engine.triggers.setForwarder(new NatsTriggerForwarder(runtime.bus, runtime.metrics, runtime.engine.resources.config.triggerForwardTimeoutMs));
+    }
     // The Connect unary JSON route (TriggerSync…) ahead of Express and Nest, same answers (issue 11).
     if (services.includes('api-gateway')) {
       serveConnectUnaryFirst(app.getHttpServer(), { api: runtime.engine.api, apiKeys: runtime.engine.apiKeys, maxBodyBytes: settings.maxPayloadBytes });

@@ -3,7 +3,11 @@ import { Tx } from '../tx';
 
 /**
  * Appends an event to the log, with its `version` (default 1) and `metadata` (NULL when none). With an idempotency key already used in this project/env, nothing
- * is inserted and the earlier event is returned with `duplicate: true`.
+ * is inserted and the earlier event is returned with `duplicate: true`. So is an event whose `id`
+ * is already logged: a gateway that forwarded a sync trigger with that id and heard no answer
+ * triggers again with it, and finds the event a dispatcher committed (on PostgreSQL the insert
+ * waits for that dispatcher's open transaction). Throws when that id is logged in another
+ * project or env.
  */
 export async function insertEvent(
   tx: Tx,
@@ -16,14 +20,19 @@ export async function insertEvent(
     );
     if (rows.length) return { event: mapEvent(rows[0]), duplicate: true };
   }
-  // Two triggers with one key racing: the loser's insert does nothing (on PostgreSQL it waits for
-  // the winner's commit) and it answers with the winner's event.
+  // Two triggers with one key, or one event id, racing: the loser's insert does nothing (on
+  // PostgreSQL it waits for the winner's commit) and it answers with the winner's event.
   const rows = await tx.query(
     `INSERT INTO events (id, project, env, name, data, idempotency_key, ts, version, metadata) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-     ON CONFLICT (project, env, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING *`,
+     ON CONFLICT DO NOTHING RETURNING *`,
     [event.id, event.project, event.env, event.name, toJson(event.data ?? {}), event.idempotencyKey ?? null, tx.now, event.version ?? 1, event.metadata ? toJson(event.metadata) : null],
   );
   if (rows.length) return { event: mapEvent(rows[0]), duplicate: false };
+  const same = await getEvent(tx, event.id);
+  if (same) {
+    if (same.project !== event.project || same.env !== event.env) throw new Error(`event ${event.id} is already logged in another project or env`);
+    return { event: same, duplicate: true };
+  }
   const existing = await tx.query(
     `SELECT * FROM events WHERE project = $1 AND env = $2 AND idempotency_key = $3`,
     [event.project, event.env, event.idempotencyKey],

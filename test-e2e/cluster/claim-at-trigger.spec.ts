@@ -1,0 +1,103 @@
+import { createServer, Server } from 'node:http';
+import { randomBytes } from 'node:crypto';
+import { AddressInfo } from 'node:net';
+import { BusNamespace } from '@ironflow/bus';
+import { createClient, createFunction, serve } from '@ironflow/sdk';
+import { dropNamespaceStreams, scratchDatabase, waitFor } from '@ironflow/testing';
+import { ServiceProcess, clusterEnv, freePort } from '../support/service-processes';
+
+/**
+ * Claim at trigger through the cluster (issue 11): api-gateway, dispatcher and audit-writer as
+ * separate OS processes on one PostgreSQL and NATS. The gateway hands a TriggerSync to the
+ * dispatcher, which creates the run and claims it in one unit of work (counted on each process's
+ * own `/metrics`); callers get the errors they always got; with no dispatcher up the gateway
+ * triggers itself and the run waits for one.
+ */
+describe('claim at trigger through the cluster (gateway → dispatcher)', () => {
+  let db: { url: string; drop(): Promise<void> };
+  let clusterId: string | undefined;
+  let services: ServiceProcess[] = [];
+  let gateway: ServiceProcess;
+  let dispatcher: ServiceProcess;
+  let pushServer: Server;
+  const env = `e2e${randomBytes(4).toString('hex')}`;
+
+  const echo = createFunction({ id: 'e2e.echo', mode: 'push', triggers: [{ event: 'e2e.echo' }] }, async ({ event, step }) => step.run('echo', async () => ({ n: (event.data as { n: number }).n })));
+  const typed = createFunction({ id: 'e2e.typed', mode: 'push', triggers: [{ event: 'e2e.typed' }], debounce: { periodMs: 60_000 } }, async () => 1);
+
+  beforeAll(async () => {
+    db = await scratchDatabase('postgres', 'ironflow_e2e');
+    const common = clusterEnv(db.url, 5000);
+    clusterId = common.IRONFLOW_CLUSTER_ID;
+    const make = async (app: ServiceProcess['app'], node: string) => new ServiceProcess(app, await freePort(), { ...common, IRONFLOW_NODE_ID: node });
+    gateway = await make('api-gateway', 'gw-1');
+    dispatcher = await make('dispatcher', 'dispatcher-1');
+    services = [gateway, dispatcher, await make('audit-writer', 'audit-1')];
+    await Promise.all(services.map((s) => s.start()));
+    pushServer = createServer(serve({ functions: [echo, typed] }));
+    await new Promise<void>((r) => pushServer.listen(0, '127.0.0.1', r));
+    const client = createClient({ serverUrl: gateway.url, environment: env });
+    const endpointUrl = `http://127.0.0.1:${(pushServer.address() as AddressInfo).port}/`;
+    await client.registerFunction(echo, { endpointUrl });
+    await client.registerFunction(typed, { endpointUrl });
+  }, 120_000);
+
+  afterAll(async () => {
+    await Promise.all(services.map((s) => s.stop()));
+    await new Promise((r) => pushServer?.close(r));
+    await db?.drop();
+    if (clusterId) await dropNamespaceStreams(new BusNamespace(clusterId));
+  }, 60_000);
+
+  it('a TriggerSync on the gateway is run by the dispatcher: the run is created there and answered completed', async () => {
+    const client = createClient({ serverUrl: gateway.url, environment: env });
+    const result = await client.emitSync('e2e.echo', { n: 7 }, { timeoutMs: 30_000 });
+    expect(result).toMatchObject({ status: 'completed', output: { n: 7 } });
+    expect(await metric(gateway, 'ironflow_trigger_forwards_total{result="answered"}')).toBe(1);
+    expect(await metric(dispatcher, 'ironflow_runs_created_total{function_id="e2e.echo"}')).toBe(1);
+    expect(await metric(gateway, 'ironflow_runs_created_total{function_id="e2e.echo"}')).toBe(0);
+  }, 60_000);
+
+  it('callers get the Connect errors they always got: invalid_argument before any forward, failed_precondition (FUNCTION_DEBOUNCED) from the dispatcher', async () => {
+    const invalid = await triggerSync({ event: '', data: {} });
+    expect(invalid.status).toBe(400);
+    expect(invalid.body).toMatchObject({ code: 'invalid_argument', ironflowCode: 'VALIDATION_ERROR', message: 'event: a non-empty string is required' });
+    const debounced = await triggerSync({ event: 'e2e.typed', data: {} });
+    // As test-e2e/wire/client-rpc.spec.ts has it on a single node.
+    expect(debounced.status).toBe(400);
+    expect(debounced.body).toMatchObject({ code: 'failed_precondition', ironflowCode: 'FUNCTION_DEBOUNCED' });
+    expect(String((debounced.body as { message: string }).message)).toContain('e2e.typed');
+    expect(await metric(gateway, 'ironflow_trigger_forwards_total{result="answered"}')).toBe(2);
+  }, 60_000);
+
+  it('with no dispatcher up the gateway triggers itself (no responders); the run waits for a dispatcher and completes', async () => {
+    await dispatcher.stop();
+    const client = createClient({ serverUrl: gateway.url, environment: env });
+    const waiting = await client.emitSync('e2e.echo', { n: 8 }, { timeoutMs: 200 });
+    expect(waiting.status).toBe('waiting_for_capacity');
+    expect(await metric(gateway, 'ironflow_trigger_forwards_total{result="no_responders"}')).toBe(1);
+    await dispatcher.restart();
+    const run = await waitFor('the run to complete once a dispatcher is up', async () => {
+      const r = await client.getRun(waiting.runId);
+      return r.status === 'completed' ? r : undefined;
+    }, 60_000, 100);
+    expect(run.output).toEqual({ n: 8 });
+  }, 120_000);
+
+  /** A raw Connect unary TriggerSync (what the SDK sends) and its status and body. */
+  async function triggerSync(body: unknown): Promise<{ status: number; body: unknown }> {
+    const res = await fetch(`${gateway.url}/ironflow.v1.IronflowService/TriggerSync`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-ironflow-environment': env },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: await res.json() };
+  }
+});
+
+/** A counter's value (exact series line) from a service's own /metrics; 0 when absent. */
+async function metric(service: ServiceProcess, series: string): Promise<number> {
+  const text = await (await fetch(`${service.url}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
