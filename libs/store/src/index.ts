@@ -39,3 +39,4 @@ export * as authoritySql from './queries/authority';
 export * as passCursorsSql from './queries/pass-cursors';
 export type { PassCursor } from './queries/pass-cursors';
 export type { AuthorityRecord, AuthorityState, HeldWork } from './queries/authority';
+export * from './prepared-statements';
