@@ -47,6 +47,12 @@ interface RoundResult {
   /** The same by statement text (first 120 characters) for each role, the texts of at least 0.05 a run. */
   statementTextsPerRun?: Record<string, Record<string, number>>;
   idleTxPerSec: number | null;
+  /**
+   * CPU ms per sequential one-step run by process role, net of the idle rate (the same windows as
+   * `statementsPerRun`): CPU time is much less sensitive to other load on the machine than the
+   * throughput phase's per-run figure, which needs runs to end in its window.
+   */
+  sequentialCpuMsPerRun: Record<string, number> | null;
   /** CPU ms per one-step run (64 in flight) by process role, `postgres` = the database's backends. */
   cpuMsPerRun: Record<string, number>;
   failed: number;
@@ -90,6 +96,18 @@ function statementsPerRun(
   return { perRun, texts };
 }
 
+/** Per run and by role: `busy` less `idle` scaled from `idleMs` to `busyMs`, over `runs` runs, with `total`. */
+function netPerRun(idle: Record<string, number>, busy: Record<string, number>, idleMs: number, busyMs: number, runs: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  let total = 0;
+  for (const [role, ms] of Object.entries(busy)) {
+    out[role] = r2((ms - (idle[role] ?? 0) * (busyMs / Math.max(1, idleMs))) / runs);
+    total += out[role];
+  }
+  out.total = r2(total);
+  return out;
+}
+
 /** The database's committed transactions (read-only ones included) and rows written, from pg_stat_database. */
 async function dbCounters(database: string): Promise<{ tx: number; rows: number }> {
   const rows = await adminQuery<{ tx: string; rows: string }>(
@@ -129,6 +147,7 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
   let writeTx: RoundResult['writeTx'];
   let rowsPerRun: number | null = null;
   let statements: ReturnType<typeof statementsPerRun> = null;
+  let sequentialCpuMsPerRun: Record<string, number> | null = null;
   let idleTxPerSec: number | null = null;
   const seq: PhaseResult = { completed: 0, failed: 0, elapsedMs: 0, latenciesMs: [] };
   const sequential = async (n: number) => {
@@ -145,11 +164,14 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
       await sleep(STATS_SETTLE_MS);
       const s0 = await dbCounters(system.database);
       const q0 = readAllStatements(system);
+      const seqGroups = await processGroups(system);
+      const c0 = cpuSnapshot(seqGroups);
       const t0 = Date.now();
       const idle = await counter.idleRate(BASELINE_MS / 1000, 1000);
       const s1 = await dbCounters(system.database);
       await sleep(2 * STATEMENT_FLUSH_MS);
       const q1 = readAllStatements(system);
+      const c1 = cpuSnapshot(seqGroups);
       const t1 = Date.now();
       const idleTx = (s1.tx - s0.tx) / (t1 - t0);
       const idleRows = (s1.rows - s0.rows) / (t1 - t0);
@@ -157,8 +179,10 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
       await sleep(STATS_SETTLE_MS);
       const s2 = await dbCounters(system.database);
       const q2 = readAllStatements(system);
+      const c2 = cpuSnapshot(seqGroups);
       const t2 = Date.now();
       const runs = Math.max(1, seq.completed);
+      sequentialCpuMsPerRun = netPerRun(cpuDelta(c0, c1), cpuDelta(c1, c2), t1 - t0, t2 - t1, runs);
       statements = statementsPerRun(q0, q1, q2, t1 - t0, t2 - t1, runs);
       txPerRun = r2((s2.tx - s1.tx - idleTx * (t2 - t1)) / runs);
       rowsPerRun = r2((s2.rows - s1.rows - idleRows * (t2 - t1)) / runs);
@@ -206,6 +230,7 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
     writeTx,
     rowsPerRun,
     statementsPerRun: statements?.perRun ?? null,
+    sequentialCpuMsPerRun,
     statementTextsPerRun: statements?.texts,
     idleTxPerSec,
     cpuMsPerRun,
@@ -284,6 +309,12 @@ async function main(): Promise<void> {
           med(name, (r) => r.statementsPerRun?.[role] ?? null),
         ]),
       ),
+      sequentialCpuMsPerRun: Object.fromEntries(
+        [...new Set(results.filter((r) => r.system === name).flatMap((r) => Object.keys(r.sequentialCpuMsPerRun ?? {})))].map((role) => [
+          role,
+          med(name, (r) => r.sequentialCpuMsPerRun?.[role] ?? null),
+        ]),
+      ),
       cpuMsPerRun: Object.fromEntries([...roles].map((role) => [role, med(name, (r) => r.cpuMsPerRun[role] ?? null)])),
     };
   }
@@ -313,6 +344,11 @@ async function main(): Promise<void> {
   for (const s of opts.systems) {
     const cpu = medians[s].cpuMsPerRun as Record<string, number | null>;
     console.log(`CPU ms per one-step run, ${s}: ${Object.entries(cpu).map(([k, v]) => `${k} ${fmt(v)}`).join(', ')}`);
+  }
+  for (const s of opts.systems) {
+    const cpu = medians[s].sequentialCpuMsPerRun as Record<string, number | null>;
+    if (Object.keys(cpu).length === 0) continue;
+    console.log(`CPU ms per sequential one-step run, ${s}: ${Object.entries(cpu).map(([k, v]) => `${k} ${fmt(v)}`).join(', ')}`);
   }
   for (const s of opts.systems) {
     const statements = medians[s].statementsPerRun as Record<string, number | null>;
