@@ -48,8 +48,9 @@ interface RoundResult {
   statementTextsPerRun?: Record<string, Record<string, number>>;
   idleTxPerSec: number | null;
   /**
-   * CPU ms per sequential one-step run by process role, net of the idle rate (the same windows as
-   * `statementsPerRun`): CPU time is much less sensitive to other load on the machine than the
+   * CPU ms per sequential one-step run by process role (`postgres`: the client backends), over the
+   * sequential calls (and their follow-ups' 500 ms per slice), net of the idle rate measured before
+   * them: CPU time is much less sensitive to other load on the machine than the
    * throughput phase's per-run figure, which needs runs to end in its window.
    */
   sequentialCpuMsPerRun: Record<string, number> | null;
@@ -117,10 +118,14 @@ async function dbCounters(database: string): Promise<{ tx: number; rows: number 
   return { tx: Number(rows[0]?.tx ?? 0), rows: Number(rows[0]?.rows ?? 0) };
 }
 
-async function processGroups(system: System): Promise<Record<string, number[]>> {
+/** The system's processes by role, `postgres` its database's backends (with `clientsOnly`, the client backends: no autovacuum). */
+async function processGroups(system: System, clientsOnly = false): Promise<Record<string, number[]>> {
   const groups = system.processes();
   if (system.database) {
-    const rows = await adminQuery<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1', [system.database]);
+    const rows = await adminQuery<{ pid: number }>(
+      `SELECT pid FROM pg_stat_activity WHERE datname = $1${clientsOnly ? ` AND backend_type = 'client backend'` : ''}`,
+      [system.database],
+    );
     groups.postgres = rows.map((r) => r.pid);
   }
   return groups;
@@ -164,7 +169,7 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
       await sleep(STATS_SETTLE_MS);
       const s0 = await dbCounters(system.database);
       const q0 = readAllStatements(system);
-      const seqGroups = await processGroups(system);
+      const seqGroups = await processGroups(system, true);
       const c0 = cpuSnapshot(seqGroups);
       const t0 = Date.now();
       const idle = await counter.idleRate(BASELINE_MS / 1000, 1000);
@@ -176,13 +181,14 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
       const idleTx = (s1.tx - s0.tx) / (t1 - t0);
       const idleRows = (s1.rows - s0.rows) / (t1 - t0);
       const writes = await counter.perCall(opts.sequential, WRITE_SLICES, WRITE_SETTLE_MS, idle.perMs, sequential);
+      const c2 = cpuSnapshot(seqGroups);
+      const t2Cpu = Date.now();
       await sleep(STATS_SETTLE_MS);
       const s2 = await dbCounters(system.database);
       const q2 = readAllStatements(system);
-      const c2 = cpuSnapshot(seqGroups);
       const t2 = Date.now();
       const runs = Math.max(1, seq.completed);
-      sequentialCpuMsPerRun = netPerRun(cpuDelta(c0, c1), cpuDelta(c1, c2), t1 - t0, t2 - t1, runs);
+      sequentialCpuMsPerRun = netPerRun(cpuDelta(c0, c1), cpuDelta(c1, c2), t1 - t0, t2Cpu - t1, runs);
       statements = statementsPerRun(q0, q1, q2, t1 - t0, t2 - t1, runs);
       txPerRun = r2((s2.tx - s1.tx - idleTx * (t2 - t1)) / runs);
       rowsPerRun = r2((s2.rows - s1.rows - idleRows * (t2 - t1)) / runs);
