@@ -12,6 +12,7 @@ import { PhaseResult } from './load';
 import { cpuDelta, cpuSnapshot } from './proc-stat';
 import { START, System, SystemName, adminQuery } from './systems';
 import { WriteTransactionCounter } from './write-transactions';
+import { STATEMENT_FLUSH_MS, StatementCounts, readStatementCounts, statementDelta } from './pg-statements';
 
 /** PostgreSQL flushes a backend's counters at most every 10 s while it idles (PGSTAT_IDLE_INTERVAL). */
 const STATS_SETTLE_MS = 11_000;
@@ -41,7 +42,18 @@ interface RoundResult {
   writeTx?: { slices: number[]; idleSlicesPerSec: number[] };
   /** Rows inserted, updated or deleted on that database per sequential run, net of the idle rate; null on SQLite. */
   rowsPerRun: number | null;
+  /** Statements sent to PostgreSQL per sequential run by process role (`total` summed), net of the idle rate; null without counters. */
+  statementsPerRun: Record<string, number> | null;
+  /** The same by statement text (first 120 characters) for each role, the texts of at least 0.05 a run. */
+  statementTextsPerRun?: Record<string, Record<string, number>>;
   idleTxPerSec: number | null;
+  /**
+   * CPU ms per sequential one-step run by process role (`postgres`: the client backends), over the
+   * sequential calls (and their follow-ups' 500 ms per slice), net of the idle rate measured before
+   * them: CPU time is much less sensitive to other load on the machine than the
+   * throughput phase's per-run figure, which needs runs to end in its window.
+   */
+  sequentialCpuMsPerRun: Record<string, number> | null;
   /** CPU ms per one-step run (64 in flight) by process role, `postgres` = the database's backends. */
   cpuMsPerRun: Record<string, number>;
   failed: number;
@@ -50,6 +62,52 @@ interface RoundResult {
 }
 
 const r2 = (v: number) => Math.round(v * 100) / 100;
+
+function readAllStatements(system: System): Record<string, StatementCounts> {
+  return Object.fromEntries(Object.entries(system.statementFiles()).map(([role, file]) => [role, readStatementCounts(file)]));
+}
+
+/**
+ * Statements per run by role between the readings `s1` and `s2` (`runs` runs), less the idle rate
+ * measured between `s0` and `s1` (over `idleMs`, scaled to `busyMs`).
+ */
+function statementsPerRun(
+  s0: Record<string, StatementCounts>,
+  s1: Record<string, StatementCounts>,
+  s2: Record<string, StatementCounts>,
+  idleMs: number,
+  busyMs: number,
+  runs: number,
+): { perRun: Record<string, number>; texts: Record<string, Record<string, number>> } | null {
+  const roles = Object.keys(s2);
+  if (roles.length === 0) return null;
+  const perRun: Record<string, number> = {};
+  const texts: Record<string, Record<string, number>> = {};
+  let total = 0;
+  for (const role of roles) {
+    const idle = statementDelta(s0[role], s1[role]);
+    const busy = statementDelta(s1[role], s2[role]);
+    const scale = busyMs / Math.max(1, idleMs);
+    perRun[role] = r2((busy.total - idle.total * scale) / runs);
+    total += perRun[role];
+    const byText: [string, number][] = Object.entries(busy.byText).map(([text, n]) => [text, r2((n - (idle.byText[text] ?? 0) * scale) / runs)]);
+    texts[role] = Object.fromEntries(byText.filter(([, n]) => n >= 0.05).sort((a, b) => b[1] - a[1]));
+  }
+  perRun.total = r2(total);
+  return { perRun, texts };
+}
+
+/** Per run and by role: `busy` less `idle` scaled from `idleMs` to `busyMs`, over `runs` runs, with `total`. */
+function netPerRun(idle: Record<string, number>, busy: Record<string, number>, idleMs: number, busyMs: number, runs: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  let total = 0;
+  for (const [role, ms] of Object.entries(busy)) {
+    out[role] = r2((ms - (idle[role] ?? 0) * (busyMs / Math.max(1, idleMs))) / runs);
+    total += out[role];
+  }
+  out.total = r2(total);
+  return out;
+}
 
 /** The database's committed transactions (read-only ones included) and rows written, from pg_stat_database. */
 async function dbCounters(database: string): Promise<{ tx: number; rows: number }> {
@@ -60,10 +118,14 @@ async function dbCounters(database: string): Promise<{ tx: number; rows: number 
   return { tx: Number(rows[0]?.tx ?? 0), rows: Number(rows[0]?.rows ?? 0) };
 }
 
-async function processGroups(system: System): Promise<Record<string, number[]>> {
+/** The system's processes by role, `postgres` its database's backends (with `clientsOnly`, the client backends: no autovacuum). */
+async function processGroups(system: System, clientsOnly = false): Promise<Record<string, number[]>> {
   const groups = system.processes();
   if (system.database) {
-    const rows = await adminQuery<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1', [system.database]);
+    const rows = await adminQuery<{ pid: number }>(
+      `SELECT pid FROM pg_stat_activity WHERE datname = $1${clientsOnly ? ` AND backend_type = 'client backend'` : ''}`,
+      [system.database],
+    );
     groups.postgres = rows.map((r) => r.pid);
   }
   return groups;
@@ -89,6 +151,8 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
   let rowWriteTxPerRun: number | null = null;
   let writeTx: RoundResult['writeTx'];
   let rowsPerRun: number | null = null;
+  let statements: ReturnType<typeof statementsPerRun> = null;
+  let sequentialCpuMsPerRun: Record<string, number> | null = null;
   let idleTxPerSec: number | null = null;
   const seq: PhaseResult = { completed: 0, failed: 0, elapsedMs: 0, latenciesMs: [] };
   const sequential = async (n: number) => {
@@ -104,17 +168,28 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
     try {
       await sleep(STATS_SETTLE_MS);
       const s0 = await dbCounters(system.database);
+      const q0 = readAllStatements(system);
+      const seqGroups = await processGroups(system, true);
+      const c0 = cpuSnapshot(seqGroups);
       const t0 = Date.now();
       const idle = await counter.idleRate(BASELINE_MS / 1000, 1000);
       const s1 = await dbCounters(system.database);
+      await sleep(2 * STATEMENT_FLUSH_MS);
+      const q1 = readAllStatements(system);
+      const c1 = cpuSnapshot(seqGroups);
       const t1 = Date.now();
       const idleTx = (s1.tx - s0.tx) / (t1 - t0);
       const idleRows = (s1.rows - s0.rows) / (t1 - t0);
       const writes = await counter.perCall(opts.sequential, WRITE_SLICES, WRITE_SETTLE_MS, idle.perMs, sequential);
+      const c2 = cpuSnapshot(seqGroups);
+      const t2Cpu = Date.now();
       await sleep(STATS_SETTLE_MS);
       const s2 = await dbCounters(system.database);
+      const q2 = readAllStatements(system);
       const t2 = Date.now();
       const runs = Math.max(1, seq.completed);
+      sequentialCpuMsPerRun = netPerRun(cpuDelta(c0, c1), cpuDelta(c1, c2), t1 - t0, t2Cpu - t1, runs);
+      statements = statementsPerRun(q0, q1, q2, t1 - t0, t2 - t1, runs);
       txPerRun = r2((s2.tx - s1.tx - idleTx * (t2 - t1)) / runs);
       rowsPerRun = r2((s2.rows - s1.rows - idleRows * (t2 - t1)) / runs);
       idleTxPerSec = r2(idleTx * 1000);
@@ -160,6 +235,9 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
     rowWriteTxPerRun,
     writeTx,
     rowsPerRun,
+    statementsPerRun: statements?.perRun ?? null,
+    sequentialCpuMsPerRun,
+    statementTextsPerRun: statements?.texts,
     idleTxPerSec,
     cpuMsPerRun,
     failed,
@@ -231,6 +309,18 @@ async function main(): Promise<void> {
       writeTxPerRun: med(name, (r) => r.writeTxPerRun),
       rowWriteTxPerRun: med(name, (r) => r.rowWriteTxPerRun),
       rowsPerRun: med(name, (r) => r.rowsPerRun),
+      statementsPerRun: Object.fromEntries(
+        [...new Set(results.filter((r) => r.system === name).flatMap((r) => Object.keys(r.statementsPerRun ?? {})))].map((role) => [
+          role,
+          med(name, (r) => r.statementsPerRun?.[role] ?? null),
+        ]),
+      ),
+      sequentialCpuMsPerRun: Object.fromEntries(
+        [...new Set(results.filter((r) => r.system === name).flatMap((r) => Object.keys(r.sequentialCpuMsPerRun ?? {})))].map((role) => [
+          role,
+          med(name, (r) => r.sequentialCpuMsPerRun?.[role] ?? null),
+        ]),
+      ),
       cpuMsPerRun: Object.fromEntries([...roles].map((role) => [role, med(name, (r) => r.cpuMsPerRun[role] ?? null)])),
     };
   }
@@ -260,6 +350,24 @@ async function main(): Promise<void> {
   for (const s of opts.systems) {
     const cpu = medians[s].cpuMsPerRun as Record<string, number | null>;
     console.log(`CPU ms per one-step run, ${s}: ${Object.entries(cpu).map(([k, v]) => `${k} ${fmt(v)}`).join(', ')}`);
+  }
+  for (const s of opts.systems) {
+    const cpu = medians[s].sequentialCpuMsPerRun as Record<string, number | null>;
+    if (Object.keys(cpu).length === 0) continue;
+    console.log(`CPU ms per sequential one-step run, ${s}: ${Object.entries(cpu).map(([k, v]) => `${k} ${fmt(v)}`).join(', ')}`);
+  }
+  for (const s of opts.systems) {
+    const statements = medians[s].statementsPerRun as Record<string, number | null>;
+    if (Object.keys(statements).length === 0) continue;
+    console.log(`statements per sequential run, ${s}: ${Object.entries(statements).map(([k, v]) => `${k} ${fmt(v)}`).join(', ')}`);
+  }
+  if (flagArg('statements')) {
+    for (const r of results) {
+      for (const [role, texts] of Object.entries(r.statementTextsPerRun ?? {})) {
+        console.log(`round ${r.round} ${r.system} ${role}, statements per sequential run by text:`);
+        for (const [text, n] of Object.entries(texts)) console.log(`  ${String(n).padStart(6)}  ${text}`);
+      }
+    }
   }
   console.log(`load average: ${loadStart.join(' ')} at start, ${loadEnd.join(' ')} at end`);
   for (const f of failures) console.log(`round ${f.round} ${f.system}: ${f.failed} failed call(s), first: ${f.firstError}`);

@@ -1,6 +1,6 @@
 import { ChildProcess, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
@@ -19,6 +19,8 @@ export interface System {
   readonly database?: string;
   /** The system's processes by role (PostgreSQL backends are added by the caller). */
   processes(): Record<string, number[]>;
+  /** The `pg` statement counter's file of each process by role (`pg-statements.ts`); none for DBOS and SQLite. */
+  statementFiles(): Record<string, string>;
   phase(request: PhaseRequest, onCompleted?: (n: number) => void): Promise<PhaseResult>;
   stop(): Promise<void>;
 }
@@ -50,9 +52,20 @@ const READY_TIMEOUT_MS = 90_000;
 /** How long a service may drain after SIGTERM before it is killed (ms). */
 const STOP_KILL_AFTER_MS = 15_000;
 
-/** A service of the bench: logs at warn, and only the database and NATS given here (none inherited). */
-function benchService(app: ConstructorParameters<typeof ServiceProcess>[0], port: number, env: Record<string, string>): ServiceProcess {
-  return new ServiceProcess(app, port, { IRONFLOW_DATABASE_URL: undefined, NATS_URL: undefined, IRONFLOW_NATS_URL: undefined, IRONFLOW_LOG_LEVEL: 'warn', ...env });
+/**
+ * A service of the bench: logs at warn, and only the database and NATS given here (none inherited).
+ * With `statements`, the process preloads the `pg` statement counter writing to that file.
+ */
+function benchService(app: ConstructorParameters<typeof ServiceProcess>[0], port: number, env: Record<string, string>, statements?: string): ServiceProcess {
+  const counter = statements
+    ? { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require ${join(__dirname, 'pg-statements.js')}`.trim(), IRONFLOW_BENCH_PG_STATEMENTS: statements }
+    : {};
+  return new ServiceProcess(app, port, { IRONFLOW_DATABASE_URL: undefined, NATS_URL: undefined, IRONFLOW_NATS_URL: undefined, IRONFLOW_LOG_LEVEL: 'warn', ...env, ...counter });
+}
+
+/** A fresh directory for a system's statement counter files. */
+function statementDir(): string {
+  return mkdtempSync(join(tmpdir(), 'ironflow-bench-statements-'));
 }
 
 /** Signals `child` and waits for its exit (SIGKILL after 15 s). */
@@ -98,7 +111,12 @@ class IronflowSystem implements System {
     private readonly call: (workload: Workload, i: number) => Promise<unknown>,
     private readonly cleanup: () => Promise<void>,
     readonly database?: string,
+    private readonly statements: Record<string, string> = {},
   ) {}
+
+  statementFiles(): Record<string, string> {
+    return this.statements;
+  }
 
   processes(): Record<string, number[]> {
     const out: Record<string, number[]> = {};
@@ -130,24 +148,28 @@ export async function startCluster(): Promise<System> {
   const clusterId = `bench${randomBytes(4).toString('hex')}`;
   const environment = `cmp${randomBytes(3).toString('hex')}`;
   const services: Record<string, ServiceProcess> = {};
+  const dir = statementDir();
+  const statements: Record<string, string> = {};
   for (const [app, pool] of Object.entries(POOLS)) {
+    statements[app] = join(dir, `${app}.json`);
     services[app] = benchService(app as ServiceApp, await freePort(), {
       IRONFLOW_DATABASE_URL: db.url,
       NATS_URL,
       IRONFLOW_CLUSTER_ID: clusterId,
       IRONFLOW_POOL_SIZE: String(pool),
       IRONFLOW_NODE_ID: `${app}-1`,
-    });
+    }, statements[app]);
   }
   const cleanup = async () => {
     await dropDatabase(db.name).catch(() => undefined);
     await deleteStreams(clusterId);
+    rmSync(dir, { recursive: true, force: true });
   };
   try {
     await Promise.all(Object.values(services).map((s) => s.start(READY_TIMEOUT_MS)));
     const gateway = services['api-gateway'].url;
     const worker = await forkReady('worker', [gateway, environment]);
-    return new IronflowSystem('cluster', services, worker, ironflowCaller(gateway, environment), cleanup, db.name);
+    return new IronflowSystem('cluster', services, worker, ironflowCaller(gateway, environment), cleanup, db.name, statements);
   } catch (err) {
     await Promise.all(Object.values(services).map((s) => s.stop(STOP_KILL_AFTER_MS)));
     await cleanup();
@@ -184,19 +206,24 @@ export async function startDev(): Promise<System> {
 export async function startSingle(): Promise<System> {
   const db = await createDatabase('ironflow_bench_single');
   const port = await freePort();
+  const dir = statementDir();
+  const statements = { single: join(dir, 'single.json') };
   const node = benchService({ script: 'ironflow', args: ['dev'] }, port, {
     IRONFLOW_DATABASE_URL: db.url,
     IRONFLOW_POOL_SIZE: '10',
     IRONFLOW_TICK_MS: '1000',
     IRONFLOW_SCAN_MS: '1000',
     IRONFLOW_DISPATCH_POLL_MS: '1000',
-  });
+  }, statements.single);
   const environment = 'bench';
-  const cleanup = () => dropDatabase(db.name).catch(() => undefined);
+  const cleanup = async () => {
+    await dropDatabase(db.name).catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  };
   try {
     await node.start(READY_TIMEOUT_MS);
     const worker = await forkReady('worker', [node.url, environment]);
-    return new IronflowSystem('single', { single: node }, worker, ironflowCaller(node.url, environment), cleanup, db.name);
+    return new IronflowSystem('single', { single: node }, worker, ironflowCaller(node.url, environment), cleanup, db.name, statements);
   } catch (err) {
     await node.stop(STOP_KILL_AFTER_MS);
     await cleanup();
@@ -218,6 +245,7 @@ export async function startDbos(): Promise<System> {
     name: 'dbos',
     database: db.name,
     processes: () => ({ dbos: [peer.pid!] }),
+    statementFiles: () => ({}),
     phase: (request, onCompleted) =>
       new Promise((res, rej) => {
         const onMessage = (m: { progress?: number; result?: PhaseResult; error?: string }) => {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { InvocationError } from '@ironflow/contracts';
-import { leasesSql, runsSql, ClaimFilter } from '@ironflow/store';
+import { leasesSql, runsSql, ClaimFilter, NewLease } from '@ironflow/store';
 import { ReportSystem } from './report-system';
 import { EngineResources } from './resources';
 import { SecretSystem } from './secret-system';
@@ -31,15 +31,23 @@ export class DispatchSystem {
       undeliverable.length = 0;
       // A frozen instance claims nothing (claimRuns checks the authority row): queued segments wait for the thaw.
       const runs = await runsSql.claimRuns(tx, filter, () => randomUUID());
-      const loaded: Segment[] = [];
-      for (const run of runs) {
-        const segment = await loadSegment(tx, run);
+      const claimed: Segment[] = [];
+      const leases: NewLease[] = [];
+      for (const one of runs) {
+        const segment = await loadSegment(tx, one);
+        const { run } = segment;
+        claimed.push(segment);
         // The execution's deadline: the function's timeout from now, on every transport (the capacity scanner enforces it).
         const deadlineAt = segment.definition ? tx.now + segment.definition.timeoutMs : null;
-        await leasesSql.insertLease(tx, run.id, run.executionSeq, holder, runsSql.laneOf(run.functionId, run.concurrencyKey), tx.now + this.r.config.leaseMs, deadlineAt);
+        leases.push({ runId: run.id, executionSeq: run.executionSeq, holder, lane: runsSql.laneOf(run.functionId, run.concurrencyKey), expiresAt: tx.now + this.r.config.leaseMs, deadlineAt });
+      }
+      // Every claimed execution's lease, in one statement on PostgreSQL, before any secret is resolved.
+      await leasesSql.insertLeases(tx, leases);
+      const loaded: Segment[] = [];
+      for (const segment of claimed) {
         const declared = segment.definition?.secrets ?? [];
         if (declared.length > 0) {
-          const resolved = await this.secrets.resolve(tx, run.project, run.env, declared);
+          const resolved = await this.secrets.resolve(tx, segment.run.project, segment.run.env, declared);
           if ('error' in resolved) {
             undeliverable.push({ segment, error: resolved.error });
             continue;

@@ -1,6 +1,6 @@
 import { FunctionDefinition, JobAssignment, PullCompletedStep, PushCompletedStep, PushRequest, WireEvent } from '@ironflow/contracts';
 import { jobIdOf } from '@ironflow/fencing';
-import { EventRecord, RunRecord, StepRecord, Tx, eventsSql, functionsSql, stepsSql } from '@ironflow/store';
+import { ClaimedRun, EventRecord, RunRecord, StepRecord, Tx, eventsSql, functionsSql, stepsSql } from '@ironflow/store';
 
 /** Everything a worker needs to execute one claimed segment. */
 export interface Segment {
@@ -32,10 +32,13 @@ export function toWireEvent(stored: EventRecord): WireEvent {
   };
 }
 
-export async function loadSegment(tx: Tx, run: RunRecord): Promise<Segment> {
-  const fn = await functionsSql.getFunction(tx, run.project, run.env, run.functionId);
-  const event = runEventOf(run, run.eventId ? await eventsSql.getEvent(tx, run.eventId) : null);
-  const steps = await stepsSql.listSteps(tx, run.id);
+/** A run's segment: from the rows its claim read (`segmentRows`, PostgreSQL), else read in `tx`. */
+export async function loadSegment(tx: Tx, claimed: ClaimedRun): Promise<Segment> {
+  const { segmentRows, ...run } = claimed;
+  const fn = segmentRows ? segmentRows.fn : await functionsSql.getFunction(tx, run.project, run.env, run.functionId);
+  const stored = segmentRows ? segmentRows.event : run.eventId ? await eventsSql.getEvent(tx, run.eventId) : null;
+  const event = runEventOf(run, stored);
+  const steps = segmentRows ? segmentRows.steps : await stepsSql.listSteps(tx, run.id);
   const nextSequence = steps.reduce((max, s) => Math.max(max, s.sequence + 1), 0);
   return { run, definition: fn?.definition ?? null, event, steps, nextSequence };
 }

@@ -5,6 +5,7 @@ import { StoreClock } from './clock';
 import { Dialect, toPositional } from './sql';
 import { Store, Tx, UnitOptions } from './tx';
 import { LockTimeoutError, isLockTimeout } from './lock-limit';
+import { PreparedStatementNames, isStalePreparedStatement } from './prepared-statements';
 import { InitialSchema1732900000000 } from './migrations/initial-schema';
 import { ConcurrencyLanes1733000000000 } from './migrations/concurrency-lanes';
 import { WaitingRunsIndex1733100000000 } from './migrations/waiting-runs-index';
@@ -133,6 +134,8 @@ class TypeormStore implements Store {
   /** TypeORM shares one connection on SQLite: units of work there run one at a time. */
   private readonly sqliteMutex = new Mutex();
   private resyncTimer?: NodeJS.Timeout;
+  /** PostgreSQL: the statement texts that run as named prepared statements (issue 11). */
+  readonly preparedStatements = new PreparedStatementNames();
 
   constructor(
     private readonly dataSource: DataSource,
@@ -179,6 +182,7 @@ class TypeormStore implements Store {
     // round trip when that statement is its lock limit; a unit that ran no statement sends neither
     // BEGIN nor COMMIT (issue 11). SQLite keeps TypeORM's transaction handling.
     const lazy: LazyBegin | undefined = transactional && this.dialect === 'postgres' ? { begun: false } : undefined;
+    let stale: unknown;
     try {
       if (transactional && !lazy) await runner.startTransaction();
       try {
@@ -190,13 +194,16 @@ class TypeormStore implements Store {
         }
         return result;
       } catch (err) {
+        if (this.dialect === 'postgres' && isStalePreparedStatement(err)) stale = err;
         if (lazy?.begun) await runner.query('ROLLBACK');
         else if (transactional && runner.isTransactionActive) await runner.rollbackTransaction();
         if (this.dialect === 'postgres' && isLockTimeout(err)) throw new LockTimeoutError(name, null, err);
         throw this.dialect === 'postgres' ? unstorableValue(err) ?? err : err;
       }
     } finally {
-      await runner.release();
+      // A connection whose prepared statement went stale is closed, not reused: the next one prepares afresh.
+      if (stale !== undefined) await (runner as QueryRunner & { releasePostgresConnection(err?: unknown): Promise<void> }).releasePostgresConnection(stale);
+      else await runner.release();
     }
   }
 
@@ -212,7 +219,10 @@ class TypeormStore implements Store {
     const execute = async <R>(sql: string, params: readonly unknown[] = []) => {
       await begin();
       const statement = dialect === 'sqlite' ? toPositional(sql, params) : { sql, params: [...params] };
-      const result = await runner.query(statement.sql, statement.params, true);
+      // A named statement goes through TypeORM as the `pg` query config `{ name, text }` (its values passed beside it).
+      const name = dialect === 'postgres' ? this.preparedStatements.nameOf(sql, params.length) : undefined;
+      const text = name === undefined ? statement.sql : ({ name, text: statement.sql } as unknown as string);
+      const result = await runner.query(text, statement.params, true);
       const rows = (Array.isArray(result.records) ? result.records : []) as R[];
       return { rows, affected: result.affected ?? rows.length };
     };

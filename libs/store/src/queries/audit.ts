@@ -22,9 +22,24 @@ export async function insertAudit(tx: Tx, row: AuditRow): Promise<void> {
   );
 }
 
-/** Inserts rows that arrived together in one multi-row statement; a second `run.created` row of a run is skipped, as in {@link insertAudit}. */
+/**
+ * Inserts rows that arrived together in one statement, in their order; a second `run.created` row
+ * of a run is skipped, as in {@link insertAudit}. On PostgreSQL the rows go as arrays, so the
+ * statement has one shape (and is prepared) whatever their number; SQLite takes a multi-row `VALUES`.
+ */
 export async function insertAuditRows(tx: Tx, rows: AuditRow[]): Promise<void> {
   if (rows.length === 0) return;
+  if (tx.dialect === 'postgres') {
+    await tx.execute(
+      `INSERT INTO audit_events (run_id, function_id, event_type, cause, data, ts)
+       SELECT run_id, function_id, event_type, cause, data, ts
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[]) WITH ORDINALITY AS r(run_id, function_id, event_type, cause, data, ts, n)
+       ORDER BY n ON CONFLICT DO NOTHING`,
+      [rows.map((r) => r.runId), rows.map((r) => r.functionId), rows.map((r) => r.eventType), rows.map((r) => r.cause ?? null),
+        rows.map((r) => toJson(r.data)), rows.map((r) => Math.min(r.ts ?? tx.now, tx.now))],
+    );
+    return;
+  }
   const params: unknown[] = [];
   const values = rows.map((row) => {
     params.push(row.runId, row.functionId, row.eventType, row.cause ?? null, toJson(row.data), Math.min(row.ts ?? tx.now, tx.now));
@@ -45,6 +60,15 @@ export type AuditFate = 'written' | 'given_up';
  */
 export async function settleAuditRequests(tx: Tx, requestIds: string[], fate: AuditFate): Promise<string[]> {
   if (requestIds.length === 0) return [];
+  if (tx.dialect === 'postgres') {
+    // One shape whatever the number of ids (prepared).
+    const rows = await tx.query<{ request_id: string }>(
+      `INSERT INTO audit_write_fates (request_id, fate, at) SELECT id, $1::text, $2::bigint FROM unnest($3::text[]) AS ids(id)
+       ON CONFLICT (request_id) DO NOTHING RETURNING request_id`,
+      [fate, tx.now, requestIds],
+    );
+    return rows.map((r) => String(r.request_id));
+  }
   const values = requestIds.map((_, i) => `($${i + 3}, $1, $2)`);
   const rows = await tx.query<{ request_id: string }>(
     `INSERT INTO audit_write_fates (request_id, fate, at) VALUES ${values.join(', ')} ON CONFLICT (request_id) DO NOTHING RETURNING request_id`,

@@ -14,6 +14,37 @@ export async function insertLease(tx: Tx, runId: string, executionSeq: number, h
   );
 }
 
+/** The lease of a claimed execution, as {@link insertLease} takes it. */
+export interface NewLease {
+  runId: string;
+  executionSeq: number;
+  holder: string;
+  lane: string;
+  expiresAt: number;
+  deadlineAt: number | null;
+}
+
+/**
+ * Inserts the leases of the executions one claim took, as {@link insertLease} inserts one: on
+ * PostgreSQL in one statement of fixed shape (arrays, so it is prepared whatever their number),
+ * on SQLite one statement each.
+ */
+export async function insertLeases(tx: Tx, leases: NewLease[]): Promise<void> {
+  if (leases.length === 0) return;
+  if (tx.dialect !== 'postgres') {
+    for (const l of leases) await insertLease(tx, l.runId, l.executionSeq, l.holder, l.lane, l.expiresAt, l.deadlineAt);
+    return;
+  }
+  await tx.execute(
+    `INSERT INTO leases (run_id, execution_seq, holder, lane, expires_at, deadline_at)
+     SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
+     ON CONFLICT (run_id) DO UPDATE SET execution_seq = excluded.execution_seq, holder = excluded.holder,
+       lane = excluded.lane, expires_at = excluded.expires_at, deadline_at = excluded.deadline_at`,
+    [leases.map((l) => l.runId), leases.map((l) => l.executionSeq), leases.map((l) => l.holder), leases.map((l) => l.lane),
+      leases.map((l) => l.expiresAt), leases.map((l) => l.deadlineAt)],
+  );
+}
+
 /** An execution whose deadline has passed while it still holds its lease. */
 export interface OverdueExecution {
   runId: string;

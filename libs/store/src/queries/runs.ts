@@ -1,5 +1,5 @@
 import { ExecutionMode, RunStatus } from '@ironflow/contracts';
-import { RunRecord, mapRun, toJson } from '../rows';
+import { EventRecord, FunctionRecord, RunRecord, StepRecord, mapEvent, mapFunction, mapRun, mapStep, toJson } from '../rows';
 import { placeholders } from '../sql';
 import { Tx } from '../tx';
 import { thawedForRun } from './authority';
@@ -99,15 +99,51 @@ export interface ClaimFilter {
   functionIds?: string[];
 }
 
+/** What a worker needs besides the run to execute its segment: the function, the run's event and its steps in order. */
+export interface SegmentRows {
+  fn: FunctionRecord | null;
+  event: EventRecord | null;
+  steps: StepRecord[];
+}
+
+/** A claimed run; on PostgreSQL with its segment's rows, read by the claim's own update (issue 11). */
+export interface ClaimedRun extends RunRecord {
+  segmentRows?: SegmentRows;
+}
+
+/**
+ * PostgreSQL: the columns a claim's `UPDATE … RETURNING *` adds to return the claimed run's
+ * segment in the same statement (the reads of {@link SegmentRows}, each as JSON).
+ */
+const SEGMENT_COLUMNS = `,
+       (SELECT row_to_json(f) FROM functions f WHERE f.project = runs.project AND f.env = runs.env AND f.id = runs.function_id) AS segment_function,
+       (SELECT row_to_json(e) FROM events e WHERE e.id = runs.event_id) AS segment_event,
+       (SELECT COALESCE(json_agg(s ORDER BY s.sequence, s.created_at), '[]'::json) FROM steps s WHERE s.run_id = runs.id) AS segment_steps`;
+
+function claimedRunOf(row: Record<string, unknown>): ClaimedRun {
+  const run: ClaimedRun = mapRun(row);
+  if ('segment_steps' in row) {
+    const fn = row.segment_function as Record<string, unknown> | null;
+    const event = row.segment_event as Record<string, unknown> | null;
+    run.segmentRows = {
+      fn: fn ? mapFunction(fn) : null,
+      event: event ? mapEvent(event) : null,
+      steps: (row.segment_steps as Record<string, unknown>[]).map(mapStep),
+    };
+  }
+  return run;
+}
+
 /**
  * Claims up to `limit` queued segments (DESIGN.md "The queue is the runs table"): runs in
  * `waiting_for_capacity` whose `available_at` has passed and that are not held for their
  * admission, oldest first, skipping rows another claimer holds. Each claimed run moves to `running` with `execution_seq` bumped and the given
  * new lease token; the caller inserts the lease rows in the same unit of work. A frozen instance
  * claims nothing: the candidates' read checks the authority row ({@link thawedForRun}), so no
- * freeze commits before this unit of work ends.
+ * freeze commits before this unit of work ends. On PostgreSQL each claimed run comes with its
+ * segment's rows (`segmentRows`), read by its claiming update.
  */
-export async function claimRuns(tx: Tx, filter: ClaimFilter, newToken: () => string): Promise<RunRecord[]> {
+export async function claimRuns(tx: Tx, filter: ClaimFilter, newToken: () => string): Promise<ClaimedRun[]> {
   const where = [`status = 'waiting_for_capacity'`, 'mode = $1', 'available_at <= $2', 'held = 0', thawedForRun(tx)];
   const params: unknown[] = [filter.mode, tx.now];
   if (filter.project !== undefined) { params.push(filter.project); where.push(`project = $${params.length}`); }
@@ -120,7 +156,7 @@ export async function claimRuns(tx: Tx, filter: ClaimFilter, newToken: () => str
   // Candidates are read (and locked) a batch of `limit` at a time; a further batch is read only
   // when a full lane skipped some, so a claimer locks about what it claims and concurrent
   // claimers are not starved, while a full lane does not hide the runs behind it.
-  const claimed: RunRecord[] = [];
+  const claimed: ClaimedRun[] = [];
   const taken = new Map<string, number>();
   type Candidate = { id: string; available_at: unknown; function_id: string; concurrency_key: string | null; concurrency_limit: unknown };
   let after: { availableAt: number; id: string } | null = null;
@@ -138,7 +174,7 @@ export async function claimRuns(tx: Tx, filter: ClaimFilter, newToken: () => str
     let skipped = 0;
     for (const candidate of candidates) {
       after = { availableAt: Number(candidate.available_at), id: candidate.id };
-      const claimedOne = await claimCandidate(tx, candidate, taken, newToken);
+      const claimedOne = await claimCandidate(tx, candidate, taken, newToken, undefined, tx.dialect === 'postgres');
       if (claimedOne) claimed.push(claimedOne);
       else skipped += 1;
     }
@@ -164,7 +200,8 @@ async function claimCandidate(
   taken: Map<string, number>,
   newToken: () => string,
   guard?: string,
-): Promise<RunRecord | null> {
+  withSegment = false,
+): Promise<ClaimedRun | null> {
   const { id } = candidate;
   if (candidate.concurrency_limit !== null && candidate.concurrency_limit !== undefined) {
     const lane = laneOf(candidate.function_id, candidate.concurrency_key);
@@ -177,10 +214,10 @@ async function claimCandidate(
   const rows = await tx.query(
     `UPDATE runs SET status = 'running', execution_seq = execution_seq + 1, lease_token = $2,
        version = version + 1, started_at = COALESCE(started_at, $3), updated_at = $3
-     WHERE id = $1 AND status = 'waiting_for_capacity'${guard ? ` AND ${guard}` : ''} RETURNING *`,
+     WHERE id = $1 AND status = 'waiting_for_capacity'${guard ? ` AND ${guard}` : ''} RETURNING *${withSegment ? SEGMENT_COLUMNS : ''}`,
     [id, newToken(), tx.now],
   );
-  return rows.length ? mapRun(rows[0]) : null;
+  return rows.length ? claimedRunOf(rows[0]) : null;
 }
 
 /** How many batches a claim reads past runs of full lanes before it gives up for this round. */

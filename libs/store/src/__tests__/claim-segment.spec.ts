@@ -1,0 +1,81 @@
+/**
+ * A claim reads its segment with its claiming update on PostgreSQL (issue 11): the rows it returns
+ * are exactly what the separate reads return (function, event, steps in order; no event for an
+ * invoked child; no function when it is gone). The claim's leases are written in one statement
+ * there, and one each on SQLite, with the same result.
+ */
+import { FunctionDefinition } from '@ironflow/contracts';
+import { STORES, TestStore, openTestStore } from '@ironflow/testing';
+import { ClaimedRun, NewLease, Tx, eventsSql, functionsSql, leasesSql, runsSql, stepsSql } from '@ironflow/store';
+
+const definition = (id: string): FunctionDefinition => ({
+  id,
+  name: id,
+  mode: 'pull',
+  triggers: [{ event: 'e' }],
+  retry: { maxAttempts: 3, initialDelayMs: 10, backoffFactor: 2, maxDelayMs: 100 },
+  timeoutMs: 5000,
+  cancelOn: [],
+  metadata: { owner: 'team' },
+});
+
+describe.each(STORES)('a claim and its segment [%s]', (dialect) => {
+  let db: TestStore;
+  beforeEach(async () => {
+    db = await openTestStore(dialect);
+  });
+  afterEach(() => db.dispose());
+
+  const newRun = (tx: Tx, id: string, functionId: string, eventId: string | null) =>
+    runsSql.insertRun(tx, { id, project: 'p', env: 'e', functionId, functionVersion: 1, mode: 'pull', eventId, maxAttempts: 3, input: { n: id } });
+
+  it('each claimed run carries the rows the separate reads return (PostgreSQL), or none to read (SQLite)', async () => {
+    await db.store.unitOfWork('setup', async (tx) => {
+      await functionsSql.upsertFunction(tx, 'p', 'e', definition('f'));
+      await eventsSql.insertEvent(tx, { id: 'ev1', project: 'p', env: 'e', name: 'e', data: { a: [1, 'x'] }, metadata: { m: true }, version: 2 });
+      await newRun(tx, 'r1', 'f', 'ev1');
+      await stepsSql.saveReportedSteps(tx, 'r1', [
+        { id: 's1', name: 'one', type: 'invoke', status: 'completed', output: { big: 2 ** 40, text: 'é' } },
+        { id: 's2', name: 'two', type: 'invoke', status: 'completed', output: null },
+        { id: 's3', name: 'three', type: 'invoke', status: 'completed' },
+      ], 0);
+      await newRun(tx, 'r2', 'f', null); // an invoked child: no stored event
+      await newRun(tx, 'r3', 'gone', null); // its function is gone
+    });
+    const claimed: ClaimedRun[] = await db.store.unitOfWork('claim', (tx) => runsSql.claimRuns(tx, { mode: 'pull', limit: 10 }, () => `token-${Math.random()}`));
+    expect(claimed.map((r) => [r.id, r.status, r.executionSeq])).toEqual([['r1', 'running', 1], ['r2', 'running', 1], ['r3', 'running', 1]]);
+    if (dialect === 'sqlite') {
+      expect(claimed.every((r) => r.segmentRows === undefined)).toBe(true);
+      return;
+    }
+    const separate = await db.store.read('reads', async (tx) => {
+      const out = [];
+      for (const r of claimed) {
+        out.push({
+          fn: await functionsSql.getFunction(tx, r.project, r.env, r.functionId),
+          event: r.eventId ? await eventsSql.getEvent(tx, r.eventId) : null,
+          steps: await stepsSql.listSteps(tx, r.id),
+        });
+      }
+      return out;
+    });
+    expect(claimed.map((r) => r.segmentRows)).toEqual(separate);
+    expect(separate[0].steps.map((s) => [s.stepId, s.output])).toEqual([['s1', { big: 2 ** 40, text: 'é' }], ['s2', null], ['s3', undefined]]);
+    expect(separate[0].event?.metadata).toEqual({ m: true });
+    expect(separate[1].event).toBeNull();
+    expect(separate[2].fn).toBeNull();
+  });
+
+  it('a claim’s leases are inserted together and replace an earlier lease of their run', async () => {
+    const lease = (runId: string, executionSeq: number, deadlineAt: number | null): NewLease => ({ runId, executionSeq, holder: 'h', lane: `f:${runId}`, expiresAt: 1000 + executionSeq, deadlineAt });
+    await db.store.unitOfWork('first', (tx) => leasesSql.insertLeases(tx, [lease('a', 1, null)]));
+    await db.store.unitOfWork('batch', (tx) => leasesSql.insertLeases(tx, [lease('a', 2, 5000), lease('b', 1, null), lease('c', 1, 7000)]));
+    await db.store.unitOfWork('none', (tx) => leasesSql.insertLeases(tx, []));
+    const rows = await db.store.read('leases', (tx) => tx.query<Record<string, unknown>>(`SELECT run_id, execution_seq, holder, lane, expires_at, deadline_at FROM leases ORDER BY run_id`));
+    expect(rows.map((r) => [r.run_id, Number(r.execution_seq), r.holder, r.lane, Number(r.expires_at), r.deadline_at === null ? null : Number(r.deadline_at)])).toEqual([
+      ['a', 2, 'h', 'f:a', 1002, 5000],
+      ['b', 1, 'h', 'f:b', 1001, null],
+      ['c', 1, 'h', 'f:c', 1001, 7000],
+    ]);
+  });
+});
