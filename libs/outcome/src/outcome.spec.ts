@@ -28,7 +28,8 @@ describe.each(STORES)('commitOutcome [%s]', (dialect) => {
   async function runningRun(parent?: { runId: string; stepId: string }): Promise<RunRecord> {
     const queued = await queuedRun(parent);
     return db.store.unitOfWork('test.claim', async (tx) => {
-      const [run] = await runsSql.claimRuns(tx, { mode: 'pull', limit: 1, functionIds: ['fn'] }, () => randomUUID());
+      // The run row alone: on PostgreSQL a claim also returns the segment's rows (`segmentRows`).
+      const [{ segmentRows: _segment, ...run }] = await runsSql.claimRuns(tx, { mode: 'pull', limit: 1, functionIds: ['fn'] }, () => randomUUID());
       expect(run.id).toBe(queued.id);
       await leasesSql.insertLease(tx, run.id, run.executionSeq, 'w1', 'fn:', tx.now + 30_000);
       return run;
