@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { EngineError, InvocationError, RUN_ERROR_CODES, RunError, StepResult, YieldInfo } from '@ironflow/contracts';
 import { ExecutionFence, ReportKind, judgeReport } from '@ironflow/fencing';
 import { commitOutcome } from '@ironflow/outcome';
-import { RunRecord, Tx, correlationsSql, functionsSql, leaseRecoverySql, leasesSql, runsSql, stepsSql } from '@ironflow/store';
+import { RunRecord, Tx, correlationsSql, unitWithLockLimit, functionsSql, leaseRecoverySql, leasesSql, runsSql, stepsSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { parseDurationMs } from './duration';
 import { OutcomeAnnouncer } from './outcome-announcer';
@@ -74,6 +74,10 @@ const reportedStepsSchema = z.array(
  * one unit of work that reads the run (locked on PostgreSQL), judges the fence, saves the reported
  * steps and moves the run. Throws `EngineError` `STALE_EXECUTION` / `RUN_NOT_RUNNING` (409),
  * `RUN_NOT_FOUND`, `VALIDATION_ERROR` or `PAYLOAD_TOO_LARGE`; a rejected report changes nothing.
+ * A lock wait past `lockLimitMs` on PostgreSQL (the run row held by another transaction) rolls the
+ * report back and throws `LockTimeoutError` (`UNAVAILABLE`, 503, retryable): the run keeps its
+ * execution and lease, so a report sent again lands, and one never sent again is recovered with
+ * the lease.
  * A repeated report of a committed outcome answers success and announces nothing. An accepted
  * `step.invoke` commits its child held; the child's admission follows off the report
  * (`InvokeAdmission`), and a repeated invoke report re-admits a child still pending.
@@ -138,7 +142,9 @@ export class ReportSystem {
     if (report.steps?.length && !this.stepRowsSkipped(report, options.owner)) await this.recordSteps(runId, fence, report);
     let result: ReportResult & { accepted?: AcceptedInvoke; retry?: RetryRecord };
     try {
-      result = await this.r.store.unitOfWork('applyReport', async (tx) => {
+      // Its lock waits end at `lockLimitMs` (PostgreSQL): a report on a row held longer changes nothing
+      // and is refused `UNAVAILABLE` (retryable); the worker sends it again, or lease recovery runs the segment again.
+      result = await unitWithLockLimit(this.r.store, 'applyReport', this.r.config.lockLimitMs, async (tx) => {
         const run = await runsSql.getRun(tx, runId, { lock: true });
         if (!run) throw new EngineError('RUN_NOT_FOUND', `run ${runId} does not exist`);
         const verdict = judgeReport(run, fence, report.kind as ReportKind);
