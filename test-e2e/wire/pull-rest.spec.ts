@@ -233,6 +233,52 @@ describe.each(WIRE_STORES)('wire: pull over REST (%s)', (store) => {
     expect([after.status, after.output, after.updatedAt]).toEqual(['running', undefined, before.updatedAt]);
   });
 
+  it('R2 refuses function_ids that are not registered functions, naming them, and registers nothing', async () => {
+    const { fnId } = await newWorker();
+    const other = workerId();
+    const res = await rest(engine.url, 'POST', `/api/v1/workers/${other}/register`, { worker_id: other, function_ids: [fnId, 'never-registered-fn'] });
+    expect([res.status, res.json?.code]).toEqual([400, 'VALIDATION_ERROR']);
+    expect(res.json.message).toContain('never-registered-fn');
+    expect(res.json.message).not.toContain(fnId);
+    const poll = await rest(engine.url, 'GET', `/api/v1/workers/${other}/jobs?available=1`);
+    expect([poll.status, poll.json?.code]).toEqual([404, 'WORKER_NOT_FOUND']);
+  });
+
+  it('R3, R5 and release refuse keys they do not name (400 VALIDATION_ERROR naming them) and change nothing', async () => {
+    const { event, worker } = await newWorker();
+    await trigger(event);
+    const job = await pollJob(worker);
+    const hb = await rest(engine.url, 'POST', `/api/v1/workers/${worker}/heartbeat`, { worker_id: worker, active_jobs: 1, jobs: [{ job_id: job.job_id, started_at: isoIn(0) }], lease_ms: 5 });
+    expect([hb.status, hb.json?.code]).toEqual([400, 'VALIDATION_ERROR']);
+    expect(hb.json.message).toContain('lease_ms');
+    const badAck = await rest(engine.url, 'PUT', `/api/v1/workers/${worker}/jobs/${job.job_id}/ack`, { run_id: job.run_id, ...fence(job), leaseToken: job.lease_token });
+    expect([badAck.status, badAck.json?.code]).toEqual([400, 'VALIDATION_ERROR']);
+    expect(badAck.json.message).toContain('leaseToken');
+    expect(is2xx((await ack(worker, job)).status)).toBe(true);
+    const badRelease = await rest(engine.url, 'PUT', `/api/v1/workers/${worker}/jobs/${job.job_id}/release`, { ...fence(job), reason: 'stopping' });
+    expect([badRelease.status, badRelease.json?.code]).toEqual([400, 'VALIDATION_ERROR']);
+    expect(badRelease.json.message).toContain('reason');
+    expect((await getRun(job.run_id)).status).toBe('running');
+  });
+
+  it('R6 refuses a key it does not name: a progress changes nothing, a fenced terminal report ends its attempt (REPORT_REJECTED)', async () => {
+    const { event, worker } = await newWorker();
+    const { runId } = await trigger(event);
+    const job = await pollJob(worker);
+    expect(is2xx((await ack(worker, job)).status)).toBe(true);
+    const progress = await update(worker, job, { status: 'progress', steps: [stepResult(runId, 'a', 1)], step_offset: 0, checkpoint: true, ...fence(job) });
+    expect([progress.status, progress.json?.code]).toEqual([400, 'VALIDATION_ERROR']);
+    expect(progress.json.message).toContain('checkpoint');
+    expect((await connect(engine.url, 'GetRunSteps', { id: runId })).json.steps).toEqual([]);
+    expect((await getRun(runId)).status).toBe('running');
+    const done = await update(worker, job, { status: 'completed', outptu: { typo: true }, steps: [], step_offset: 0, ...fence(job) });
+    expect([done.status, done.json?.code]).toEqual([400, 'VALIDATION_ERROR']);
+    expect(done.json.message).toContain('outptu');
+    const run = await getRun(runId);
+    expect(run.status).not.toBe('running');
+    expect(run.error).toMatchObject({ code: 'REPORT_REJECTED', retryable: true });
+  });
+
   it('R6 completed with the fence completes the run; the same report again answers 2xx with no effect', async () => {
     const { event, worker } = await newWorker();
     const { runId } = await trigger(event);

@@ -6,9 +6,10 @@ import { CliUsageError } from './print';
 export const DEV_SECURITY_HELP = `
 Security (environment variables):
   API keys          none until the first key is made: the server is OPEN (every caller may use every
-                    route; dev says so at start). Once a key exists, every client and worker route
-                    needs "Authorization: Bearer <key>" (401 UNAUTHENTICATED otherwise); the key
-                    decides the project and env of the call. Make keys with \`ironflow apikey create\`.
+                    route without a key; dev says so at start; a key sent is checked all the same,
+                    an unknown one is 401). Once a key exists, every client and worker route needs
+                    "Authorization: Bearer <key>" (401 UNAUTHENTICATED otherwise); the key decides
+                    the project and env of the call. Make keys with \`ironflow apikey create\`.
   IRONFLOW_REQUIRE_API_KEY=true   require keys even before the first one exists
   IRONFLOW_ADMIN_KEY=<32+ chars>  the bearer of \`ironflow apikey\` (key management); without it,
                                   anyone may make the first key while the server is open

@@ -194,6 +194,9 @@ describe('ironflow CLI', () => {
         expect(help).toContain('3  timed out');
         expect(help).toContain('1  error');
       }
+      // The program's help names every exit code a command has, run cancel's 4 included.
+      const top = (await cli(server.url, '--help')).out.join('\n');
+      expect(top).toContain('run cancel also 4');
     });
   });
 

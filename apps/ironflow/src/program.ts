@@ -56,7 +56,7 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
     .option('--server <url>', 'engine URL (default $IRONFLOW_SERVER_URL or http://localhost:9123)')
     .option('--env <name>', 'environment (X-Ironflow-Environment)')
     .option('--api-key <key>', 'API key sent as Authorization: Bearer (default $IRONFLOW_API_KEY)')
-    .addHelpText('after', '\nExit codes: 0 success, 1 error; emit --wait and invoke also 2 (run failed or cancelled) and 3 (timed out).');
+    .addHelpText('after', '\nExit codes: 0 success, 1 error; emit --wait and invoke also 2 (run failed or cancelled) and 3 (timed out); run cancel also 4 (the run had already completed or failed).');
   const client = (apiKey?: string): IronflowClient => {
     const o = program.opts<{ server?: string; env?: string; apiKey?: string }>();
     return createClient({ serverUrl: o.server, environment: o.env, apiKey: apiKey ?? o.apiKey });

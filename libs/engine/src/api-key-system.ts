@@ -53,7 +53,8 @@ function view(r: ApiKeyRecord): ApiKeyView {
  *
  * Keys are required once any key was ever created (the rows are shared by every service through
  * the store; revoking every key does not reopen the server) or when `requireApiKey` is set.
- * Until then the server is open: every call is project `default`, env from its header.
+ * Until then the server is open: a call without a key is project `default`, env from its header;
+ * a key sent is checked all the same (an unknown one is 401).
  *
  * Each process caches lookups for `cacheMs` (default 5 s): a revocation reaches the other
  * processes within that time (at once in the process that revoked).
@@ -117,18 +118,25 @@ export class ApiKeySystem {
 
   /**
    * The scope of a client or worker call from its `Authorization` and `X-Ironflow-Environment`
-   * headers. Open server: project `default`, env from the header (the key, if any, is ignored).
-   * Keys required: the key's project and env, with `apiKeyId`. Throws `UNAUTHENTICATED` (401)
-   * for a missing, malformed, unknown or revoked key, `PERMISSION_DENIED` (403) when the header
-   * names another env than the key's, `VALIDATION_ERROR` for an env name that cannot be one.
+   * headers. A call with a `Bearer` key: the key's project and env, with `apiKeyId`, whether or
+   * not keys are required yet (a key sent is never ignored: on an open server an unknown one is
+   * refused rather than taken as project `default`). A call without one: on an open server,
+   * project `default` and the header's env; else refused. Throws `UNAUTHENTICATED` (401) for a
+   * missing (keys required), malformed, unknown or revoked key, `PERMISSION_DENIED` (403) when the
+   * header names another env than the key's, `VALIDATION_ERROR` for an env name that cannot be one.
    */
   async authenticate(headers: { authorization?: string | null; environment?: string | null }): Promise<CallScope> {
     const requestedEnv = headers.environment?.trim() ? parseEnvironment(headers.environment) : undefined;
-    if (!(await this.mode()).required) return { project: 'default', env: requestedEnv ?? 'default' };
     const presented = bearerOf(headers.authorization);
-    if (!presented) throw new EngineError('UNAUTHENTICATED', 'an API key is required: send Authorization: Bearer <key>');
+    if (!presented) {
+      if (!(await this.mode()).required) return { project: 'default', env: requestedEnv ?? 'default' };
+      throw new EngineError('UNAUTHENTICATED', 'an API key is required: send Authorization: Bearer <key>');
+    }
     const record = await this.verify(presented);
-    if (!record) throw new EngineError('UNAUTHENTICATED', 'the API key is not valid');
+    if (!record) {
+      const open = !(await this.mode()).required;
+      throw new EngineError('UNAUTHENTICATED', open ? 'the API key is not valid: this server has no such key (it is open: send no key, or make one with `ironflow apikey create`)' : 'the API key is not valid');
+    }
     if (record.revokedAt !== null) throw new EngineError('UNAUTHENTICATED', `API key ${API_KEY_PREFIX}${record.id} was revoked`);
     if (requestedEnv !== undefined && requestedEnv !== record.env) {
       throw new EngineError('PERMISSION_DENIED', `API key ${API_KEY_PREFIX}${record.id} is for env ${JSON.stringify(record.env)}, not ${JSON.stringify(requestedEnv)}`);

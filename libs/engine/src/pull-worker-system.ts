@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { CallScope, EngineError, RUN_ERROR_CODES, parseEnvironment, JobAckBody, JobAssignment, JobUpdateBody, WorkerHeartbeatBody, WorkerRegisterBody, YieldInfo, isTerminalRunStatus } from '@ironflow/contracts';
 import { ExecutionFence, fenceMatches, parseJobId } from '@ironflow/fencing';
-import { leasesSql, runsSql, workersSql } from '@ironflow/store';
+import { functionsSql, leasesSql, runsSql, workersSql } from '@ironflow/store';
 import { DispatchSystem } from './dispatch-system';
 import { ReportResult, ReportSystem, SegmentReport } from './report-system';
 import { ReleaseSystem } from './release-system';
@@ -23,9 +23,15 @@ const registerSchema = z.object({
   version: z.object({ sdk: z.string().optional(), runtime: z.string().optional() }).optional(),
 }).strict();
 
+// R3 (3.3) is strict too: `worker_id`, `active_jobs` and `jobs[{job_id, started_at}]`, nothing else.
 const heartbeatSchema = z.object({
-  jobs: z.array(z.object({ job_id: z.string() }).passthrough()).default([]),
-}).passthrough();
+  worker_id: z.string().optional(),
+  active_jobs: z.number().optional(),
+  jobs: z.array(z.object({ job_id: z.string(), started_at: z.string().optional() }).strict()).default([]),
+}).strict();
+
+/** The keys of R5's body and of our release's (3.3): the job's fence, nothing else. */
+const FENCE_KEYS = ['run_id', 'execution_seq', 'lease_token'];
 
 /**
  * What makes a body a report at all: its status, offset and fence. The rest (steps, error,
@@ -41,6 +47,13 @@ const updateSchema = z.object({
 });
 
 /**
+ * The keys of R6's body (3.3): the ones the schema above reads, what `ReportSystem` reads
+ * (`output`, `error`, `yield`), `run_id` (checked against the job, see `fenceOf`) and ours,
+ * `sent_at`. Any other key is refused by name, never dropped.
+ */
+const UPDATE_KEYS = ['status', 'steps', 'step_offset', 'output', 'error', 'yield', 'execution_seq', 'lease_token', 'run_id', 'sent_at'];
+
+/**
  * Pull workers over REST (WIRE-PROTOCOL.md section 3): register (R2), heartbeat (R3), poll (R4),
  * ack (R5) and job updates (R6). Errors: `VALIDATION_ERROR` (400), `WORKER_NOT_FOUND` (404, the
  * worker re-registers), `STALE_EXECUTION` / `RUN_NOT_RUNNING` (409).
@@ -53,6 +66,13 @@ export class PullWorkerSystem {
     private readonly releases: ReleaseSystem,
   ) {}
 
+  /**
+   * R2: stores the worker and the functions it serves, in `scope`'s project and env (an open
+   * call's `labels.env` when its scope is the default env). Throws `VALIDATION_ERROR` for a key R2
+   * does not name, a `worker_id` other than the path's, or a function id not registered there
+   * (named; nothing is stored), `PERMISSION_DENIED` for a worker id of another project or a
+   * `labels.env` other than the key's.
+   */
   async register(scope: CallScope, workerId: string, body: WorkerRegisterBody): Promise<void> {
     checkWorkerId(workerId);
     refuseNulAnywhere('body', body);
@@ -66,18 +86,28 @@ export class PullWorkerSystem {
     if (scope.apiKeyId && envLabel && envLabel !== scope.env) {
       throw new EngineError('PERMISSION_DENIED', `labels.env ${JSON.stringify(envLabel)}: this API key is for env ${JSON.stringify(scope.env)}`);
     }
-    const taken = await this.r.store.unitOfWork('registerWorker', (tx) =>
-      workersSql.upsertWorker(tx, {
+    const env = scope.env !== 'default' || !envLabel ? scope.env : envLabel;
+    await this.r.store.unitOfWork('registerWorker', async (tx) => {
+      const taken = await workersSql.upsertWorker(tx, {
         id: workerId,
         project: scope.project,
-        env: scope.env !== 'default' || !envLabel ? scope.env : envLabel,
+        env,
         functionIds: parsed.data.function_ids,
         maxConcurrentJobs: parsed.data.max_concurrent_jobs,
         hostname: parsed.data.hostname ?? null,
         labels: parsed.data.labels,
-      }),
-    );
-    if (!taken) throw new EngineError('PERMISSION_DENIED', `worker id ${workerId} is registered in another project`);
+      });
+      if (!taken) throw new EngineError('PERMISSION_DENIED', `worker id ${workerId} is registered in another project`);
+      // A worker serves only registered functions (R1 precedes R2): an id it names that is not
+      // registered would be stored and never acted on, so it is refused by name (the unit rolls back).
+      const unregistered: string[] = [];
+      for (const id of new Set(parsed.data.function_ids)) {
+        if (!(await functionsSql.getFunction(tx, scope.project, env, id))) unregistered.push(id);
+      }
+      if (unregistered.length > 0) {
+        throw new EngineError('VALIDATION_ERROR', `function_ids: not registered in project ${JSON.stringify(scope.project)} env ${JSON.stringify(env)}: ${unregistered.join(', ')} (register each function first)`);
+      }
+    });
   }
 
   /**
@@ -131,6 +161,7 @@ export class PullWorkerSystem {
   async ack(workerId: string, jobId: string, body: JobAckBody): Promise<void> {
     checkWorkerId(workerId);
     const { runId, executionSeq } = parseJobId(jobId);
+    refuseUnknownKeys(body, FENCE_KEYS);
     const fence = fenceOf(body, { runId, executionSeq });
     await this.r.store.unitOfWork('ackJob', async (tx) => {
       const run = await runsSql.getRun(tx, runId);
@@ -187,6 +218,7 @@ export class PullWorkerSystem {
   async release(workerId: string, jobId: string, body: JobAckBody): Promise<void> {
     checkWorkerId(workerId);
     const { runId, executionSeq } = parseJobId(jobId);
+    refuseUnknownKeys(body, FENCE_KEYS);
     await this.releases.release(runId, executionSeq, workerId, fenceOf(body, { runId, executionSeq }), `worker ${workerId} released job ${jobId}`);
   }
 
@@ -197,8 +229,22 @@ export class PullWorkerSystem {
     const parsed = updateSchema.safeParse(body);
     if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
     const fence = fenceOf(body, { runId, executionSeq });
+    try {
+      refuseUnknownKeys(body, UPDATE_KEYS);
+    } catch (err) {
+      // A fenced terminal report refused fails its attempt, as one `ReportSystem` refuses does.
+      if (fence && body.status !== 'progress') await this.reports.failUnapplied(runId, fence, toReport(body), err as EngineError, workerId);
+      throw err;
+    }
     return this.reports.apply(runId, fence, toReport(body), workerId);
   }
+}
+
+/** Refuses, with `VALIDATION_ERROR` naming each, the keys of a JSON object body not in `known`. */
+function refuseUnknownKeys(body: unknown, known: readonly string[]): void {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return;
+  const unknown = Object.keys(body).filter((k) => !known.includes(k));
+  if (unknown.length > 0) throw new EngineError('VALIDATION_ERROR', `unknown field(s): ${unknown.join(', ')} (this route takes ${known.join(', ')})`);
 }
 
 /** A worker id names a subject token (WIRE-PROTOCOL.md 3.1); anything else (U+0000 included) is `VALIDATION_ERROR` on every route. */

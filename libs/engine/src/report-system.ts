@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { EngineError, InvocationError, RUN_ERROR_CODES, RunError, StepResult, YieldInfo } from '@ironflow/contracts';
 import { ExecutionFence, ReportKind, judgeReport } from '@ironflow/fencing';
 import { Outcome, commitOutcome } from '@ironflow/outcome';
-import { RunRecord, Tx, correlationsSql, functionsSql, leaseRecoverySql, leasesSql, runsSql, stepsSql } from '@ironflow/store';
+import { RunRecord, Tx, correlationsSql, functionsSql, leaseRecoverySql, leasesSql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { parseDurationMs } from './duration';
 import { OutcomeAnnouncer } from './outcome-announcer';
@@ -85,6 +85,10 @@ const reportedStepsSchema = z.array(
  * others arriving at once (`ApplyOptions.groupCommit`, `OutcomeGroupCommit`), and is applied so
  * only when that did not commit it. Throws `EngineError` `STALE_EXECUTION` / `RUN_NOT_RUNNING` (409),
  * `RUN_NOT_FOUND`, `VALIDATION_ERROR` or `PAYLOAD_TOO_LARGE`; a rejected report changes nothing.
+ * A lock wait past `lockLimitMs` on PostgreSQL (the run row held by another transaction) rolls the
+ * report back and throws `LockTimeoutError` (`UNAVAILABLE`, 503, retryable): the run keeps its
+ * execution and lease, so a report sent again lands, and one never sent again is recovered with
+ * the lease.
  * A repeated report of a committed outcome answers success and announces nothing. An accepted
  * `step.invoke` commits its child held; the child's admission follows off the report
  * (`InvokeAdmission`), and a repeated invoke report re-admits a child still pending.
@@ -154,7 +158,9 @@ export class ReportSystem {
     const grouped = options.groupCommit && fence && holder === undefined ? await this.commitGrouped(runId, fence, report) : null;
     let result: ReportResult & { accepted?: AcceptedInvoke; retry?: RetryRecord };
     try {
-      result = grouped ? { effect: 'outcome', run: grouped } : await this.r.store.unitOfWork('applyReport', async (tx) => {
+      // Its lock waits end at `lockLimitMs` (PostgreSQL): a report on a row held longer changes nothing
+      // and is refused `UNAVAILABLE` (retryable); the worker sends it again, or lease recovery runs the segment again.
+      result = grouped ? { effect: 'outcome', run: grouped } : await unitWithLockLimit(this.r.store, 'applyReport', this.r.config.lockLimitMs, async (tx) => {
         const run = await runsSql.getRun(tx, runId, { lock: true });
         if (!run) throw new EngineError('RUN_NOT_FOUND', `run ${runId} does not exist`);
         const verdict = judgeReport(run, fence, report.kind as ReportKind);

@@ -181,8 +181,8 @@ function unknownErrorToProto(error: unknown): MessageInitShape<typeof ErrorSchem
  * `triggers` and `cancel_on` are always passed (an empty list replaces the previous one).
  * `debounce.max_wait_ms` 0 means no cap. actor_key, secrets, recording, recording_retention,
  * change_reason and debounce are carried when given, so the engine refuses the ones it does not
- * act on by name. `recording: true` records the `all` profile; proto3 cannot tell `false`
- * from "not given", so it keeps the default here (the JSON route reads `false` from the body).
+ * act on by name. `recording` has explicit presence (our `optional`): `true` records the `all`
+ * profile, `false` `none`, absent the default.
  */
 export function registerFunctionInputFromProto(req: RegisterFunctionRequest): RegisterFunctionInput {
   const input: RegisterFunctionInput = {
@@ -217,7 +217,7 @@ export function registerFunctionInputFromProto(req: RegisterFunctionRequest): Re
   if (req.metadata) input.metadata = req.metadata;
   if (req.actorKey) input.actorKey = req.actorKey;
   if (req.secrets.length > 0) input.secrets = [...req.secrets];
-  if (req.recording) input.recording = true;
+  if (req.recording !== undefined) input.recording = req.recording;
   if (req.recordingRetention) input.recordingRetention = req.recordingRetention;
   if (req.changeReason) input.changeReason = req.changeReason;
   if (req.debounce) {

@@ -35,12 +35,11 @@ export interface ClientMethodDeps {
 }
 
 export interface ClientMethodBinding<M extends ClientMethodName, R> {
-  /** `raw`: the request body's JSON object as sent, on the JSON route only (absent over binary and gRPC). */
-  call(deps: ClientMethodDeps, scope: CallScope, req: MessageShape<Methods[M]['input']>, raw?: JsonObject): Promise<R>;
+  call(deps: ClientMethodDeps, scope: CallScope, req: MessageShape<Methods[M]['input']>): Promise<R>;
   toMessage(result: R): MessageInitShape<Methods[M]['output']>;
   /** Adjusts the protojson rendering of `toMessage(result)` for the Ironflow SDK, in place. */
   patchJson?(result: R, json: JsonObject): void;
-  /** The JSON layer refuses keys the request message does not have instead of dropping them (see `JsonBinding.strictFields`). */
+  /** Keys (JSON, see `JsonBinding.strictFields`) and fields (binary and gRPC, see `unknownFieldPaths`) the request message does not have are refused by name instead of dropped. */
   strictFields?: boolean;
 }
 
@@ -93,8 +92,7 @@ export const CLIENT_METHODS = {
   registerFunction: bind('registerFunction', {
     // Registration refuses every option it would not act on, on every route (README "Function options").
     strictFields: true,
-    // proto3 cannot tell `recording: false` (the `none` profile) from "not given"; the JSON body can.
-    call: (d, scope, req, raw) => d.api.registerFunction(scope, { ...registerFunctionInputFromProto(req), ...(raw?.recording === false ? { recording: false } : {}) }),
+    call: (d, scope, req) => d.api.registerFunction(scope, registerFunctionInputFromProto(req)),
     toMessage: (r) => ({ function: functionToProto(r.function), created: r.created }),
   }),
   trigger: bind('trigger', {

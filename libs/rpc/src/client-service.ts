@@ -1,8 +1,10 @@
 import { ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
-import { type CallScope, type ClientApi, isEngineError } from '@ironflow/contracts';
+import type { Message } from '@bufbuild/protobuf';
+import { type CallScope, type ClientApi, EngineError, isEngineError } from '@ironflow/contracts';
 import { callScope } from './call-auth';
 import { CLIENT_METHODS, type ClientMethodBinding, type ClientMethodName, defaultHealth } from './client-methods';
 import { toConnectError } from './errors';
+import { unknownFieldPaths } from './unknown-fields';
 import { IronflowService } from '@ironflow/contracts/proto';
 
 export interface ClientServiceOptions {
@@ -22,6 +24,8 @@ export interface ClientServiceOptions {
  * - Mapping: messages ↔ ClientApi shapes in `client-mapping.ts` (RunStatus enum ↔ lowercase
  *   contracts strings, Struct ↔ JSON objects, Timestamp ↔ ISO strings; proto3 zero values mean
  *   "not given"). Non-object user values are wrapped as `{ "value": v }` in Struct fields.
+ * - Strict requests: a binding with `strictFields` (RegisterFunction) refuses fields the schema
+ *   does not have, at any depth (`VALIDATION_ERROR` naming their numbers), as its JSON route does.
  * - Errors: `EngineError` → `ConnectError` with the code of `connectCodeOf` (404 → not_found,
  *   400/413 → invalid_argument, 409 → aborted/failed_precondition, 401 → unauthenticated), the
  *   engine code in the `ironflow-error-code` header/trailer and an `EngineErrorInfo` detail.
@@ -35,6 +39,12 @@ export function createIronflowServiceImpl(api: ClientApi, options: ClientService
     const binding = CLIENT_METHODS[name] as ClientMethodBinding<ClientMethodName, any>;
     impl[name] = async (req: never, ctx: HandlerContext) => {
       try {
+        // What a binary request carries that the schema does not have is refused by name where the
+        // JSON route refuses unknown keys (RegisterFunction), never dropped.
+        if (binding.strictFields) {
+          const unknown = unknownFieldPaths(IronflowService.method[name].input, req as Message);
+          if (unknown.length > 0) throw new EngineError('VALIDATION_ERROR', `unknown field(s), not options of this engine: ${unknown.join(', ')}`);
+        }
         const result = await binding.call(deps, callScope(ctx), req);
         return binding.toMessage(result);
       } catch (err) {

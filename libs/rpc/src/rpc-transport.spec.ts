@@ -5,6 +5,7 @@
  */
 import * as http from 'node:http';
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import { WireType } from '@bufbuild/protobuf/wire';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
@@ -548,6 +549,32 @@ describe('client RPC transport on one port', () => {
       expect(sync.results[0].status).toBe(v1.RunStatus.FAILED);
       expect(sync.results[0].durationMs).toBe(1234);
       expect(api.lastCall('triggerSync')?.input).toMatchObject({ timeoutMs: 50 });
+    });
+
+    it('RegisterFunction carries recording: false (the none profile), true, and left out neither, as binary protobuf', async () => {
+      for (const [recording, expected] of [[false, false], [true, true], [undefined, undefined]] as const) {
+        await connectClient().registerFunction({ id: 'rec', preferredMode: v1.ExecutionMode.PULL, ...(recording !== undefined ? { recording } : {}) });
+        expect((api.lastCall('registerFunction')?.input as { recording?: boolean }).recording).toBe(expected);
+      }
+    });
+
+    it('RegisterFunction refuses fields its schema does not have, at any depth, naming their numbers (VALIDATION_ERROR), and registers nothing', async () => {
+      const calls = api.calls.length;
+      const unknown = (no: number) => [{ no, wireType: WireType.Varint, data: new Uint8Array([1]) }];
+      const req = create(v1.RegisterFunctionRequestSchema, { id: 'orders', triggers: [create(v1.TriggerSchema, { event: 'order.placed' })], retry: { maxAttempts: 2 } });
+      req.$unknown = unknown(14);
+      req.triggers[0].$unknown = unknown(7);
+      req.retry!.$unknown = unknown(9);
+      const err = (await connectClient().registerFunction(req).catch((e) => e)) as ConnectError;
+      expect(err).toBeInstanceOf(ConnectError);
+      expect(err.code).toBe(Code.InvalidArgument);
+      expect(err.metadata.get(IRONFLOW_ERROR_CODE_HEADER)).toBe('VALIDATION_ERROR');
+      expect(err.rawMessage).toBe('unknown field(s), not options of this engine: #14, triggers.0.#7, retry.#9');
+      expect(api.calls.length).toBe(calls);
+      // Other RPCs read what they know and leave the rest (as over JSON).
+      const run = create(v1.GetRunRequestSchema, { id: 'run_missing' });
+      run.$unknown = unknown(9);
+      expect(((await connectClient().getRun(run).catch((e) => e)) as ConnectError).metadata.get(IRONFLOW_ERROR_CODE_HEADER)).toBe('RUN_NOT_FOUND');
     });
 
     it('an engine error arrives as a ConnectError with its code, our code and an EngineErrorInfo detail', async () => {

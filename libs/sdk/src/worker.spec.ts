@@ -394,6 +394,26 @@ describe('createWorker (REST pull)', () => {
     expect(updates(engine)).toEqual([]);
   });
 
+  it('a job whose checkpoint is refused 409 (its run cancelled, its execution recovered) is aborted without waiting for a heartbeat: no further step runs, no terminal update', async () => {
+    let aborted = false;
+    let ranB = false;
+    const fn = createFunction({ id: 'orders' }, async ({ step, signal }) => {
+      await step.run('a', () => 'A');
+      await new Promise<void>((resolve) => signal.addEventListener('abort', () => ((aborted = true), resolve())));
+      await step.run('b', () => ((ranB = true), 'B'));
+      return 'done';
+    });
+    engine = await startEngine({
+      polls: [{ status: 200, body: { jobs: [job({ execution_seq: 1, lease_token: 't' })] } }],
+      update: (req) => (req.body?.status === 'progress' ? { status: 409, body: { code: 'RUN_NOT_RUNNING', message: 'run run-1 is cancelled' } } : { status: 200, body: {} }),
+    });
+    const w = await start([fn], { checkpointIntervalMs: 10 });
+    await waitFor(() => aborted && activeJobs(w) === 0, 'the refused job to end');
+    expect(ranB).toBe(false);
+    expect(terminals(engine)).toEqual([]);
+    expect(updates(engine).map((r) => r.body?.status)).toEqual(['progress']);
+  });
+
   describe('final reports (retries, 413)', () => {
     it('retries a terminal update after a 5xx and a network error, 200 ms then 400 ms apart, and sends the same body each time', async () => {
       const fn = createFunction({ id: 'orders' }, async () => ({ ok: true }));

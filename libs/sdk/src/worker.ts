@@ -85,7 +85,8 @@ const WORKER_OPTION_KEYS: ReadonlySet<string> = new Set([
  *   stopped (`stop()`, or refused credentials; `drain()` waits for these retries). A 4xx is
  *   never retried: 413 is handled as below; 409 (stale execution or run no longer running), 400
  *   and any other 4xx drop the report with a log line (a refused progress update also turns
- *   checkpointing off for the job, as before). Retrying is safe:
+ *   checkpointing off for the job, as before; a progress update refused 409 also stops the job
+ *   like a heartbeat's `lost`: its `signal` aborts and it sends no report). Retrying is safe:
  *   the engine answers a repeated report of an outcome it already committed with success and no
  *   effect. The job keeps its slot (and stays in heartbeats) while it retries.
  * - A report refused with 413 (too large, e.g. a step output over the engine's 4 MiB payload
@@ -131,7 +132,7 @@ interface ActiveJob {
   job: JobAssignment;
   startedAt: string;
   abort: AbortController;
-  /** Released by `stop()`, or answered lost by a heartbeat: it sends no report. */
+  /** Released by `stop()`, or answered lost by a heartbeat or a checkpoint refused 409: it sends no report. */
   gone: boolean;
   /** Its terminal update is being sent: `stop()` lets that finish instead of releasing it. */
   reporting: boolean;
@@ -378,11 +379,20 @@ class PullWorker implements Worker {
     if (!Array.isArray(jobs)) return;
     for (const item of jobs as { job_id?: unknown; state?: unknown }[]) {
       const entry = typeof item?.job_id === 'string' && item.state === 'lost' ? this.active.get(item.job_id) : undefined;
-      if (!entry || entry.gone || entry.reporting) continue;
-      entry.gone = true;
-      entry.abort.abort();
-      this.log.warn('the engine no longer counts this job as ours; it is stopped without a report', { worker_id: this.workerId, job_id: item.job_id });
+      if (entry) this.stopLost(entry, 'a heartbeat answered it lost');
     }
+  }
+
+  /**
+   * Stops a job the engine no longer counts as this worker's live execution (cancelled, timed out,
+   * recovered, handed to another worker): its `signal` aborts, so no new step starts, and it sends
+   * no report (it would be stale). A job already sending its final report is left to finish it.
+   */
+  private stopLost(entry: ActiveJob, why: string): void {
+    if (entry.gone || entry.reporting) return;
+    entry.gone = true;
+    entry.abort.abort();
+    this.log.warn('the engine no longer counts this job as ours; it is stopped without a report', { worker_id: this.workerId, job_id: entry.job.job_id, reason: why });
   }
 
   /** R4 loop. Returns 'reregister' on 404, an error on 401/403, 'done' when stopped or draining. */
@@ -498,6 +508,9 @@ class PullWorker implements Worker {
         const res = await this.call('PUT', this.jobPath(job), body);
         if (res.status < 200 || res.status >= 300) this.log.warn('checkpoint refused', { ...fields, status: res.status });
         if (res.status === 413) progressTooLarge ??= describeTooLarge(body, res);
+        // 409 (STALE_EXECUTION, RUN_NOT_RUNNING): the execution is no longer live; learnt here
+        // instead of at the next heartbeat, so the handler starts no further step.
+        if (res.status === 409) this.stopLost(entry, `a checkpoint was refused: ${res.text.slice(0, 200)}`);
         return res.status;
       },
     });

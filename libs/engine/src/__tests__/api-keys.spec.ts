@@ -44,10 +44,14 @@ describe.each(STORES)('API keys [%s]', (dialect) => {
     await expect(t.engine.apiKeys.create({ env: 'a.b' })).rejects.toMatchObject({ code: 'VALIDATION_ERROR' });
   });
 
-  it('an open server (no key, no IRONFLOW_REQUIRE_API_KEY) takes every call as project default with the header env, ignoring a bearer; the admin key, when set, guards key creation', async () => {
+  it('an open server (no key, no IRONFLOW_REQUIRE_API_KEY) takes a call without a key as project default with the header env, and refuses a key it does not have (401, never ignored); the admin key, when set, guards key creation', async () => {
     expect(await t.engine.apiKeys.mode()).toEqual({ required: false, reason: 'open' });
     expect(await t.engine.apiKeys.authenticate({})).toEqual({ project: 'default', env: 'default' });
-    expect(await t.engine.apiKeys.authenticate({ ...bearer('whatever'), environment: 'staging' })).toEqual({ project: 'default', env: 'staging' });
+    expect(await t.engine.apiKeys.authenticate({ environment: 'staging' })).toEqual({ project: 'default', env: 'staging' });
+    for (const presented of ['whatever', `ifk_0123456789abcdef_${'A'.repeat(43)}`]) {
+      await expect(t.engine.apiKeys.authenticate({ ...bearer(presented), environment: 'staging' })).rejects.toMatchObject({ code: 'UNAUTHENTICATED', httpStatus: 401 });
+    }
+    expect(await t.engine.apiKeys.mode()).toEqual({ required: false, reason: 'open' });
     await expect(t.engine.apiKeys.authenticate({ environment: 'bad.env' })).rejects.toMatchObject({ code: 'VALIDATION_ERROR' });
     // Without an admin key, anyone may make the first key while the server is open; with one, only it.
     const noAdmin = await t.restart({ security: { auth: {} } });
@@ -76,6 +80,14 @@ describe.each(STORES)('API keys [%s]', (dialect) => {
     const other = await t.restart();
     expect(await other.apiKeys.authenticate(bearer(key))).toEqual(expected);
     await expect(other.apiKeys.authenticate({})).rejects.toMatchObject({ code: 'UNAUTHENTICATED' });
+  });
+
+  it('a process that still holds the server open in its cache takes a key made elsewhere as that key (its project and env), never as project default', async () => {
+    const cachedOpen = await t.restart({ security: { auth: { cacheMs: 60_000 } } });
+    expect(await cachedOpen.apiKeys.mode()).toEqual({ required: false, reason: 'open' });
+    const { key, apiKey } = await t.engine.apiKeys.create({ project: 'shop', env: 'prod' });
+    expect(await cachedOpen.apiKeys.authenticate(bearer(key))).toEqual({ project: 'shop', env: 'prod', apiKeyId: apiKey.id });
+    await expect(cachedOpen.apiKeys.authenticate({ ...bearer(key), environment: 'staging' })).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
   });
 
   it("a key's env is the call's: a header naming another env is PERMISSION_DENIED, and so is a worker whose labels.env names another", async () => {

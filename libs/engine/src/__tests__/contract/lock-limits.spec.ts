@@ -1,6 +1,6 @@
 import { subjects } from '@ironflow/bus';
 import { SCOPE, TestEngine, countStreamMessages, openTestEngine, waitFor, waitForAdmission } from '@ironflow/testing';
-import { fenced, pollAndAck, registerPull, registerWorker, stepId } from '../engine-kit.test';
+import { WORKER, fenced, pollAndAck, registerPull, registerWorker, stepId } from '../engine-kit.test';
 import { ADMISSION_TEST_CONFIG, ReportedInvoke, dispatchedUnclaimed, drainFollowUps, invocation, registerInvokeFunctions, reportInvoke, takeAllSlots } from './admission-kit';
 import { ParentWaiting, endChild, metricValue, parentWaitingOnChild, readRun, readStep, registerParentAndChild, testLocker } from './post-commit-kit';
 
@@ -177,6 +177,24 @@ describe('bounded lock waits [postgres]', () => {
     expect(await t.engine.api.cancelRun(SCOPE, other, 'stop')).toMatchObject({ status: 'cancelled' });
     await t.engine.api.trigger(SCOPE, { event: 'order.paid', data: { orderId: 'A' } });
     expect(await readStep(t, paid, stepId(paid, 'paid'))).toMatchObject({ status: 'completed' });
+  });
+
+  it('a worker report on a locked run row gives up at the lock limit with UNAVAILABLE (retryable), changes nothing, keeps the lease, and the same report lands once the row clears', async () => {
+    t = await openTestEngine('postgres', { lockLimitMs: LOCK_LIMIT_MS });
+    await registerPull(t, { id: 'flow', triggers: [{ event: 'order.placed' }] });
+    await registerWorker(t, ['flow']);
+    const { runIds: [runId] } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: {} });
+    const job = await pollAndAck(t);
+    const before = await readRun(t, runId);
+    await lockRun(runId);
+
+    const report = fenced(job, { status: 'completed', output: { shipped: true }, steps: [] });
+    await expect(t.engine.pull.update(WORKER, job.job_id, report)).rejects.toMatchObject({ name: 'LockTimeoutError', code: 'UNAVAILABLE', retryable: true });
+    expect(await readRun(t, runId)).toEqual(before);
+
+    await locks.release();
+    expect(await t.engine.pull.update(WORKER, job.job_id, report)).toMatchObject({ effect: 'outcome' });
+    expect(await readRun(t, runId)).toMatchObject({ status: 'completed', output: { shipped: true } });
   });
 
   it('TestReplayWaitEvent_StuckCorrelationDoesNotStopThePass: an event for a wait whose correlation row is locked still reaches its run (delivered by the trigger, which this engine has in place of a replay); the row stays open and a later event does nothing', async () => {
