@@ -2,7 +2,7 @@ import { runFields } from '@ironflow/observability';
 import { request } from 'undici';
 import { EngineError, PushResponse, RUN_ERROR_CODES, SIGNATURE_HEADER, signPushBody } from '@ironflow/contracts';
 import { ExecutionFence } from '@ironflow/fencing';
-import { leasesSql } from '@ironflow/store';
+import { isLockTimeout, leasesSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { DispatchSystem } from './dispatch-system';
 import { ReportSystem, SegmentReport } from './report-system';
@@ -11,6 +11,9 @@ import { EngineResources } from './resources';
 import { Segment, toPushRequest } from './segment-loader';
 import { DispatchAtOnce } from './dispatch-at-once';
 import { parseSentAt } from './sleep-clock';
+
+/** How many times a push answer is applied when its run row stays locked past the lock limit (each waits up to `lockLimitMs`). */
+export const PUSH_APPLY_ATTEMPTS = 5;
 
 /**
  * The push dispatcher (WIRE-PROTOCOL.md section 2): claims push segments, POSTs each to its
@@ -220,9 +223,27 @@ export class PushDispatcher implements DispatchAtOnce {
       // PAYLOAD_TOO_LARGE), so the run never waits for its lease to expire.
       // The segment's steps are the run's (nothing else writes a running run's steps), so its new
       // steps start at `nextSequence`: the report needs no read of the steps' last sequence.
-      await this.reports.apply(run.id, fence, { ...report, stepOffset: segment.nextSequence }, undefined, { owner: run, groupCommit: true });
+      await this.applyAnswer(segment, fence, { ...report, stepOffset: segment.nextSequence });
     } catch (err) {
       this.r.logger.warn('push report not applied', { ...runFields(run), error: String(err) });
+    }
+  }
+
+  /**
+   * Applies a push answer. A report refused because the run row stayed locked past `lockLimitMs`
+   * (`LockTimeoutError`: nothing changed) is applied again, up to {@link PUSH_APPLY_ATTEMPTS} times
+   * in all, while this dispatcher still refreshes the run's lease: the answer is ours, so its run
+   * does not wait for lease recovery because another transaction held its row a while.
+   */
+  private async applyAnswer(segment: Segment, fence: ExecutionFence, report: SegmentReport): Promise<void> {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        await this.reports.apply(segment.run.id, fence, report, undefined, { owner: segment.run, groupCommit: true });
+        return;
+      } catch (err) {
+        if (!isLockTimeout(err) || attempt >= PUSH_APPLY_ATTEMPTS || !this.running) throw err;
+        this.r.logger.warn('push report met a locked run row; applying it again', { ...runFields(segment.run), attempt });
+      }
     }
   }
 

@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import { AddressInfo } from 'node:net';
 import { subjects } from '@ironflow/bus';
 import { SCOPE, TestEngine, countStreamMessages, openTestEngine, waitFor, waitForAdmission } from '@ironflow/testing';
 import { WORKER, fenced, pollAndAck, registerPull, registerWorker, stepId } from '../engine-kit.test';
@@ -195,6 +197,36 @@ describe('bounded lock waits [postgres]', () => {
     await locks.release();
     expect(await t.engine.pull.update(WORKER, job.job_id, report)).toMatchObject({ effect: 'outcome' });
     expect(await readRun(t, runId)).toMatchObject({ status: 'completed', output: { shipped: true } });
+  });
+
+  it('a push answer that meets a locked run row is applied again once the row clears: the run completes without waiting for lease recovery', async () => {
+    const warnings: string[] = [];
+    const logger = { log: () => undefined, error: () => undefined, warn: (message: string) => void warnings.push(message) };
+    let release!: () => void;
+    const answered = new Promise<void>((resolve) => (release = resolve));
+    const server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => void answered.then(() => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'completed', result: { ok: 1 }, steps: [] }))));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      t = await openTestEngine('postgres', { lockLimitMs: LOCK_LIMIT_MS, dispatchPollMs: 20 }, { logger });
+      const { port } = server.address() as AddressInfo;
+      await t.engine.api.registerFunction(SCOPE, { id: 'pushed', mode: 'push', endpointUrl: `http://127.0.0.1:${port}/api/ironflow`, triggers: [{ event: 'push.started' }] });
+      const { runIds: [runId] } = await t.engine.api.trigger(SCOPE, { event: 'push.started', data: {} });
+      t.engine.start({ pushDispatch: true, scheduler: false });
+      await waitFor('the run claimed', async () => (await readRun(t, runId))?.status === 'running');
+      await lockRun(runId);
+      release();
+      await waitFor('the answer to meet the locked row', () => warnings.includes('push report met a locked run row; applying it again'));
+      expect((await readRun(t, runId))?.status).toBe('running');
+      await locks.release();
+      await waitFor('the run completed', async () => (await readRun(t, runId))?.status === 'completed');
+      expect(await readRun(t, runId)).toMatchObject({ status: 'completed', output: { ok: 1 }, recoveries: 0 });
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   it('TestReplayWaitEvent_StuckCorrelationDoesNotStopThePass: an event for a wait whose correlation row is locked still reaches its run (delivered by the trigger, which this engine has in place of a replay); the row stays open and a later event does nothing', async () => {
