@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { waitFor } from '@ironflow/testing';
 import { freePort } from '../support/service-processes';
 
 const ROOT = resolve(__dirname, '../..');
@@ -35,5 +36,20 @@ describe('order-fulfilment example against ironflow dev (separate process)', () 
     // `ironflow dev` without keys says at start that it is open.
     expect(out).toContain('API keys: none, so this server is OPEN');
     expect(existsSync(join(cwd, '.ironflow/dev.db'))).toBe(true);
+  }, 90_000);
+
+  it('stops its ironflow dev when it is sent SIGTERM mid-demo (the dev server is never left running)', async () => {
+    const port = await freePort();
+    const cwd = mkdtempSync(join(tmpdir(), 'ironflow-example-'));
+    const child = spawn(process.execPath, [DEMO, '--exit'], { cwd, env: { ...process.env, IRONFLOW_SERVER_URL: `http://127.0.0.1:${port}`, PUSH_PORT: '0' } });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (out += d));
+    const exited = new Promise<number | null>((res) => child.on('exit', res));
+    await waitFor('the demo to start its runs', () => out.includes('=== push'), 60_000);
+    child.kill('SIGTERM');
+    expect(await exited).toBe(143);
+    // The demo exits once its dev server has: nothing answers on the port any more.
+    await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
   }, 90_000);
 });

@@ -40,7 +40,6 @@ async function main(): Promise<void> {
   console.log(`\nIronflow dev keeps running at ${serverUrl} (Ctrl-C stops it); the runs UI is at ${serverUrl}/. Try:\n  ${cli} run list\n  ${cli} emit order.placed --data '{"orderId":"A-2000","customer":"you","items":[{"sku":"x","quantity":1,"unitPrice":5}]}' --wait`);
   const workerEnv = serverUrl === DEFAULT_SERVER_URL ? '' : `IRONFLOW_SERVER_URL=${serverUrl} `;
   console.log(`(the example workers have stopped: start one with \`${workerEnv}node dist/examples/order-fulfilment/src/pull-worker.js\`)`);
-  process.on('SIGINT', () => dev.kill('SIGINT'));
   dev.on('exit', () => process.exit(ok ? 0 : 1));
 }
 
@@ -77,10 +76,23 @@ async function isUp(client: IronflowClient): Promise<boolean> {
   }
 }
 
+/** A signal is stopping the demo and its dev server: a call the stop cuts short is not a failure to report. */
+let stopping = false;
+
 async function startDevServer(serverUrl: string): Promise<ChildProcess> {
   const port = new URL(serverUrl).port || '9123';
   const cli = resolve(__dirname, '../../../apps/ironflow/src/main.js');
   const child = spawn(process.execPath, [cli, 'dev', '--port', port], { stdio: ['ignore', 'inherit', 'inherit'] });
+  // The dev server is the demo's own child: it stops with the demo however the demo ends (an error,
+  // a SIGTERM or SIGINT sent to the demo alone), never left running behind it.
+  process.on('exit', () => child.kill('SIGTERM'));
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      stopping = true;
+      child.once('exit', () => process.exit(signal === 'SIGINT' ? 130 : 143));
+      child.kill(signal);
+    });
+  }
   const client = createClient({ serverUrl });
   const deadline = Date.now() + 20_000;
   while (!(await isUp(client))) {
@@ -92,6 +104,7 @@ async function startDevServer(serverUrl: string): Promise<ChildProcess> {
 }
 
 main().catch((err: unknown) => {
+  if (stopping) return; // the dev server's exit ends the demo (130 or 143)
   console.error(err instanceof Error ? err.stack ?? err.message : String(err));
   process.exit(1);
 });
