@@ -74,6 +74,8 @@ export class EngineRuntime {
         streamMaxMessageBytes: settings.streamMaxMessageBytes,
         pushAllowedHosts: settings.pushAllowedHosts,
         cronCatchUpMs: settings.cronCatchUpMs,
+        triggerForwardTimeoutMs: settings.triggerForwardTimeoutMs,
+        forwardedTriggerWaitMs: settings.forwardedTriggerWaitMs,
         ...(settings.signingKey ? { signingKey: settings.signingKey } : {}),
       },
     });

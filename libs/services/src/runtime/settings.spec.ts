@@ -75,3 +75,21 @@ describe('loadSettings: IRONFLOW_CLUSTER_ID', () => {
     }
   });
 });
+
+describe('loadSettings: the forwarded TriggerSync timers', () => {
+  it('default to the engine defaults: the gateway waits 2000 ms for a dispatcher, a dispatcher holds a trigger 1000 ms for a slot', () => {
+    expect(loadSettings({})).toMatchObject({ triggerForwardTimeoutMs: 2000, forwardedTriggerWaitMs: 1000 });
+  });
+
+  it('reads IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS and IRONFLOW_FORWARDED_TRIGGER_WAIT_MS (0: answer busy at once)', () => {
+    expect(loadSettings({ IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS: '5000', IRONFLOW_FORWARDED_TRIGGER_WAIT_MS: '0' })).toMatchObject({ triggerForwardTimeoutMs: 5000, forwardedTriggerWaitMs: 0 });
+  });
+
+  it('refuses at start a slot wait not below the gateway timeout, and values that are not whole ms, naming the variable', () => {
+    expect(() => loadSettings({ IRONFLOW_FORWARDED_TRIGGER_WAIT_MS: '2000' })).toThrow(/IRONFLOW_FORWARDED_TRIGGER_WAIT_MS: must be below IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS/);
+    expect(() => loadSettings({ IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS: '500' })).toThrow(/IRONFLOW_FORWARDED_TRIGGER_WAIT_MS/);
+    expect(() => loadSettings({ IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS: '0' })).toThrow(/IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS/);
+    expect(() => loadSettings({ IRONFLOW_FORWARDED_TRIGGER_WAIT_MS: '-1' })).toThrow(/IRONFLOW_FORWARDED_TRIGGER_WAIT_MS/);
+    expect(() => loadSettings({ IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS: '2s' })).toThrow(/IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS/);
+  });
+});

@@ -22,6 +22,8 @@ import { LOG_LEVELS, LogLevel } from '@ironflow/observability';
  * | IRONFLOW_MAX_PAYLOAD_BYTES | 4194304 |
  * | IRONFLOW_STREAM_MAX_MESSAGE_BYTES | 67108864 (largest message sent on a worker stream; a larger job assignment fails its attempt with PAYLOAD_TOO_LARGE) |
  * | IRONFLOW_CRON_CATCH_UP_MS | 10000 (a cron tick later than this is missed; missed ticks collapse into one run) |
+ * | IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS | 2000 (api-gateway: how long it waits for a dispatcher to answer a forwarded TriggerSync before it triggers itself) |
+ * | IRONFLOW_FORWARDED_TRIGGER_WAIT_MS | 1000 (dispatcher: how long a forwarded TriggerSync waits for a free push slot before it answers busy; 0: at once). Must be below IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS |
  * | NATS_URL (or IRONFLOW_NATS_URL) | none: the in-process bus (one process); `nats://…` for a cluster |
  * | IRONFLOW_LOG_LEVEL | info (trace, debug, info, warn, error, fatal, silent) |
  * | IRONFLOW_SHUTDOWN_TIMEOUT_MS | 30000: after SIGTERM the process exits within this, drained or not |
@@ -51,6 +53,8 @@ const schema = z.object({
   IRONFLOW_LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   IRONFLOW_SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).default(30_000),
   IRONFLOW_CRON_CATCH_UP_MS: z.coerce.number().int().min(0).default(10_000),
+  IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS: z.coerce.number().int().min(1).default(2000),
+  IRONFLOW_FORWARDED_TRIGGER_WAIT_MS: z.coerce.number().int().min(0).default(1000),
   IRONFLOW_NATS_URL: z.string().regex(/^nats:\/\//, 'NATS_URL (or IRONFLOW_NATS_URL) must start with nats://').optional(),
   IRONFLOW_SIGNING_KEY: z
     .string()
@@ -80,6 +84,11 @@ const schema = z.object({
     return entries;
   }).default(''),
   IRONFLOW_CLUSTER_ID: z.string().regex(CLUSTER_ID_PATTERN, "1-63 letters, digits, '_' or '-' (it stands in NATS subjects and stream names)").default(DEFAULT_CLUSTER_ID),
+}).refine((e) => e.IRONFLOW_FORWARDED_TRIGGER_WAIT_MS < e.IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS, {
+  // A dispatcher that holds a forwarded trigger past the gateway's wait answers nobody: the gateway
+  // has already triggered itself, and the run waits for a claim instead of the free slot.
+  path: ['IRONFLOW_FORWARDED_TRIGGER_WAIT_MS'],
+  message: 'must be below IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS (the gateway stops waiting for the dispatcher\'s answer then)',
 });
 
 export interface IronflowSettings {
@@ -97,6 +106,10 @@ export interface IronflowSettings {
   streamMaxMessageBytes: number;
   /** Cron: ticks at most this late all fire; a schedule further behind fires once (ms). */
   cronCatchUpMs: number;
+  /** api-gateway: how long it waits for a dispatcher's answer to a forwarded TriggerSync, ms (engine `triggerForwardTimeoutMs`). */
+  triggerForwardTimeoutMs: number;
+  /** Dispatcher: how long a forwarded TriggerSync waits for a push slot before answering busy, ms (engine `forwardedTriggerWaitMs`). */
+  forwardedTriggerWaitMs: number;
   /** NATS JetStream URL; without it the process uses the in-process bus. */
   natsUrl?: string;
   logLevel: LogLevel;
@@ -158,6 +171,8 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env, overrides: Pa
     logLevel: e.IRONFLOW_LOG_LEVEL,
     shutdownTimeoutMs: e.IRONFLOW_SHUTDOWN_TIMEOUT_MS,
     cronCatchUpMs: e.IRONFLOW_CRON_CATCH_UP_MS,
+    triggerForwardTimeoutMs: e.IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS,
+    forwardedTriggerWaitMs: e.IRONFLOW_FORWARDED_TRIGGER_WAIT_MS,
     ...(e.IRONFLOW_NATS_URL ? { natsUrl: e.IRONFLOW_NATS_URL } : {}),
     ...(e.IRONFLOW_SIGNING_KEY ? { signingKey: e.IRONFLOW_SIGNING_KEY } : {}),
     ...(e.IRONFLOW_SECRETS_KEY ? { secretsKey: e.IRONFLOW_SECRETS_KEY } : {}),
