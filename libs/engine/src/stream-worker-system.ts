@@ -1,3 +1,4 @@
+import { BusMessage, subjects } from '@ironflow/bus';
 import { CallScope, EngineError, JobAssignment, RUN_ERROR_CODES, WorkerRegisterBody } from '@ironflow/contracts';
 import { ExecutionFence, parseJobId } from '@ironflow/fencing';
 import { RunRecord, leasesSql, runsSql, workersSql } from '@ironflow/store';
@@ -202,6 +203,20 @@ export class StreamConnection {
   }
 
   /**
+   * The run `runId` was cancelled (a user cancel, a `cancel_on` match, a cancelled parent): the job
+   * of it this connection tracks, if any, is forgotten and the worker gets `cancel` (WIRE-PROTOCOL.md
+   * 4.3 `CancelJob`) now rather than at its next heartbeat; a late report of it is dropped as stale.
+   * Answers whether the connection held such a job (its room grew).
+   */
+  cancelRun(runId: string): boolean {
+    const jobId = this.jobOfRun.get(runId);
+    if (jobId === undefined) return false;
+    this.forget(jobId, 'run cancelled');
+    this.send({ kind: 'cancel', jobId, reason: `run ${runId} was cancelled` });
+    return true;
+  }
+
+  /**
    * A heartbeat (WIRE-PROTOCOL.md 4.7): refreshes the leases of the listed jobs in one unit of
    * work and answers `lease_refresh` with one state per listed segment:
    * - `refreshed`: the execution is live and its lease now runs `leaseMs` from the store's now.
@@ -319,6 +334,10 @@ export class StreamConnection {
  *   hints, on freed room and every `dispatchPollMs`.
  * - Reports go through `ReportSystem.apply(runId, fence, report)`; see
  *   {@link StreamConnection.report} for what is dropped as stale.
+ * - Cancels: while any stream is open, the system listens to the runs' `cancelled` run events
+ *   (`public.{env}.system.run.{id}.cancelled`, published by whichever node cancelled) and sends
+ *   `cancel` at once on the stream that holds a job of that run ({@link StreamConnection.cancelRun}).
+ *   The event is best effort: a lost one leaves the cancel to the worker's next heartbeat.
  * - `stop()` stops assigning, sends `shutdown` (drain `shutdownDrainMs`) to every stream and waits
  *   until their jobs are reported or the drain passes.
  */
@@ -504,8 +523,23 @@ export class StreamWorkerSystem {
 
   private startLoop(): void {
     if (this.loop || this.stopping) return;
-    this.unsubscribe = this.hints.onQueued('pull', () => this.wake());
+    const unsubscribeHints = this.hints.onQueued('pull', () => this.wake());
+    const cancels = this.r.bus.subscribe(subjects.runEvent('*', '*', 'cancelled'), (message) => this.cancelled(message));
+    this.unsubscribe = () => {
+      unsubscribeHints();
+      cancels.unsubscribe();
+    };
     this.loop = this.run();
+  }
+
+  /** A `cancelled` run event: the stream of its env holding a job of the run cancels it (see the class doc). */
+  private cancelled(message: BusMessage): void {
+    const runId = (message.data as { runId?: unknown } | null)?.runId;
+    if (typeof runId !== 'string') return;
+    const env = message.subject.split('.')[1];
+    for (const conn of this.connections) {
+      if (conn.env === env && conn.cancelRun(runId)) this.wake();
+    }
   }
 
   private async run(): Promise<void> {

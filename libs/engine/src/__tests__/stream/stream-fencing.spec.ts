@@ -148,4 +148,18 @@ describe.each(STORES)('stream fencing on %s', (dialect) => {
     expect(await engine.staleRejected()).toBe(staleBefore + 2);
     expect(await leaseExpiry(engine, runId)).toBeUndefined();
   });
+
+  it('a cancel on NATS reaches the stream at once: the worker gets cancel for its job without a heartbeat', async () => {
+    const fnId = uid('cancel-pushed');
+    const event = uid('cancel.pushed');
+    await engine.registerPullFunction(fnId, event);
+    const { raw } = connectWorker([fnId], 2);
+    await raw.next('registered');
+    const runId = await engine.trigger(event);
+    const job = await raw.next('job');
+    ack(raw, job);
+    await engine.server.runtime.engine.api.cancelRun(SCOPE, runId, 'stop it');
+    expect(await raw.next('cancel')).toMatchObject({ jobId: job.jobId, reason: `run ${runId} was cancelled` });
+    expect(raw.unread('leaseRefresh')).toEqual([]);
+  });
 });

@@ -5,7 +5,7 @@
  * expired, is answered `stale` with a `cancel` and revives nothing (item 9). The worker is a raw
  * `@grpc/grpc-js` client acting like the v0.29 worker.
  */
-import { STORES } from '@ironflow/testing';
+import { STORES, waitFor } from '@ironflow/testing';
 import { v1 } from '@ironflow/rpc';
 import { leaseExpiry, RawStreamWorker, SCOPE, startStreamEngine, StreamEngine, uid } from './stream-kit.test';
 
@@ -78,6 +78,31 @@ describe.each(STORES)('stream job lifecycle on %s', (dialect) => {
     } finally {
       first.close();
       second.close();
+    }
+  });
+
+  it('a user cancel reaches the stream at once (cancel, no heartbeat needed); the freed room takes the next job, and the late report is dropped as stale', async () => {
+    const fnId = uid('stream-cancel');
+    const event = uid('cancel.event');
+    await engine.registerPullFunction(fnId, event);
+    const workerId = uid('worker-stream');
+    const raw = new RawStreamWorker(engine.port);
+    try {
+      const { runId, job } = await ackedJob(raw, workerId, fnId, event);
+      const queued = await engine.trigger(event);
+      await engine.server.runtime.engine.api.cancelRun(SCOPE, runId, 'customer called');
+      const cancel = await raw.next('cancel');
+      expect(cancel).toMatchObject({ jobId: job.jobId, reason: `run ${runId} was cancelled` });
+      expect(raw.unread('leaseRefresh')).toEqual([]);
+      // The connection held one job (max 1): the cancel freed its room.
+      expect((await raw.next('job')).runId).toBe(queued);
+
+      const stale = await engine.staleRejected();
+      raw.send({ payload: { case: 'jobCompleted', value: { jobId: job.jobId, output: { late: true }, executionSeq: job.executionSeq, leaseToken: job.leaseToken } } });
+      await waitFor('the late report dropped as stale', async () => (await engine.staleRejected()) > stale);
+      expect(await engine.getRun(runId)).toMatchObject({ status: 'cancelled', error: { code: 'CANCELLED', message: 'customer called' } });
+    } finally {
+      raw.close();
     }
   });
 
