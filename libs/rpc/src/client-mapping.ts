@@ -207,7 +207,8 @@ export function registerFunctionInputFromProto(req: RegisterFunctionRequest): Re
       maxDelayMs: req.retry.maxDelayMs || DEFAULT_RETRY.maxDelayMs,
     };
   }
-  if (req.timeoutMs > 0) input.timeoutMs = req.timeoutMs;
+  // 0 is proto3's "not given"; any other value goes to the engine, which refuses a negative one as REST does.
+  if (req.timeoutMs !== 0) input.timeoutMs = req.timeoutMs;
   if (req.concurrency) {
     input.concurrency = {
       limit: req.concurrency.limit,
@@ -240,6 +241,16 @@ export function triggerInputFromProto(req: TriggerRequest | TriggerSyncRequest):
   if ('version' in req && req.version !== 0) input.version = req.version;
   if (req.metadata) input.metadata = req.metadata;
   return input;
+}
+
+/**
+ * The `timeout_ms` of a `TriggerSync` or `InvokeFunctionSync` request: 0 (proto3's "not given")
+ * is left out, so the engine waits its default (30000 ms); a positive value is the wait in ms.
+ * Throws `VALIDATION_ERROR` for a negative one, which would otherwise silently wait the default.
+ */
+export function syncTimeoutFromProto(timeoutMs: number): { timeoutMs?: number } {
+  if (timeoutMs < 0) throw new EngineError('VALIDATION_ERROR', `timeout_ms: a wait in ms, at least 1 (0 or absent for the default 30000); got ${timeoutMs}`);
+  return timeoutMs > 0 ? { timeoutMs } : {};
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import {
   runToProto,
   fromJsonText,
   stepToProto,
+  syncTimeoutFromProto,
   toJsonText,
   toJsonValue,
   toTimestamp,
@@ -107,7 +108,7 @@ export const CLIENT_METHODS = {
     call: (d, scope, req) =>
       d.api.triggerSync(scope, {
         ...triggerInputFromProto(req),
-        ...(req.timeoutMs > 0 ? { timeoutMs: req.timeoutMs } : {}),
+        ...syncTimeoutFromProto(req.timeoutMs),
       }),
     toMessage: (r) => ({ eventId: r.eventId, results: r.results.map(runResultToProto) }),
     patchJson: (r, json) => patchEach(r.results, asObjects(json.results), patchRunResultJson),
@@ -117,7 +118,7 @@ export const CLIENT_METHODS = {
       d.api.invokeFunctionSync(scope, {
         functionId: req.functionId,
         input: req.input ?? {},
-        ...(req.timeoutMs > 0 ? { timeoutMs: req.timeoutMs } : {}),
+        ...syncTimeoutFromProto(req.timeoutMs),
       }),
     toMessage: runResultToProto,
     patchJson: patchRunResultJson,

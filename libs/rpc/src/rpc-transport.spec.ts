@@ -310,6 +310,21 @@ describe('client RPC transport on one port', () => {
       expect('error' in ok.body.results[0]).toBe(false);
     });
 
+    it('a negative timeout_ms is refused, never waited as the default: TriggerSync and InvokeFunctionSync answer VALIDATION_ERROR, RegisterFunction hands it to the engine (which refuses it as REST does)', async () => {
+      await registerOrders();
+      for (const method of ['TriggerSync', 'InvokeFunctionSync']) {
+        const body = method === 'TriggerSync' ? { event: 'order.placed', data: {}, timeoutMs: -5 } : { functionId: 'orders', input: {}, timeout_ms: -5 };
+        const res = await post(method, body);
+        expect(res.status).toBe(400);
+        expect(res.body).toMatchObject({ code: 'invalid_argument', ironflowCode: 'VALIDATION_ERROR', message: expect.stringContaining('timeout_ms: a wait in ms, at least 1') });
+      }
+      expect(api.lastCall('triggerSync')).toBeUndefined();
+      expect(api.lastCall('invokeFunctionSync')).toBeUndefined();
+
+      await post('RegisterFunction', { id: 'negative', triggers: [{ event: 'x' }], timeoutMs: -5 });
+      expect(api.lastCall('registerFunction')?.input).toMatchObject({ id: 'negative', timeoutMs: -5 });
+    });
+
     it('TriggerSync always answers results, even when no run started', async () => {
       const res = await post('TriggerSync', { event: 'nobody.listens', data: {} });
       expect(res.status).toBe(200);
