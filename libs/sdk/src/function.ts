@@ -90,13 +90,48 @@ const CONFIG_KEYS: ReadonlySet<string> = new Set(['id', 'name', 'description', '
 /** The keys of {@link DebounceConfig} the registration sends (as `period_ms`, `key`, `max_wait_ms`). */
 const DEBOUNCE_KEYS: ReadonlySet<string> = new Set(['periodMs', 'key', 'maxWaitMs'] satisfies (keyof DebounceConfig)[]);
 
+/** Options the registration body copies as objects, and those it copies as lists of objects. */
+const OBJECT_OPTIONS = ['retry', 'concurrency', 'debounce', 'metadata'] as const;
+const LIST_OPTIONS = ['triggers', 'cancelOn'] as const;
+
+/** What each object or list option looks like, for the refusal's message. */
+const OBJECT_EXAMPLES: Record<(typeof OBJECT_OPTIONS)[number] | (typeof LIST_OPTIONS)[number], string> = {
+  retry: '{maxAttempts: 5}',
+  concurrency: '{limit: 2}',
+  debounce: '{periodMs: 5000}',
+  metadata: '{team: "payments"}',
+  triggers: '[{event: "order.placed"}]',
+  cancelOn: '[{event: "order.cancelled", match: "data.orderId"}]',
+};
+
+const isPlainObject = (value: unknown): boolean => typeof value === 'object' && value !== null && !Array.isArray(value);
+
 /**
  * Refuses (`VALIDATION_ERROR`, `function "<id>": unknown option(s), not options of this SDK: …`)
  * a key of `config`, or of its `debounce`, that {@link FunctionConfig} does not name (plus
  * `extraKeys`, e.g. `endpointUrl` for `client.registerFunction`): the registration bodies send
- * only the keys they know.
+ * only the keys they know. Also refuses (`function "<id>": retry: an object, e.g. {maxAttempts: 5}
+ * (got 5)`) an object option (`retry`, `concurrency`, `debounce`, `metadata`) that is not an
+ * object, and a list option (`triggers`, `cancelOn`, `secrets`) that is not a list of objects
+ * (of strings for `secrets`): the registration would send `retry: 5` as `{}`, registering the
+ * defaults in silence.
  */
 export function refuseUnknownConfigKeys(config: FunctionConfig, extraKeys: readonly string[] = []): void {
+  const invalid = (message: string) => new IronflowError(`function "${config.id}": ${message}`, { code: 'VALIDATION_ERROR' });
+  const got = (value: unknown) => (typeof value === 'function' ? 'a function' : JSON.stringify(value) ?? String(value));
+  for (const key of OBJECT_OPTIONS) {
+    if (config[key] !== undefined && !isPlainObject(config[key])) throw invalid(`${key}: an object, e.g. ${OBJECT_EXAMPLES[key]} (got ${got(config[key])})`);
+  }
+  for (const key of LIST_OPTIONS) {
+    const list = config[key] as unknown;
+    if (list === undefined) continue;
+    if (!Array.isArray(list)) throw invalid(`${key}: a list of objects, e.g. ${OBJECT_EXAMPLES[key]} (got ${got(list)})`);
+    const bad = list.findIndex((item) => !isPlainObject(item));
+    if (bad >= 0) throw invalid(`${key}.${bad}: an object, e.g. ${OBJECT_EXAMPLES[key]} (got ${got(list[bad])})`);
+  }
+  if (config.secrets !== undefined && !(Array.isArray(config.secrets) && config.secrets.every((name) => typeof name === 'string'))) {
+    throw invalid(`secrets: a list of secret names, e.g. ["STRIPE_KEY"] (got ${got(config.secrets)})`);
+  }
   const debounce = config.debounce && typeof config.debounce === 'object' ? Object.keys(config.debounce).filter((key) => !DEBOUNCE_KEYS.has(key)).map((key) => `debounce.${key}`) : [];
   const known = extraKeys.length > 0 ? new Set([...CONFIG_KEYS, ...extraKeys]) : CONFIG_KEYS;
   refuseUnknownOptions(`function "${config.id}"`, config, known, { nested: debounce });
@@ -128,7 +163,8 @@ const VALID_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
  * Returns an {@link IronflowFunction} to hand to `serve()`, `createWorker()` or
  * `client.registerFunction()`. Throws `IronflowError` (code `VALIDATION_ERROR`) when `config.id`
  * is empty or not a valid function id, when `handler` is not a function, when a numeric
- * option (`timeoutMs`, `stepTimeoutMs`) is not a positive finite number, or when `config` (or its
+ * option (`timeoutMs`, `stepTimeoutMs`) is not a positive finite number, when an object or list
+ * option has another shape (`retry: 5`; see {@link refuseUnknownConfigKeys}), or when `config` (or its
  * `debounce`) has a key {@link FunctionConfig} does not name (`unknown option(s), not options of
  * this SDK: retries, debounce.maxWait`): registration would drop it.
  */
