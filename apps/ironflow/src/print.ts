@@ -42,13 +42,14 @@ export class CliUsageError extends IronflowError {
 /**
  * The code and message the CLI shows for an error: for a refused call the engine's own code
  * (`engineCode`, e.g. `RUN_NOT_FOUND`) when the server sent one, else the Connect code
- * (`not_found`…); `UNREACHABLE` with a hint when the engine could not be reached at `serverUrl`;
+ * (`not_found`…); `UNREACHABLE` with a hint when the engine could not be reached at `serverUrl()`
+ * (read only then: a server URL that is not a URL is itself the error being described);
  * an SDK error's `code`; any other error's string `code` (the engine's `EngineError`, a
  * `SettingsError` of `dev`, Node's `EADDRINUSE`…); else `ERROR`.
  */
-export function describeError(err: unknown, serverUrl: string): { code: string; message: string } {
+export function describeError(err: unknown, serverUrl: () => string): { code: string; message: string } {
   if (err instanceof IronflowClientError && (err.code === 'NETWORK_ERROR' || err.code === 'UNREACHABLE')) {
-    return { code: 'UNREACHABLE', message: `cannot reach ${serverUrl} (is ironflow dev running? set --server or IRONFLOW_SERVER_URL)` };
+    return { code: 'UNREACHABLE', message: `cannot reach ${serverUrl()} (is ironflow dev running? set --server or IRONFLOW_SERVER_URL)` };
   }
   if (err instanceof IronflowClientError) return { code: err.engineCode ?? err.code, message: err.message };
   if (err instanceof IronflowError) return { code: err.code, message: err.message };

@@ -333,6 +333,17 @@ describe('ironflow CLI', () => {
       ]);
     });
 
+    it('a server URL that is not an http(s) URL (a scheme left out) is refused by name, not reported unreachable', async () => {
+      expect(await cli('localhost:9123', 'run', 'list')).toEqual({
+        code: 1,
+        out: [],
+        err: ['error [VALIDATION_ERROR]: serverUrl: "localhost:9123" is not an http:// or https:// URL (e.g. http://localhost:9123)'],
+      });
+      const json = await cli('notaurl', 'run', 'get', 'x', '--json');
+      expect(json.code).toBe(1);
+      expect(json.err.map((line) => JSON.parse(line))).toEqual([{ error: { code: 'VALIDATION_ERROR', message: 'serverUrl: "notaurl" is not an http:// or https:// URL (e.g. http://localhost:9123)' } }]);
+    });
+
     it('--data that is not JSON: "--data: not JSON: <reason>", nothing sent', async () => {
       expect(await cli(server.url, 'emit', 'x', '--data', '{bad')).toEqual({ code: 1, out: [], err: [`error [INVALID_ARGUMENT]: --data: not JSON: ${jsonParseError('{bad')}`] });
       const json = await cli(server.url, 'invoke', 'pay', '--data', 'nope', '--json');

@@ -71,7 +71,7 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
       } catch (err) {
         const command = args[args.length - 1] as Command;
         const asJson = command.opts<{ json?: boolean }>().json === true;
-        io.err(formatError(describeError(err, client().serverUrl), asJson));
+        io.err(formatError(describeError(err, () => client().serverUrl), asJson));
         state.exitCode = EXIT_CODES.error;
       }
     };
@@ -310,7 +310,7 @@ export async function runCli(argv: string[], io: CliIO = consoleIO): Promise<num
     await program.parseAsync(argv);
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode; // already written through configureOutput
-    io.err(formatError(describeError(err, createClient({ serverUrl: program.opts<{ server?: string }>().server }).serverUrl), json));
+    io.err(formatError(describeError(err, () => createClient({ serverUrl: program.opts<{ server?: string }>().server }).serverUrl), json));
     return EXIT_CODES.error;
   }
   return state.exitCode;

@@ -9,6 +9,21 @@ describe('unknown options are refused by name, not replaced by defaults', () => 
     expect(createClient({ serverUrl: 'http://10.0.0.1:9123', apiKey: 'k', environment: 'e', timeoutMs: 5 }).serverUrl).toBe('http://10.0.0.1:9123');
   });
 
+  it('a server URL without an http(s) scheme is refused, naming where it came from (else every call fails as unreachable)', () => {
+    const refused = (message: string) => expect.objectContaining({ code: 'VALIDATION_ERROR', message });
+    expect(() => createClient({ serverUrl: 'localhost:9123' })).toThrow(refused('serverUrl: "localhost:9123" is not an http:// or https:// URL (e.g. http://localhost:9123)'));
+    expect(() => createWorker({ serverUrl: 'ftp://engine', functions: [] })).toThrow(refused('serverUrl: "ftp://engine" is not an http:// or https:// URL (e.g. http://localhost:9123)'));
+    const saved = process.env.IRONFLOW_SERVER_URL;
+    process.env.IRONFLOW_SERVER_URL = 'engine:9123';
+    try {
+      expect(() => createClient()).toThrow(refused('IRONFLOW_SERVER_URL: "engine:9123" is not an http:// or https:// URL (e.g. http://localhost:9123)'));
+      expect(createClient({ serverUrl: 'https://engine.example/' }).serverUrl).toBe('https://engine.example');
+    } finally {
+      if (saved === undefined) delete process.env.IRONFLOW_SERVER_URL;
+      else process.env.IRONFLOW_SERVER_URL = saved;
+    }
+  });
+
   it('client calls refuse an option they would drop, before sending anything (emit with a misspelt idempotencyKey would emit twice)', async () => {
     const client = createClient({ serverUrl: 'http://127.0.0.1:9' });
     const refused = (what: string, key: string) => expect.objectContaining({ code: 'VALIDATION_ERROR', message: `${what}: unknown option(s), not options of this SDK: ${key}` });
