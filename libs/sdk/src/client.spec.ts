@@ -261,5 +261,10 @@ describe('createClient', () => {
 
     replies['GET /api/v1/events'] = () => ({ status: 400, body: { code: 'VALIDATION_ERROR', message: 'cursor: not a cursor this API returned' } });
     await expect(client().listEvents({ cursor: 'x' })).rejects.toMatchObject({ code: 'VALIDATION_ERROR', message: 'GET /api/v1/events: cursor: not a cursor this API returned' });
+
+    // resumeRun is a REST call like these: its errors name the route, as the others do.
+    replies['POST /api/v1/runs/resume'] = () => ({ status: 409, body: { code: 'RUN_NOT_RUNNING', message: 'run r-1 is completed' } });
+    await expect(client().resumeRun('r-1')).rejects.toMatchObject({ code: 'RUN_NOT_RUNNING', message: 'POST /api/v1/runs/resume: run r-1 is completed' });
+    expect(server.requests.at(-1)?.body).toEqual({ run_id: 'r-1', from_step: '' });
   });
 });

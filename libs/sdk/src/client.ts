@@ -437,14 +437,7 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
     },
 
     async resumeRun(runId, fromStep = '') {
-      let response;
-      try {
-        response = await sendRaw(`${serverUrl}/api/v1/runs/resume`, { method: 'POST', headers, body: { run_id: runId, from_step: fromStep }, timeoutMs });
-      } catch (err) {
-        throw networkError('resumeRun', err);
-      }
-      if (response.status < 200 || response.status >= 300) throw httpError('resumeRun', response);
-      return parseJson(response.text) as RunView;
+      return (await restCall('POST', '/api/v1/runs/resume', { run_id: runId, from_step: fromStep })) as unknown as RunView;
     },
 
     async getPausedState(runId) {
