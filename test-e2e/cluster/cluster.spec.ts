@@ -171,6 +171,32 @@ describe('cluster of separate service processes on PostgreSQL and NATS', () => {
     await expect(createClient({ serverUrl: gateway.url, environment: env }).listRuns()).rejects.toMatchObject({ status: 401, code: 'unauthenticated' });
     for (const s of services) expect((await fetch(`${s.url}/health`)).status).toBe(200);
   }, 60_000);
+
+  it('a cancel on the api-gateway reaches a stream worker on a dispatcher at once (CancelJob), not at its next heartbeat', async () => {
+    let started = false;
+    let abortReason: unknown;
+    const fn = createFunction({ id: 'e2e.cancel-me', mode: 'pull', triggers: [{ event: 'e2e.cancel-me' }] }, async ({ step, signal }) => {
+      await step.run('hold', () => new Promise<void>((resolve) => {
+        started = true;
+        signal.addEventListener('abort', () => {
+          abortReason = signal.reason ?? 'aborted';
+          resolve();
+        });
+      }));
+      return { held: true };
+    });
+    const client = createClient({ serverUrl: gateway.url, environment: env, apiKey });
+    await client.registerFunction(fn);
+    // Heartbeats 10 minutes apart: within the waits below only the pushed cancel can reach it.
+    const s = createWorker({ transport: 'stream', serverUrl: dispatcher2.url, environment: env, apiKey, functions: [fn], registerFunctions: false, heartbeatIntervalMs: 600_000, logger: quiet });
+    await s.start();
+    workers.push(s);
+    const [runId] = (await client.emit('e2e.cancel-me', {})).runIds;
+    await waitFor('the stream worker running the step', () => started, 30_000);
+    await client.cancelRun(runId, 'customer called');
+    await waitFor('the handler aborted by the cancel pushed on its stream', () => abortReason !== undefined, 30_000);
+    expect(await client.getRun(runId)).toMatchObject({ status: 'cancelled', error: { code: 'CANCELLED', message: 'customer called' } });
+  }, 90_000);
 });
 
 /** Push segments a dispatcher process claimed since it started, from its own /metrics. */
