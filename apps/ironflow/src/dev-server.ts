@@ -22,7 +22,7 @@ export async function runDevServer(o: { port?: number; db: string }): Promise<vo
   });
   const logger = createProcessLogger({ service: 'ironflow-dev', level: settings.logLevel, destination: 'stderr' });
   const started = Date.now();
-  const server = await startServer(settings, SERVICES, { logger });
+  const server = await startServer(settings, SERVICES, { logger, ...(o.port !== undefined ? { portSource: '--port' } : {}) });
   console.log(`Ironflow dev server ready at ${server.url} in ${Date.now() - started} ms (store ${redactDatabaseUrl(settings.databaseUrl)}); runs UI at ${server.url}/`);
   const auth = await server.runtime.engine.apiKeys.mode();
   console.log(

@@ -248,14 +248,14 @@ describe('ironflow CLI', () => {
       expect(full.out[0]).toContain(`→ ${text}`);
     });
 
-    it('dev that cannot start prints the error with its code (a port in use: SETTINGS_ERROR naming IRONFLOW_PORT)', async () => {
+    it('dev that cannot start prints the error with its code (a port in use: SETTINGS_ERROR naming the --port it was given)', async () => {
       const dir = mkdtempSync(join(tmpdir(), 'ironflow-dev-'));
       const saved = process.env.IRONFLOW_DATABASE_URL;
       delete process.env.IRONFLOW_DATABASE_URL;
       try {
         const res = await cli(server.url, 'dev', '--port', new URL(server.url).port, '--db', join(dir, 'dev.db'));
         expect(res.code).toBe(1);
-        expect(res.err).toEqual([expect.stringMatching(/^error \[SETTINGS_ERROR\]: IRONFLOW_PORT: cannot listen on .*: the port is in use$/)]);
+        expect(res.err).toEqual([expect.stringMatching(/^error \[SETTINGS_ERROR\]: --port: cannot listen on .*: the port is in use$/)]);
       } finally {
         if (saved !== undefined) process.env.IRONFLOW_DATABASE_URL = saved;
         rmSync(dir, { recursive: true, force: true });

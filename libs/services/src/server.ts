@@ -58,13 +58,15 @@ export interface RunningServer {
 export interface StartServerOptions {
   /** The process logger; default JSON lines on stdout at `settings.logLevel`, service `ironflow`. */
   logger?: ProcessLogger;
+  /** What the user set the port with, named in the error when it cannot be listened on; default `IRONFLOW_PORT` (`ironflow dev --port` passes `--port`). */
+  portSource?: string;
 }
 
 /**
  * Starts a process serving `services` over one shared core (DESIGN.md "Deployables"): one Nest
  * app, one port for REST, Connect JSON (HTTP/1.1) and gRPC / Connect binary (h2c). `ironflow dev`
  * passes all five. Throws {@link SettingsError} naming the variable when the store or NATS cannot
- * be opened or the port is taken.
+ * be opened or the port is taken (naming `options.portSource`).
  */
 export async function startServer(settings: IronflowSettings, services: readonly ServiceName[], options: StartServerOptions = {}): Promise<RunningServer> {
   const logger = options.logger ?? createProcessLogger({ service: 'ironflow', level: settings.logLevel });
@@ -113,7 +115,7 @@ export async function startServer(settings: IronflowSettings, services: readonly
     observeHttp1Requests(app.getHttpServer(), runtime.metrics);
     listener = await listenOnePort({ port: settings.port, host: settings.host, http1: app.getHttpServer(), http2Handler: observeHttp2Requests(http2Handler, runtime.metrics) }).catch((err: NodeJS.ErrnoException) => {
       throw err.code === 'EADDRINUSE' || err.code === 'EACCES'
-        ? new SettingsError(`IRONFLOW_PORT: cannot listen on ${settings.host}:${settings.port}: ${err.code === 'EADDRINUSE' ? 'the port is in use' : 'permission denied'}`)
+        ? new SettingsError(`${options.portSource ?? 'IRONFLOW_PORT'}: cannot listen on ${settings.host}:${settings.port}: ${err.code === 'EADDRINUSE' ? 'the port is in use' : 'permission denied'}`)
         : err;
     });
   } catch (err) {
