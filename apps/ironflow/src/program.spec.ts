@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FUNCTION_OPTIONS } from '@ironflow/engine';
@@ -349,6 +349,27 @@ describe('ironflow CLI', () => {
       const json = await cli(server.url, 'invoke', 'pay', '--data', 'nope', '--json');
       expect(json.err.map((line) => JSON.parse(line))).toEqual([{ error: { code: 'INVALID_ARGUMENT', message: `--data: not JSON: ${jsonParseError('nope')}` } }]);
       expect(server.requests).toEqual([]);
+    });
+
+    it('--data @path reads the JSON from a file (emit, invoke, publish); a file it cannot read is refused, nothing sent', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'ironflow-data-'));
+      try {
+        const big = { items: Array.from({ length: 50_000 }, (_, i) => `item-${i}`) }; // ~650 kB: past what a command line comfortably holds
+        writeFileSync(join(dir, 'order.json'), JSON.stringify(big));
+        writeFileSync(join(dir, 'msg.json'), '"A-7"\n');
+        replies.Trigger = () => ({ status: 200, body: { eventId: 'evt-1', runIds: ['run-3'] } });
+        replies['POST /ironflow.v1.PubSubService/Publish'] = () => ({ status: 200, body: { eventId: 'ev-1', sequence: '7', duplicate: false } });
+        expect((await cli(server.url, 'emit', 'order.placed', '--data', `@${join(dir, 'order.json')}`)).code).toBe(0);
+        expect(server.requests[0].body).toEqual({ event: 'order.placed', data: big });
+        expect((await cli(server.url, 'publish', 'orders.shipped', '--data', `@${join(dir, 'msg.json')}`)).code).toBe(0);
+        expect(server.requests[1].body).toEqual({ topic: 'orders.shipped', data: 'A-7' });
+        const missing = join(dir, 'none.json');
+        const res = await cli(server.url, 'invoke', 'pay', '--data', `@${missing}`);
+        expect(res).toEqual({ code: 1, out: [], err: [expect.stringMatching(new RegExp(`^error \\[INVALID_ARGUMENT\\]: --data @${missing.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: cannot read: ENOENT`))] });
+        expect(server.requests).toHaveLength(2);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     });
 
     it.each(['null', '42', '"text"', '[1,2]'])('--data %s (JSON, not an object) is refused: "--data: not a JSON object"', async (data) => {

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import ms from 'ms';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { createClient, IronflowClient, IronflowClientError, RunCancelledError, RunFailedError } from '@ironflow/sdk';
@@ -105,7 +106,7 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
     .command('emit')
     .description('emit an event, starting the runs whose triggers match it')
     .argument('<name>', 'event name, e.g. order.placed')
-    .option('--data <json>', 'event data, a JSON object (default {})')
+    .option('--data <json>', `event data, a JSON object (default {}); ${DATA_FROM_FILE_HELP}`)
     .option('--idempotency-key <key>', 'an event with a key already used starts nothing new')
     .option('--wait', 'print the event and run ids at once, then wait for the first run to finish and print its outcome')
     .option('--timeout <duration>', 'how long --wait waits: 30s, 5m, 1h or a number of ms', parseDurationOption, 30_000)
@@ -139,7 +140,7 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
     .command('invoke')
     .description('run one function directly and wait for its outcome')
     .argument('<function>', 'function id, e.g. payment.charge')
-    .option('--data <json>', 'the input, a JSON object (the run sees it as event.data; default {})')
+    .option('--data <json>', `the input, a JSON object (the run sees it as event.data; default {}); ${DATA_FROM_FILE_HELP}`)
     .option('--timeout <duration>', 'how long to wait: 30s, 5m, 1h or a number of ms', parseDurationOption, 30_000)
     .option('--json', 'print JSON')
     .addHelpText('after', WAIT_EXIT_CODES_HELP)
@@ -253,12 +254,12 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
     .command('publish')
     .description('publish a message to a developer topic (starts no run)')
     .argument('<topic>', 'dot-separated topic, e.g. orders.shipped')
-    .option('--data <json>', 'the message, any JSON value (default {})')
+    .option('--data <json>', `the message, any JSON value (default {}); ${DATA_FROM_FILE_HELP}`)
     .option('--idempotency-key <key>', 'a repeat within 2 minutes stores nothing')
     .option('--json', 'print JSON')
     .action(
       action(async (topic: string, o: { data?: string; idempotencyKey?: string; json?: boolean }) => {
-        const r = await client().publish(topic, o.data === undefined ? {} : parseJsonValue('--data', o.data), { idempotencyKey: o.idempotencyKey });
+        const r = await client().publish(topic, o.data === undefined ? {} : parseJsonValue('--data', dataText(o.data)), { idempotencyKey: o.idempotencyKey });
         if (o.json) io.out(JSON.stringify(r, null, 2));
         else io.out(`published ${r.eventId} to ${topic} (sequence ${r.sequence}${r.duplicate ? ', a duplicate: nothing stored' : ''})`);
       }),
@@ -316,14 +317,35 @@ export async function runCli(argv: string[], io: CliIO = consoleIO): Promise<num
   return state.exitCode;
 }
 
+/** How `--data` reads its JSON from a file or stdin (curl's convention), for the options' help. */
+const DATA_FROM_FILE_HELP = '@path reads it from a file, @- from stdin';
+
 /**
- * `--data`: absent → `{}`; else JSON text of an object. Throws {@link CliUsageError}
+ * The JSON text of a `--data` option: the option itself, or with `@path` the file's contents and
+ * with `@-` stdin's, whole (no JSON text starts with `@`, so nothing is ambiguous; a payload too long
+ * for a command line goes this way). Throws {@link CliUsageError} `--data @<path>: cannot read:
+ * <reason>` when the file cannot be read.
+ */
+function dataText(option: string): string {
+  if (!option.startsWith('@')) return option;
+  const path = option.slice(1);
+  try {
+    return readFileSync(path === '-' ? 0 : path, 'utf8');
+  } catch (err) {
+    throw new CliUsageError(`--data ${option}: cannot read: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * `--data`: absent → `{}`; else JSON text of an object, or `@path` / `@-` naming a file or stdin
+ * holding it (see {@link dataText}). Throws {@link CliUsageError}
  * `--data: not JSON: <reason>` for text that does not parse and `--data: not a JSON object: <text>`
  * for JSON that is not an object (`null`, numbers, strings, arrays: the engine keeps event data and
  * function input as objects).
  */
-export function parseData(text: string | undefined): Record<string, unknown> {
-  if (text === undefined) return {};
+export function parseData(option: string | undefined): Record<string, unknown> {
+  if (option === undefined) return {};
+  const text = dataText(option);
   let value: unknown;
   try {
     value = JSON.parse(text);
