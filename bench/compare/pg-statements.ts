@@ -41,13 +41,19 @@ function install(file: string): void {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const pg = require(require.resolve('pg', { paths: [process.cwd(), __dirname] })) as { Client: { prototype: { query: (...args: unknown[]) => unknown } } };
   const counts: StatementCounts = { total: 0, byText: {} };
+  // Each text's key, made once: the service's texts are few, and the counter is not to cost its CPU figures a regex per statement.
+  const keys = new Map<string, string>();
   let dirty = false;
   const original = pg.Client.prototype.query;
   pg.Client.prototype.query = function (this: unknown, ...args: unknown[]) {
     const first = args[0] as string | { text?: string } | undefined;
     const raw = typeof first === 'string' ? first : first?.text;
     if (raw !== undefined) {
-      const text = raw.replace(/\s+/g, ' ').trim().slice(0, 120);
+      let text = keys.get(raw);
+      if (text === undefined) {
+        text = raw.replace(/\s+/g, ' ').trim().slice(0, 120);
+        if (keys.size < 10_000) keys.set(raw, text);
+      }
       counts.total += 1;
       counts.byText[text] = (counts.byText[text] ?? 0) + 1;
       dirty = true;

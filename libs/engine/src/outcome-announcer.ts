@@ -22,9 +22,11 @@ export type OutcomeCause =
  * The follow-ups of a committed outcome (specification, "What follows a commit"), announced from
  * the committed row, never from a re-read, off the caller's path and in this order: the RESULTS
  * frame (msg-id `result-{runId}`; a failure is counted in
- * `ironflow_run_result_publish_failures_total` and the caller still sees success), the run event
- * (best effort: a failure is counted and kept in `dead_letters` without payload, a write that takes
- * a follow-up slot and keeps to its 5 s budget), then the audit row. The parent wake of a child starts at once, in its own follow-up.
+ * `ironflow_run_result_publish_failures_total` and the caller still sees success) and right behind
+ * it the run event (best effort: a failure is counted and kept in `dead_letters` without payload, a
+ * write that takes a follow-up slot and keeps to its 5 s budget), sent together without waiting
+ * for the frame's acknowledgement; then, once both are settled, the audit row. The parent wake of
+ * a child starts at once, in its own follow-up.
  */
 export class OutcomeAnnouncer {
   private wakeParent: (child: RunRecord) => Promise<void> = async () => undefined;
@@ -47,8 +49,9 @@ export class OutcomeAnnouncer {
     return new Promise<void>((resolve) => {
       this.r.followUps.track('announce', async () => {
         try {
-          await this.publishFrame(committed);
-          await this.publishRunEvent(committed);
+          // Both go out at once, the frame first (one connection keeps their order; NATS then sends
+          // them in one write), and the row waits for both; neither publish rejects.
+          await Promise.all([this.publishFrame(committed), this.publishRunEvent(committed)]);
           await this.r.audit.record({
             project: committed.project,
             env: committed.env,

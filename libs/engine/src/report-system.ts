@@ -197,11 +197,13 @@ export class ReportSystem {
       if (err instanceof EngineError) this.r.metrics.reportsRejected.inc({ code: err.code });
       throw err;
     }
-    await this.followUp(result, options);
+    // The step events start with the outcome's announce, so their publishes share its NATS write.
+    const followedUp = this.followUp(result, options);
+    this.announceSteps(result.run, result.effect === 'none' ? [] : report.steps ?? []);
+    await followedUp;
     if (result.effect === 'none' && report.kind === 'yielded' && report.yield?.type?.startsWith('invoke_function')) {
       this.admissions.afterRetriedYield(runId, report.yield.step_id);
     }
-    this.announceSteps(result.run, result.effect === 'none' ? [] : report.steps ?? []);
     return { effect: result.effect, run: result.run };
   }
 
