@@ -11,6 +11,7 @@
  *   node dist/bench/report-apply.js [--runs 2000] [--inflight 64]
  */
 import { SCOPE, TestEngine, openTestEngine } from '@ironflow/testing';
+import { DEFAULT_ENGINE_CONFIG } from '@ironflow/engine';
 import { ExecutionFence } from '@ironflow/fencing';
 import { Tx } from '@ironflow/store';
 import { DATABASE_URL, intArg } from './lib/common';
@@ -54,7 +55,7 @@ async function main(): Promise<void> {
   process.env.IRONFLOW_TEST_DATABASE_URL = DATABASE_URL;
   const runs = intArg('runs', 2000);
   const inflight = intArg('inflight', 64);
-  const t = await openTestEngine('postgres', { auditLingerMs: 100 }, { poolSize: 8 });
+  const t = await openTestEngine('postgres', { auditLingerMs: DEFAULT_ENGINE_CONFIG.auditLingerMs }, { poolSize: 8 });
   try {
     await t.engine.api.registerFunction(SCOPE, { id: 'pushed', mode: 'push', endpointUrl: 'http://127.0.0.1:9/api/ironflow', triggers: [{ event: 'push.started' }] });
     const units = new Map<string, number>();

@@ -6,7 +6,8 @@
  *   node dist/bench/compare/main.js [--quick] [--rounds 3] [--seconds 10] [--sequential 300] [--only cluster,single,dev,dbos]
  */
 import { loadavg } from 'node:os';
-import { flagArg, intArg, machineInfo, runBenchmark, sleep, stringArg, summarize, table, writeResults } from '../lib/common';
+import { Client } from 'pg';
+import { DATABASE_URL, flagArg, intArg, machineInfo, runBenchmark, sleep, stringArg, summarize, table, writeResults } from '../lib/common';
 import { progress } from '../lib/progress';
 import { PhaseResult } from './load';
 import { cpuDelta, cpuSnapshot } from './proc-stat';
@@ -42,6 +43,8 @@ interface RoundResult {
   writeTx?: { slices: number[]; idleSlicesPerSec: number[] };
   /** Rows inserted, updated or deleted on that database per sequential run, net of the idle rate; null on SQLite. */
   rowsPerRun: number | null;
+  /** The same by table (`pg_stat_user_tables`): inserted, updated and deleted rows per sequential run, the tables of at least 0.01 a run. */
+  rowsPerRunByTable?: Record<string, { ins: number; upd: number; del: number }>;
   /** Statements sent to PostgreSQL per sequential run by process role (`total` summed), net of the idle rate; null without counters. */
   statementsPerRun: Record<string, number> | null;
   /** The same by statement text (first 120 characters) for each role, the texts of at least 0.05 a run. */
@@ -118,6 +121,39 @@ async function dbCounters(database: string): Promise<{ tx: number; rows: number 
   return { tx: Number(rows[0]?.tx ?? 0), rows: Number(rows[0]?.rows ?? 0) };
 }
 
+type TableCounts = Record<string, { ins: number; upd: number; del: number }>;
+
+/** Rows inserted, updated and deleted per table of `database` (`pg_stat_user_tables`, schema-qualified). */
+async function tableCounters(database: string): Promise<TableCounts> {
+  const url = new URL(DATABASE_URL);
+  url.pathname = `/${database}`;
+  const client = new Client({ connectionString: url.toString() });
+  await client.connect();
+  try {
+    const rows = await client.query<{ t: string; ins: string; upd: string; del: string }>(
+      `SELECT schemaname || '.' || relname AS t, n_tup_ins AS ins, n_tup_upd AS upd, n_tup_del AS del FROM pg_stat_user_tables`,
+    );
+    return Object.fromEntries(rows.rows.map((r) => [r.t, { ins: Number(r.ins), upd: Number(r.upd), del: Number(r.del) }]));
+  } finally {
+    await client.end();
+  }
+}
+
+/** Per run and by table: the rows between `s1` and `s2` less the idle rate between `s0` and `s1`, the tables of at least 0.01 a run. */
+function tableRowsPerRun(s0: TableCounts, s1: TableCounts, s2: TableCounts, idleMs: number, busyMs: number, runs: number): TableCounts {
+  const scale = busyMs / Math.max(1, idleMs);
+  const zero = { ins: 0, upd: 0, del: 0 };
+  const out: TableCounts = {};
+  for (const [t, c2] of Object.entries(s2)) {
+    const c0 = s0[t] ?? zero;
+    const c1 = s1[t] ?? zero;
+    const per = (k: 'ins' | 'upd' | 'del') => r2((c2[k] - c1[k] - (c1[k] - c0[k]) * scale) / runs);
+    const row = { ins: per('ins'), upd: per('upd'), del: per('del') };
+    if (Math.abs(row.ins) + Math.abs(row.upd) + Math.abs(row.del) >= 0.01) out[t] = row;
+  }
+  return out;
+}
+
 /** The system's processes by role, `postgres` its database's backends (with `clientsOnly`, the client backends: no autovacuum). */
 async function processGroups(system: System, clientsOnly = false): Promise<Record<string, number[]>> {
   const groups = system.processes();
@@ -151,6 +187,7 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
   let rowWriteTxPerRun: number | null = null;
   let writeTx: RoundResult['writeTx'];
   let rowsPerRun: number | null = null;
+  let rowsPerRunByTable: TableCounts | undefined;
   let statements: ReturnType<typeof statementsPerRun> = null;
   let sequentialCpuMsPerRun: Record<string, number> | null = null;
   let idleTxPerSec: number | null = null;
@@ -168,12 +205,14 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
     try {
       await sleep(STATS_SETTLE_MS);
       const s0 = await dbCounters(system.database);
+      const tables0 = await tableCounters(system.database);
       const q0 = readAllStatements(system);
       const seqGroups = await processGroups(system, true);
       const c0 = cpuSnapshot(seqGroups);
       const t0 = Date.now();
       const idle = await counter.idleRate(BASELINE_MS / 1000, 1000);
       const s1 = await dbCounters(system.database);
+      const tables1 = await tableCounters(system.database);
       await sleep(2 * STATEMENT_FLUSH_MS);
       const q1 = readAllStatements(system);
       const c1 = cpuSnapshot(seqGroups);
@@ -185,6 +224,7 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
       const t2Cpu = Date.now();
       await sleep(STATS_SETTLE_MS);
       const s2 = await dbCounters(system.database);
+      const tables2 = await tableCounters(system.database);
       const q2 = readAllStatements(system);
       const t2 = Date.now();
       const runs = Math.max(1, seq.completed);
@@ -192,6 +232,7 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
       statements = statementsPerRun(q0, q1, q2, t1 - t0, t2 - t1, runs);
       txPerRun = r2((s2.tx - s1.tx - idleTx * (t2 - t1)) / runs);
       rowsPerRun = r2((s2.rows - s1.rows - idleRows * (t2 - t1)) / runs);
+      rowsPerRunByTable = tableRowsPerRun(tables0, tables1, tables2, t1 - t0, t2 - t1, runs);
       idleTxPerSec = r2(idleTx * 1000);
       writeTxPerRun = writes.perCall;
       rowWriteTxPerRun = r2((await counter.leftRowVersions(system.database, writes.from, writes.to)) / runs);
@@ -235,6 +276,7 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
     rowWriteTxPerRun,
     writeTx,
     rowsPerRun,
+    rowsPerRunByTable,
     statementsPerRun: statements?.perRun ?? null,
     sequentialCpuMsPerRun,
     statementTextsPerRun: statements?.texts,
@@ -362,6 +404,11 @@ async function main(): Promise<void> {
     console.log(`statements per sequential run, ${s}: ${Object.entries(statements).map(([k, v]) => `${k} ${fmt(v)}`).join(', ')}`);
   }
   if (flagArg('statements')) {
+    for (const r of results) {
+      if (!r.rowsPerRunByTable) continue;
+      console.log(`round ${r.round} ${r.system}, rows written per sequential run by table (inserted/updated/deleted):`);
+      for (const [t, c] of Object.entries(r.rowsPerRunByTable)) console.log(`  ${t}: ${c.ins}/${c.upd}/${c.del}`);
+    }
     for (const r of results) {
       for (const [role, texts] of Object.entries(r.statementTextsPerRun ?? {})) {
         console.log(`round ${r.round} ${r.system} ${role}, statements per sequential run by text:`);

@@ -239,7 +239,7 @@ export class Engine {
    * Stops the loops, drains push invocations in flight (up to `drainMs`, default 30000) while
    * stream workers get `shutdown` and drain (up to 25000 ms), then waits
    * for follow-ups (at least `followUpDrainMs`), so an outcome committed during shutdown is still
-   * announced; then stops the audit recorder (rows still waiting are dropped and counted, requests
+   * announced (background audit rows stop lingering as the drain begins); then stops the audit recorder (rows still waiting are dropped and counted, requests
    * running are answered within their budget). Sync calls (TriggerSync…) in flight answer by
    * `drainMs` (`UNAVAILABLE` naming their runs when these are still going) and new ones are
    * refused. Does not close the store or the bus: their owner does.
@@ -257,6 +257,8 @@ export class Engine {
     void this.api.syncWaits.idle().then(() => this.api.resultWaiters.close());
     this.stopped = true;
     this.stopping.abort();
+    // Rows lingering for company would only hold the follow-up drain back.
+    this.resources.audit.endLinger();
     const loopsStopped = Promise.all((this.loops ?? []).map((loop) => loop.stop()));
     clearTimeout(this.scanTimer);
     const started = Date.now();

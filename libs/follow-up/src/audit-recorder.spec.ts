@@ -97,6 +97,23 @@ describe('AuditRecorder', () => {
       expect(await Promise.all(all)).toEqual([true, true, true]);
     });
 
+    it('go at once when the linger ends (shutdown began), and later ones do not wait either', async () => {
+      const sink = new StuckSink();
+      const r = recorder(sink, { budgetMs: 5000, lingerMs: 1000, slots: 2 });
+      const lingering = r.record(row('run.created'), { background: true });
+      await jest.advanceTimersByTimeAsync(10);
+      expect(sink.pending).toHaveLength(0);
+      r.endLinger();
+      await jest.advanceTimersByTimeAsync(0);
+      expect(sink.pending.map((p) => p.rows.map((x) => x.eventType))).toEqual([['run.created']]);
+      const later = r.record(row(), { background: true });
+      await jest.advanceTimersByTimeAsync(0);
+      expect(sink.pending.map((p) => p.rows.map((x) => x.eventType))).toEqual([['run.created'], ['run.status_changed']]);
+      sink.pending.forEach((p) => p.resolve());
+      expect(await Promise.all([lingering, later])).toEqual([true, true]);
+      expect(drops).toEqual([]);
+    });
+
     it('are dropped and counted by stop like any waiting row, and nothing is sent after it', async () => {
       const sink = new StuckSink();
       const r = recorder(sink, { budgetMs: 5000, lingerMs: 100 });

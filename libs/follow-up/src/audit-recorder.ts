@@ -119,7 +119,7 @@ export class AuditRecorder {
   private readonly budgetMs: number;
   private readonly maxBatch: number;
   private readonly refreshMs: number;
-  private readonly lingerMs: number;
+  private lingerMs: number;
   /** Wakes `pump` when the earliest lingering row is due. */
   private lingerTimer?: NodeJS.Timeout;
   private lingerDue = Infinity;
@@ -176,6 +176,19 @@ export class AuditRecorder {
   /** Forgets a function's cached profile (its registration changed on this node). */
   forgetRecording(project: string, env: string, functionId: string): void {
     this.profiles.delete(key(project, env, functionId));
+  }
+
+  /**
+   * Shutdown has begun: the background rows waiting for company go now, and later ones go as
+   * soon as a slot is free (as with `lingerMs` 0), so a drain waits for no linger. Idempotent.
+   */
+  endLinger(): void {
+    this.lingerMs = 0;
+    for (const item of this.queue) if (item.kind === 'row') item.notBefore = 0;
+    clearTimeout(this.lingerTimer);
+    this.lingerTimer = undefined;
+    this.lingerDue = Infinity;
+    this.pump();
   }
 
   /** Writes and lookups running or waiting. */
