@@ -8,6 +8,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
+import { CLUSTER_ID_PATTERN } from '@ironflow/bus';
 import { helm, repoRoot } from '../support/helm';
 import { Manifest, byKind, parseManifests } from '../support/manifests';
 
@@ -186,6 +187,14 @@ describe('the Helm chart', () => {
       expect(deployment.spec.template.spec.terminationGracePeriodSeconds).toBe(8 + 60 + 10);
       expect(envOf(deployment).get('IRONFLOW_SHUTDOWN_TIMEOUT_MS').value).toBe('60000');
       expect(container(deployment).lifecycle.preStop.exec.command).toEqual(['sleep', '8']);
+    }
+  });
+
+  it('names the NATS namespace after a release name with dots, which a cluster id cannot hold, as "_" (release names have none)', async () => {
+    const manifests = parseManifests(await helm(['template', 'ironflow.prod', CHART]));
+    for (const deployment of byKind(manifests, 'Deployment').values()) {
+      expect(envOf(deployment).get('IRONFLOW_CLUSTER_ID').value).toBe('ironflow_prod');
+      expect(envOf(deployment).get('IRONFLOW_CLUSTER_ID').value).toMatch(CLUSTER_ID_PATTERN);
     }
   });
 
