@@ -133,9 +133,11 @@ describe('the Helm chart', () => {
       ]);
       const grpc = ingresses.get(`${RELEASE}-grpc`)!;
       expect(paths(grpc)).toEqual([['ironflow.local', '/ironflow.v1.WorkerService', `${RELEASE}-dispatcher`, 'http']]);
-      expect(grpc.metadata.annotations).toMatchObject({ 'nginx.ingress.kubernetes.io/backend-protocol': 'GRPC', 'nginx.ingress.kubernetes.io/proxy-read-timeout': '3600' });
+      // nginx counts all a worker sends on its stream as one request body: no cap there, else a
+      // long-lived stream is cut with 413; the rest: the services' body limit (4 MiB) + 1 MiB.
+      expect(grpc.metadata.annotations).toMatchObject({ 'nginx.ingress.kubernetes.io/backend-protocol': 'GRPC', 'nginx.ingress.kubernetes.io/proxy-read-timeout': '3600', 'nginx.ingress.kubernetes.io/proxy-body-size': '0' });
       expect(ingresses.get(RELEASE)!.metadata.annotations?.['nginx.ingress.kubernetes.io/backend-protocol']).toBeUndefined();
-      expect(ingresses.get(RELEASE)!.metadata.annotations).toMatchObject({ 'nginx.ingress.kubernetes.io/proxy-read-timeout': '3600' });
+      expect(ingresses.get(RELEASE)!.metadata.annotations).toMatchObject({ 'nginx.ingress.kubernetes.io/proxy-read-timeout': '3600', 'nginx.ingress.kubernetes.io/proxy-body-size': String(4 * 1024 * 1024 + 1024 * 1024) });
       const services = byKind(manifests, 'Service');
       for (const s of services.values()) expect(s.spec.ports).toEqual([{ name: 'http', port: 9123, targetPort: 'http', protocol: 'TCP', appProtocol: 'kubernetes.io/h2c' }]);
     });
@@ -188,6 +190,13 @@ describe('the Helm chart', () => {
       expect(envOf(deployment).get('IRONFLOW_SHUTDOWN_TIMEOUT_MS').value).toBe('60000');
       expect(container(deployment).lifecycle.preStop.exec.command).toEqual(['sleep', '8']);
     }
+  });
+
+  it('lets request bodies up to a raised IRONFLOW_MAX_PAYLOAD_BYTES (plus 1 MiB) through the ingress, so the service answers an oversized one with its coded error', async () => {
+    const manifests = await render('--set-string', 'settings.IRONFLOW_MAX_PAYLOAD_BYTES=16777216');
+    const ingresses = byKind(manifests, 'Ingress');
+    expect(ingresses.get(RELEASE)!.metadata.annotations['nginx.ingress.kubernetes.io/proxy-body-size']).toBe(String(16 * 1024 * 1024 + 1024 * 1024));
+    expect(ingresses.get(`${RELEASE}-grpc`)!.metadata.annotations['nginx.ingress.kubernetes.io/proxy-body-size']).toBe('0');
   });
 
   it('names the NATS namespace after a release name with dots, which a cluster id cannot hold, as "_" (release names have none)', async () => {

@@ -26,6 +26,11 @@ releases never get one id).
 {{- .Values.clusterId | default (.Release.Name | replace "." "_") -}}
 {{- end -}}
 
+{{/* The ingress's request body cap, bytes: IRONFLOW_MAX_PAYLOAD_BYTES (settings, else 4 MiB) + 1 MiB. */}}
+{{- define "ironflow.ingressBodyBytes" -}}
+{{- add (int64 (index .Values.settings "IRONFLOW_MAX_PAYLOAD_BYTES" | default "4194304")) 1048576 -}}
+{{- end -}}
+
 {{/* Seconds Kubernetes waits before SIGKILL: the preStop sleep, the shutdown cap, a margin. */}}
 {{- define "ironflow.terminationGracePeriodSeconds" -}}
 {{- $s := .Values.shutdown -}}
