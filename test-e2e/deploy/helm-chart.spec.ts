@@ -207,6 +207,15 @@ describe('the Helm chart', () => {
     }
   });
 
+  it('takes in `settings` exactly the variables the services read that the chart does not set itself', () => {
+    const read = [...readFileSync(join(repoRoot, 'libs/services/src/runtime/settings.ts'), 'utf8').matchAll(/^ {2}(IRONFLOW_[A-Z0-9_]+): z\./gm)].map((m) => m[1]);
+    expect(read).toContain('IRONFLOW_FORWARDED_TRIGGER_WAIT_MS');
+    // Credentials come from the Secret; the rest from their own values (natsUrl, clusterId, shutdown.timeoutMs) or the chart.
+    const chartOwned = ['IRONFLOW_DATABASE_URL', 'IRONFLOW_SIGNING_KEY', 'IRONFLOW_SECRETS_KEY', 'IRONFLOW_ADMIN_KEY', 'IRONFLOW_NATS_URL', 'IRONFLOW_CLUSTER_ID', 'IRONFLOW_PORT', 'IRONFLOW_NODE_ID', 'IRONFLOW_SHUTDOWN_TIMEOUT_MS'];
+    const schema = JSON.parse(readFileSync(join(repoRoot, CHART, 'values.schema.json'), 'utf8'));
+    expect([...schema.properties.settings.propertyNames.enum].sort()).toEqual(read.filter((name) => !chartOwned.includes(name)).sort());
+  });
+
   it.each([
     ['an unknown key', ['--set', 'replicas=3'], /Additional property replicas is not allowed/],
     ['a database URL as a plain setting', ['--set', 'settings.IRONFLOW_DATABASE_URL=postgres://u:p@h/db'], /settings: Property name of "IRONFLOW_DATABASE_URL"/],
@@ -214,6 +223,8 @@ describe('the Helm chart', () => {
     ['an admin key as a plain setting', ['--set', 'settings.IRONFLOW_ADMIN_KEY=an-admin-key-of-at-least-32-characters'], /settings: Property name of "IRONFLOW_ADMIN_KEY"/],
     ['an admin key under 32 characters', ['--set', 'secrets.create=true', '--set', 'secrets.databaseUrl=postgres://h/db', '--set', 'secrets.adminKey=short'], /secrets\.adminKey: Does not match pattern/],
     ['a signing key under 16 characters', ['--set', 'secrets.create=true', '--set', 'secrets.databaseUrl=postgres://h/db', '--set', 'secrets.signingKey=short'], /secrets\.signingKey: Does not match pattern/],
+    ['a setting the services do not read (a typo)', ['--set-string', 'settings.IRONFLOW_LEASE_MSS=90000'], /settings: Property name of "IRONFLOW_LEASE_MSS" does not match/],
+    ['a NATS URL as a plain setting (it would override natsUrl)', ['--set', 'settings.IRONFLOW_NATS_URL=nats://other:4222'], /settings: Property name of "IRONFLOW_NATS_URL" does not match/],
     ['a signing key as a plain setting', ['--set', 'settings.IRONFLOW_SIGNING_KEY=a-push-signing-key-of-32-characters'], /settings: Property name of "IRONFLOW_SIGNING_KEY"/],
     ['a cluster id with a dot', ['--set', 'clusterId=a.b'], /clusterId: Does not match pattern/],
     ['a NATS URL that is not nats://', ['--set', 'natsUrl=http://nats:4222'], /natsUrl: Does not match pattern/],
