@@ -106,6 +106,8 @@ describe('the Helm chart', () => {
         expect(deployment.spec.template.spec.terminationGracePeriodSeconds).toBeGreaterThan(Number(seconds) + capMs / 1000);
         expect(c.readinessProbe.httpGet).toEqual({ path: '/ready', port: 'http' });
         expect(c.livenessProbe.httpGet).toEqual({ path: '/health', port: 'http' });
+        // Migrations run before the process listens, one process at a time: liveness starts only once it answers.
+        expect(c.startupProbe).toEqual({ httpGet: { path: '/health', port: 'http' }, periodSeconds: 5, failureThreshold: 120 });
       }
     });
 
