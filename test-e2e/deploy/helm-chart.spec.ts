@@ -209,6 +209,23 @@ describe('the Helm chart', () => {
     }
   });
 
+  it('renders the README\'s `helm install` command as written (settings given with --set as numbers or booleans pass as text)', async () => {
+    const lines = readFileSync(join(repoRoot, 'README.md'), 'utf8').split('\n');
+    const first = lines.findIndex((l) => l.startsWith('helm install '));
+    let last = first;
+    while (lines[last].endsWith('\\')) last++;
+    const words = lines.slice(first, last + 1).map((l) => l.replace(/\\$/, '')).join(' ').match(/'[^']*'|\S+/g)!.map((w) => w.replace(/^'(.*)'$/, '$1'));
+    expect(words.slice(0, 2)).toEqual(['helm', 'install']);
+    expect(words).toContain('settings.IRONFLOW_REQUIRE_API_KEY=true');
+    const manifests = parseManifests(await helm(['template', ...words.slice(2)]));
+    for (const deployment of byKind(manifests, 'Deployment').values()) expect(envOf(deployment).get('IRONFLOW_REQUIRE_API_KEY').value).toBe('true');
+    const numbers = await render('-f', ALL_FEATURES, '--set', 'settings.IRONFLOW_POOL_SIZE=20');
+    for (const deployment of byKind(numbers, 'Deployment').values()) {
+      expect(envOf(deployment).get('IRONFLOW_POOL_SIZE').value).toBe('20');
+      expect(envOf(deployment).get('IRONFLOW_STREAM_MAX_MESSAGE_BYTES').value).toBe('67108864');
+    }
+  });
+
   it('takes in `settings` exactly the variables the services read that the chart does not set itself', () => {
     const read = [...readFileSync(join(repoRoot, 'libs/services/src/runtime/settings.ts'), 'utf8').matchAll(/^ {2}(IRONFLOW_[A-Z0-9_]+): z\./gm)].map((m) => m[1]);
     expect(read).toContain('IRONFLOW_FORWARDED_TRIGGER_WAIT_MS');
