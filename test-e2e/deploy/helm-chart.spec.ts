@@ -171,7 +171,8 @@ describe('the Helm chart', () => {
       }
       const monitor = byKind(manifests, 'ServiceMonitor').get(RELEASE)!;
       expect(monitor.metadata.labels).toMatchObject({ release: 'kube-prometheus-stack' });
-      expect(monitor.spec.endpoints).toEqual([{ port: 'http', path: '/metrics', interval: '30s' }]);
+      // The alerts group by cluster_id, so releases sharing one Prometheus alert apart.
+      expect(monitor.spec.endpoints).toEqual([{ port: 'http', path: '/metrics', interval: '30s', relabelings: [{ targetLabel: 'cluster_id', replacement: 'ironflow-prod' }] }]);
       for (const ing of byKind(manifests, 'Ingress').values()) expect(ing.spec.tls).toEqual([{ secretName: 'ironflow-tls', hosts: ['ironflow.example.com'] }]);
       for (const ing of byKind(manifests, 'Ingress').values()) expect(ing.metadata.annotations?.['nginx.ingress.kubernetes.io/proxy-read-timeout']).toBe('7200');
     });
