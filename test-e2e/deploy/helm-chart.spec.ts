@@ -8,6 +8,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
+import { CLUSTER_ID_PATTERN } from '@ironflow/bus';
 import { helm, repoRoot } from '../support/helm';
 import { Manifest, byKind, parseManifests } from '../support/manifests';
 
@@ -105,6 +106,8 @@ describe('the Helm chart', () => {
         expect(deployment.spec.template.spec.terminationGracePeriodSeconds).toBeGreaterThan(Number(seconds) + capMs / 1000);
         expect(c.readinessProbe.httpGet).toEqual({ path: '/ready', port: 'http' });
         expect(c.livenessProbe.httpGet).toEqual({ path: '/health', port: 'http' });
+        // Migrations run before the process listens, one process at a time: liveness starts only once it answers.
+        expect(c.startupProbe).toEqual({ httpGet: { path: '/health', port: 'http' }, periodSeconds: 5, failureThreshold: 120 });
       }
     });
 
@@ -132,9 +135,11 @@ describe('the Helm chart', () => {
       ]);
       const grpc = ingresses.get(`${RELEASE}-grpc`)!;
       expect(paths(grpc)).toEqual([['ironflow.local', '/ironflow.v1.WorkerService', `${RELEASE}-dispatcher`, 'http']]);
-      expect(grpc.metadata.annotations).toMatchObject({ 'nginx.ingress.kubernetes.io/backend-protocol': 'GRPC', 'nginx.ingress.kubernetes.io/proxy-read-timeout': '3600' });
+      // nginx counts all a worker sends on its stream as one request body: no cap there, else a
+      // long-lived stream is cut with 413; the rest: the services' body limit (4 MiB) + 1 MiB.
+      expect(grpc.metadata.annotations).toMatchObject({ 'nginx.ingress.kubernetes.io/backend-protocol': 'GRPC', 'nginx.ingress.kubernetes.io/proxy-read-timeout': '3600', 'nginx.ingress.kubernetes.io/proxy-body-size': '0' });
       expect(ingresses.get(RELEASE)!.metadata.annotations?.['nginx.ingress.kubernetes.io/backend-protocol']).toBeUndefined();
-      expect(ingresses.get(RELEASE)!.metadata.annotations).toMatchObject({ 'nginx.ingress.kubernetes.io/proxy-read-timeout': '3600' });
+      expect(ingresses.get(RELEASE)!.metadata.annotations).toMatchObject({ 'nginx.ingress.kubernetes.io/proxy-read-timeout': '3600', 'nginx.ingress.kubernetes.io/proxy-body-size': String(4 * 1024 * 1024 + 1024 * 1024) });
       const services = byKind(manifests, 'Service');
       for (const s of services.values()) expect(s.spec.ports).toEqual([{ name: 'http', port: 9123, targetPort: 'http', protocol: 'TCP', appProtocol: 'kubernetes.io/h2c' }]);
     });
@@ -166,7 +171,8 @@ describe('the Helm chart', () => {
       }
       const monitor = byKind(manifests, 'ServiceMonitor').get(RELEASE)!;
       expect(monitor.metadata.labels).toMatchObject({ release: 'kube-prometheus-stack' });
-      expect(monitor.spec.endpoints).toEqual([{ port: 'http', path: '/metrics', interval: '30s' }]);
+      // The alerts group by cluster_id, so releases sharing one Prometheus alert apart.
+      expect(monitor.spec.endpoints).toEqual([{ port: 'http', path: '/metrics', interval: '30s', relabelings: [{ targetLabel: 'cluster_id', replacement: 'ironflow-prod' }] }]);
       for (const ing of byKind(manifests, 'Ingress').values()) expect(ing.spec.tls).toEqual([{ secretName: 'ironflow-tls', hosts: ['ironflow.example.com'] }]);
       for (const ing of byKind(manifests, 'Ingress').values()) expect(ing.metadata.annotations?.['nginx.ingress.kubernetes.io/proxy-read-timeout']).toBe('7200');
     });
@@ -189,6 +195,47 @@ describe('the Helm chart', () => {
     }
   });
 
+  it('lets request bodies up to a raised IRONFLOW_MAX_PAYLOAD_BYTES (plus 1 MiB) through the ingress, so the service answers an oversized one with its coded error', async () => {
+    const manifests = await render('--set-string', 'settings.IRONFLOW_MAX_PAYLOAD_BYTES=16777216');
+    const ingresses = byKind(manifests, 'Ingress');
+    expect(ingresses.get(RELEASE)!.metadata.annotations['nginx.ingress.kubernetes.io/proxy-body-size']).toBe(String(16 * 1024 * 1024 + 1024 * 1024));
+    expect(ingresses.get(`${RELEASE}-grpc`)!.metadata.annotations['nginx.ingress.kubernetes.io/proxy-body-size']).toBe('0');
+  });
+
+  it('names the NATS namespace after a release name with dots, which a cluster id cannot hold, as "_" (release names have none)', async () => {
+    const manifests = parseManifests(await helm(['template', 'ironflow.prod', CHART]));
+    for (const deployment of byKind(manifests, 'Deployment').values()) {
+      expect(envOf(deployment).get('IRONFLOW_CLUSTER_ID').value).toBe('ironflow_prod');
+      expect(envOf(deployment).get('IRONFLOW_CLUSTER_ID').value).toMatch(CLUSTER_ID_PATTERN);
+    }
+  });
+
+  it('renders the README\'s `helm install` command as written (settings given with --set as numbers or booleans pass as text)', async () => {
+    const lines = readFileSync(join(repoRoot, 'README.md'), 'utf8').split('\n');
+    const first = lines.findIndex((l) => l.startsWith('helm install '));
+    let last = first;
+    while (lines[last].endsWith('\\')) last++;
+    const words = lines.slice(first, last + 1).map((l) => l.replace(/\\$/, '')).join(' ').match(/'[^']*'|\S+/g)!.map((w) => w.replace(/^'(.*)'$/, '$1'));
+    expect(words.slice(0, 2)).toEqual(['helm', 'install']);
+    expect(words).toContain('settings.IRONFLOW_REQUIRE_API_KEY=true');
+    const manifests = parseManifests(await helm(['template', ...words.slice(2)]));
+    for (const deployment of byKind(manifests, 'Deployment').values()) expect(envOf(deployment).get('IRONFLOW_REQUIRE_API_KEY').value).toBe('true');
+    const numbers = await render('-f', ALL_FEATURES, '--set', 'settings.IRONFLOW_POOL_SIZE=20');
+    for (const deployment of byKind(numbers, 'Deployment').values()) {
+      expect(envOf(deployment).get('IRONFLOW_POOL_SIZE').value).toBe('20');
+      expect(envOf(deployment).get('IRONFLOW_STREAM_MAX_MESSAGE_BYTES').value).toBe('67108864');
+    }
+  });
+
+  it('takes in `settings` exactly the variables the services read that the chart does not set itself', () => {
+    const read = [...readFileSync(join(repoRoot, 'libs/services/src/runtime/settings.ts'), 'utf8').matchAll(/^ {2}(IRONFLOW_[A-Z0-9_]+): z\b/gm)].map((m) => m[1]);
+    expect(read).toContain('IRONFLOW_FORWARDED_TRIGGER_WAIT_MS');
+    // Credentials come from the Secret; the rest from their own values (natsUrl, clusterId, shutdown.timeoutMs) or the chart.
+    const chartOwned = ['IRONFLOW_DATABASE_URL', 'IRONFLOW_SIGNING_KEY', 'IRONFLOW_SECRETS_KEY', 'IRONFLOW_ADMIN_KEY', 'IRONFLOW_NATS_URL', 'IRONFLOW_CLUSTER_ID', 'IRONFLOW_PORT', 'IRONFLOW_NODE_ID', 'IRONFLOW_SHUTDOWN_TIMEOUT_MS'];
+    const schema = JSON.parse(readFileSync(join(repoRoot, CHART, 'values.schema.json'), 'utf8'));
+    expect([...schema.properties.settings.propertyNames.enum].sort()).toEqual(read.filter((name) => !chartOwned.includes(name)).sort());
+  });
+
   it.each([
     ['an unknown key', ['--set', 'replicas=3'], /Additional property replicas is not allowed/],
     ['a database URL as a plain setting', ['--set', 'settings.IRONFLOW_DATABASE_URL=postgres://u:p@h/db'], /settings: Property name of "IRONFLOW_DATABASE_URL"/],
@@ -196,6 +243,8 @@ describe('the Helm chart', () => {
     ['an admin key as a plain setting', ['--set', 'settings.IRONFLOW_ADMIN_KEY=an-admin-key-of-at-least-32-characters'], /settings: Property name of "IRONFLOW_ADMIN_KEY"/],
     ['an admin key under 32 characters', ['--set', 'secrets.create=true', '--set', 'secrets.databaseUrl=postgres://h/db', '--set', 'secrets.adminKey=short'], /secrets\.adminKey: Does not match pattern/],
     ['a signing key under 16 characters', ['--set', 'secrets.create=true', '--set', 'secrets.databaseUrl=postgres://h/db', '--set', 'secrets.signingKey=short'], /secrets\.signingKey: Does not match pattern/],
+    ['a setting the services do not read (a typo)', ['--set-string', 'settings.IRONFLOW_LEASE_MSS=90000'], /settings: Property name of "IRONFLOW_LEASE_MSS" does not match/],
+    ['a NATS URL as a plain setting (it would override natsUrl)', ['--set', 'settings.IRONFLOW_NATS_URL=nats://other:4222'], /settings: Property name of "IRONFLOW_NATS_URL" does not match/],
     ['a signing key as a plain setting', ['--set', 'settings.IRONFLOW_SIGNING_KEY=a-push-signing-key-of-32-characters'], /settings: Property name of "IRONFLOW_SIGNING_KEY"/],
     ['a cluster id with a dot', ['--set', 'clusterId=a.b'], /clusterId: Does not match pattern/],
     ['a NATS URL that is not nats://', ['--set', 'natsUrl=http://nats:4222'], /natsUrl: Does not match pattern/],

@@ -62,11 +62,13 @@ describe('Prometheus alert rules', () => {
     expect(metricsIn(rules.get('IronflowResultFramesLost')!.expr)).toEqual(['ironflow_run_result_publish_failures_total']);
     expect(metricsIn(rules.get('IronflowDeadLetters')!.expr)).toEqual(['ironflow_run_event_publish_failures_total']);
     expect(rules.get('IronflowRecoveryExhausted')!.expr).toContain('ironflow_lease_recoveries_total{effect="exhausted"}');
-    // The specification's audit-loss expression, which also catches a label set's first burst.
+    // The specification's audit-loss expression, which also catches a label set's first burst, per
+    // installation (cluster_id, like every alert).
     expect(rules.get('IronflowAuditRowsLost')!.expr.replace(/\s+/g, ' ').trim()).toBe(
-      'sum by (event_type) (increase(ironflow_audit_write_failures_total[5m])) > 0 or ' +
-        'sum by (event_type) (ironflow_audit_write_failures_total unless ironflow_audit_write_failures_total offset 5m) > 0',
+      'sum by (cluster_id, event_type) (increase(ironflow_audit_write_failures_total[5m])) > 0 or ' +
+        'sum by (cluster_id, event_type) (ironflow_audit_write_failures_total unless ironflow_audit_write_failures_total offset 5m) > 0',
     );
+    for (const rule of rules.values()) expect([rule.alert, rule.expr.replace(/\s+/g, ' ')]).toEqual([rule.alert, expect.stringMatching(/^(sum|max) by \(cluster_id\b/)]);
     expect(rules.get('IronflowLeaseRecoveriesSpike')!.expr).toContain('ironflow_lease_recoveries_total{effect="requeued"}');
     expect(metricsIn(rules.get('IronflowBacklogAge')!.expr)).toEqual(['ironflow_oldest_queued_run_age_seconds']);
     for (const rule of rules.values()) {

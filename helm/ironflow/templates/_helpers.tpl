@@ -17,6 +17,20 @@ app.kubernetes.io/component: {{ .name }}
 {{- .Values.secrets.name | default (printf "%s-ironflow" .Release.Name) -}}
 {{- end -}}
 
+{{/*
+IRONFLOW_CLUSTER_ID: `clusterId`, else the release name with each "." as "_" (a release name may
+hold dots, a cluster id may not: it stands in NATS subjects; release names never hold "_", so two
+releases never get one id).
+*/}}
+{{- define "ironflow.clusterId" -}}
+{{- .Values.clusterId | default (.Release.Name | replace "." "_") -}}
+{{- end -}}
+
+{{/* The ingress's request body cap, bytes: IRONFLOW_MAX_PAYLOAD_BYTES (settings, else 4 MiB) + 1 MiB. */}}
+{{- define "ironflow.ingressBodyBytes" -}}
+{{- add (int64 (index .Values.settings "IRONFLOW_MAX_PAYLOAD_BYTES" | default "4194304")) 1048576 -}}
+{{- end -}}
+
 {{/* Seconds Kubernetes waits before SIGKILL: the preStop sleep, the shutdown cap, a margin. */}}
 {{- define "ironflow.terminationGracePeriodSeconds" -}}
 {{- $s := .Values.shutdown -}}

@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { loadSettings } from './settings';
 
 describe('settings: IRONFLOW_SIGNING_KEY', () => {
@@ -91,5 +93,43 @@ describe('loadSettings: the forwarded TriggerSync timers', () => {
     expect(() => loadSettings({ IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS: '0' })).toThrow(/IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS/);
     expect(() => loadSettings({ IRONFLOW_FORWARDED_TRIGGER_WAIT_MS: '-1' })).toThrow(/IRONFLOW_FORWARDED_TRIGGER_WAIT_MS/);
     expect(() => loadSettings({ IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS: '2s' })).toThrow(/IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS/);
+  });
+});
+
+describe('settings: README "Running on PostgreSQL and NATS"', () => {
+  const repoRoot = join(__dirname, '..', '..', '..', '..');
+  /** The table's rows: the variables of the first cell, the cell of defaults. */
+  const rows = (): { names: string[]; defaults: string }[] => {
+    const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('## Running on PostgreSQL and NATS'));
+    const table = section.slice(section.indexOf('| variable | default |'), section.indexOf('\n\n', section.indexOf('| variable | default |')));
+    return table.split('\n').slice(2).map((line) => {
+      const [, first, defaults] = line.split('|');
+      return { names: [...first.matchAll(/`((?:IRONFLOW_)?[A-Z][A-Z0-9_]+)`/g)].map((m) => m[1]), defaults: defaults.trim() };
+    });
+  };
+  /** Every variable the settings schema reads (its keys in settings.ts). */
+  const read = [...readFileSync(join(__dirname, 'settings.ts'), 'utf8').matchAll(/^ {2}(IRONFLOW_[A-Z0-9_]+): z\b/gm)].map((m) => m[1]);
+
+  it('documents every variable the services read, and only those (NATS_URL standing for IRONFLOW_NATS_URL)', () => {
+    expect(read).toContain('IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS');
+    const documented = rows().flatMap((r) => r.names).filter((n) => n !== 'NATS_URL');
+    expect([...documented].sort()).toEqual([...read].sort());
+  });
+
+  it('gives each variable the default the code applies', () => {
+    const settings = loadSettings({}) as unknown as Record<string, unknown>;
+    let compared = 0;
+    for (const { names, defaults } of rows()) {
+      // A leading run of code values, one per variable of the row (`90000`, `1000` or `9123` / `0.0.0.0`); prose (none, the host name) is not compared.
+      const values = /^`[^`]+`(?:\s*[,/]\s*`[^`]+`)*/.exec(defaults)?.[0].match(/`[^`]+`/g)?.map((v) => v.slice(1, -1));
+      if (!values || values.length !== names.length) continue;
+      names.forEach((name, i) => {
+        const field = name.replace(/^IRONFLOW_/, '').toLowerCase().replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
+        expect([name, String(settings[field])]).toEqual([name, values[i]]);
+        compared++;
+      });
+    }
+    expect(compared).toBeGreaterThanOrEqual(18);
   });
 });
