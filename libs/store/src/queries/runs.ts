@@ -53,9 +53,15 @@ export async function getRunInScope(tx: Tx, project: string, env: string, id: st
   return rows.length ? mapRun(rows[0]) : null;
 }
 
+/**
+ * The runs among `ids` (a run not found is left out, order unspecified). PostgreSQL: one statement
+ * text for any number of ids (an array), so it is prepared once instead of once per list length.
+ */
 export async function getRuns(tx: Tx, ids: string[]): Promise<RunRecord[]> {
   if (ids.length === 0) return [];
-  const rows = await tx.query(`SELECT * FROM runs WHERE id IN (${placeholders(1, ids.length)})`, ids);
+  const rows = tx.dialect === 'postgres'
+    ? await tx.query(`SELECT * FROM runs WHERE id = ANY($1::text[])`, [ids])
+    : await tx.query(`SELECT * FROM runs WHERE id IN (${placeholders(1, ids.length)})`, ids);
   return rows.map(mapRun);
 }
 
