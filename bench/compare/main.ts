@@ -59,6 +59,10 @@ interface RoundResult {
   sequentialCpuMsPerRun: Record<string, number> | null;
   /** CPU ms per one-step run (64 in flight) by process role, `postgres` = the database's backends. */
   cpuMsPerRun: Record<string, number>;
+  /** Statements sent to PostgreSQL per one-step run at 64 in flight by role (`total` summed; gross, idle rate not taken off); null without counters. */
+  inflightStatementsPerRun: Record<string, number> | null;
+  /** The same by statement text for each role, the texts of at least 0.05 a run. */
+  inflightStatementTextsPerRun?: Record<string, Record<string, number>>;
   failed: number;
   firstError?: string;
   loadAvgBefore: number;
@@ -248,8 +252,11 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
 
   const groups = await processGroups(system);
   const c0 = cpuSnapshot(groups);
+  const i0 = readAllStatements(system);
   const one = check(await system.phase({ kind: 'closed', workload: 'one-step', inflight: 64, durationMs: opts.durationMs }));
   const cpu = cpuDelta(c0, cpuSnapshot({ ...groups, ...(await processGroups(system)) }));
+  await sleep(2 * STATEMENT_FLUSH_MS);
+  const inflight = statementsPerRun(i0, i0, readAllStatements(system), 1, 1, Math.max(1, one.completed));
   tick(`${system.name} one-step`);
   const pc = check(await system.phase({ kind: 'closed', workload: 'parent-child', inflight: 32, durationMs: opts.durationMs }));
   tick(`${system.name} parent-child`);
@@ -282,6 +289,8 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
     statementTextsPerRun: statements?.texts,
     idleTxPerSec,
     cpuMsPerRun,
+    inflightStatementsPerRun: inflight?.perRun ?? null,
+    inflightStatementTextsPerRun: inflight?.texts,
     failed,
     firstError,
     loadAvgBefore,
@@ -357,6 +366,12 @@ async function main(): Promise<void> {
           med(name, (r) => r.statementsPerRun?.[role] ?? null),
         ]),
       ),
+      inflightStatementsPerRun: Object.fromEntries(
+        [...new Set(results.filter((r) => r.system === name).flatMap((r) => Object.keys(r.inflightStatementsPerRun ?? {})))].map((role) => [
+          role,
+          med(name, (r) => r.inflightStatementsPerRun?.[role] ?? null),
+        ]),
+      ),
       sequentialCpuMsPerRun: Object.fromEntries(
         [...new Set(results.filter((r) => r.system === name).flatMap((r) => Object.keys(r.sequentialCpuMsPerRun ?? {})))].map((role) => [
           role,
@@ -403,6 +418,11 @@ async function main(): Promise<void> {
     if (Object.keys(statements).length === 0) continue;
     console.log(`statements per sequential run, ${s}: ${Object.entries(statements).map(([k, v]) => `${k} ${fmt(v)}`).join(', ')}`);
   }
+  for (const s of opts.systems) {
+    const statements = medians[s].inflightStatementsPerRun as Record<string, number | null>;
+    if (Object.keys(statements).length === 0) continue;
+    console.log(`statements per one-step run at 64 in flight, ${s}: ${Object.entries(statements).map(([k, v]) => `${k} ${fmt(v)}`).join(', ')}`);
+  }
   if (flagArg('statements')) {
     for (const r of results) {
       if (!r.rowsPerRunByTable) continue;
@@ -412,6 +432,10 @@ async function main(): Promise<void> {
     for (const r of results) {
       for (const [role, texts] of Object.entries(r.statementTextsPerRun ?? {})) {
         console.log(`round ${r.round} ${r.system} ${role}, statements per sequential run by text:`);
+        for (const [text, n] of Object.entries(texts)) console.log(`  ${String(n).padStart(6)}  ${text}`);
+      }
+      for (const [role, texts] of Object.entries(r.inflightStatementTextsPerRun ?? {})) {
+        console.log(`round ${r.round} ${r.system} ${role}, statements per one-step run at 64 in flight by text:`);
         for (const [text, n] of Object.entries(texts)) console.log(`  ${String(n).padStart(6)}  ${text}`);
       }
     }

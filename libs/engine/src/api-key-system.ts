@@ -64,6 +64,8 @@ export class ApiKeySystem {
   private readonly adminKeyHash: Buffer | undefined;
   private readonly cache = new Map<string, { record: ApiKeyRecord | null; at: number }>();
   private keysExist: { value: boolean; at: number } | undefined;
+  /** The store read of whether any key exists, while one is in flight. */
+  private keysExistRead?: Promise<boolean>;
 
   constructor(
     private readonly store: Store,
@@ -111,7 +113,9 @@ export class ApiKeySystem {
     if (this.options.requireApiKey) return { required: true, reason: 'setting' };
     const now = Date.now();
     if (!this.keysExist?.value && (!this.keysExist || now - this.keysExist.at >= this.cacheMs)) {
-      this.keysExist = { value: await this.store.read('anyApiKey', (tx) => apiKeysSql.anyApiKey(tx)), at: now };
+      // Calls that come while the read is in flight share it (64 calls at once made 64 reads).
+      this.keysExistRead ??= this.store.read('anyApiKey', (tx) => apiKeysSql.anyApiKey(tx)).finally(() => { this.keysExistRead = undefined; });
+      this.keysExist = { value: await this.keysExistRead, at: now };
     }
     return this.keysExist!.value ? { required: true, reason: 'keys' } : { required: false, reason: 'open' };
   }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { CallScope, EngineError, TriggerInput, TriggerOutput } from '@ironflow/contracts';
-import { EventRecord, RunRecord, Tx, correlationsSql, eventsSql, functionsSql, runsSql, stepsSql, unitWithLockLimit, unlessLocked } from '@ironflow/store';
+import { EventRecord, RunRecord, Tx, correlationsSql, eventsSql, functionsSql, runsSql, stepsSql, toJson, triggerSql, unitWithLockLimit, unlessLocked } from '@ironflow/store';
 import { eventSatisfiesWait } from './wait-match';
 import { insertNewRun, newRunOf } from './new-run';
 import { checkName, checkPayload } from './payload-limits';
@@ -17,6 +17,18 @@ import { InvokeAdmission } from './invoke-admission';
 import { DispatchAtOnce, claimAtOnce } from './dispatch-at-once';
 import { Segment } from './segment-loader';
 import { ForwardedTrigger, ForwardedTriggerReply, TriggerForwarder, errorReply } from './trigger-forwarding';
+import { EventFunctionsCache } from './event-functions-cache';
+
+/** What a trigger's unit of work wrote, for its follow-ups and its answer. */
+interface TriggerWrites {
+  event: EventRecord;
+  duplicate: boolean;
+  runIds: string[];
+  debounced: string[];
+  /** The modes of the runs queued (hinted after the commit). */
+  modes: string[];
+  created: RunRecord[];
+}
 
 /**
  * Starts runs from an event (WIRE-PROTOCOL.md 5.2 `Trigger`): one unit of work inserts the event
@@ -34,6 +46,8 @@ import { ForwardedTrigger, ForwardedTriggerReply, TriggerForwarder, errorReply }
  */
 export class TriggerSystem {
   private atOnce?: DispatchAtOnce;
+  /** PostgreSQL: the functions each event name started, for the one-statement trigger ({@link triggerInOneStatement}). */
+  private readonly functionsByEvent = new EventFunctionsCache();
 
   constructor(
     private readonly r: EngineResources,
@@ -109,12 +123,18 @@ export class TriggerSystem {
     // Bounded: a waiting step's row or any other lock held past the lock limit fails the trigger with
     // UNAVAILABLE (retry), storing nothing; a locked correlation row alone does not (see satisfyWaits).
     let claimed: Segment | null = null;
-    let result;
+    let result: TriggerWrites;
+    const eventId = options.eventId ?? randomUUID();
     try {
-      result = await unitWithLockLimit(this.r.store, 'trigger', this.r.config.lockLimitMs, async (tx) => {
+      result = await unitWithLockLimit(this.r.store, 'trigger', this.r.config.lockLimitMs, async (tx): Promise<TriggerWrites> => {
         claimed = null;
+        const simple = await this.triggerInOneStatement(tx, scope, input, { version, metadata }, eventId, reserved);
+        if (simple) {
+          claimed = simple.claimed;
+          return simple.writes;
+        }
         const { event, duplicate } = await eventsSql.insertEvent(tx, {
-          id: options.eventId ?? randomUUID(),
+          id: eventId,
           project: scope.project,
           env: scope.env,
           name: input.event.trim(),
@@ -129,7 +149,9 @@ export class TriggerSystem {
         }
         const resumed = await this.satisfyWaits(tx, scope, event);
         const wireEvent = toWireEvent(event);
-        const functions = (await functionsSql.listFunctionsForEvent(tx, scope.project, scope.env, event.name)).filter((fn) => this.expressions.accepts(fn, wireEvent));
+        const listed = await functionsSql.listFunctionsForEvent(tx, scope.project, scope.env, event.name);
+        if (tx.dialect === 'postgres') this.functionsByEvent.set(scope.project, scope.env, event.name, listed);
+        const functions = listed.filter((fn) => this.expressions.accepts(fn, wireEvent));
         const runIds: string[] = [];
         const debounced: string[] = [];
         const modes: string[] = [...resumed];
@@ -170,6 +192,60 @@ export class TriggerSystem {
     return { eventId: result.event.id, runIds: result.runIds, debouncedFunctionIds: result.debounced };
   }
 
+  /**
+   * PostgreSQL, the common case in one statement (issue 11: a trigger that dispatches at once was
+   * eight round trips, now three with its BEGIN and COMMIT): when an earlier trigger of this process
+   * read the event's functions and they are at most one, neither debounced nor declaring `cancelOn`
+   * (a held run), and a run it claims has no concurrency limit (its lane count needs its lock),
+   * `triggerSql.insertTriggerAtOnce` writes the event, the run (when the function's trigger
+   * expression accepts the event) and, with `reserved` and a claimable push function (as
+   * {@link claimAtOnce} decides), the run's claim and lease. Null when the case is not that one,
+   * or the statement found it changed (functions, an open `waitForEvent`, a duplicate event) and
+   * wrote nothing: the general trigger then runs in the same unit of work.
+   */
+  private async triggerInOneStatement(
+    tx: Tx,
+    scope: CallScope,
+    input: TriggerInput,
+    { version, metadata }: { version: number; metadata: Record<string, unknown> | null },
+    eventId: string,
+    reserved: boolean,
+  ): Promise<{ writes: TriggerWrites; claimed: Segment | null } | null> {
+    if (tx.dialect !== 'postgres') return null;
+    const name = input.event.trim();
+    const functions = this.functionsByEvent.get(scope.project, scope.env, name);
+    if (!functions || functions.length > 1) return null;
+    const fn = functions.at(0);
+    if (fn && (fn.definition.debounce || (fn.definition.cancelOn?.length ?? 0) > 0)) return null;
+    // The event as the store will hold it (its JSON read back), for the trigger expression.
+    const stored = (value: unknown) => JSON.parse(toJson(value)!) as unknown;
+    const data = stored(input.data ?? {});
+    const idempotencyKey = input.idempotencyKey || undefined;
+    const asStored: EventRecord = { id: eventId, project: scope.project, env: scope.env, name, data, idempotencyKey: idempotencyKey ?? null, version, metadata: metadata ? (stored(metadata) as Record<string, unknown>) : null, ts: tx.now };
+    const accepted = fn && this.expressions.accepts(fn, toWireEvent(asStored)) ? fn : undefined;
+    const run = accepted ? newRunOf(scope, accepted, eventId, data) : null;
+    const definition = accepted?.definition;
+    const claimable = reserved && run !== null && run.mode === 'push' && (definition?.secrets?.length ?? 0) === 0 && !!definition?.endpointUrl;
+    if (claimable && run.concurrencyLimit != null) return null;
+    const written = await triggerSql.insertTriggerAtOnce(tx, {
+      event: { id: eventId, project: scope.project, env: scope.env, name, data: input.data ?? {}, idempotencyKey, version, metadata },
+      expected: fn ? [{ id: fn.definition.id, version: fn.version }] : [],
+      run: run && { id: run.id, functionId: run.functionId, functionVersion: run.functionVersion, mode: run.mode, maxAttempts: run.maxAttempts, concurrencyKey: run.concurrencyKey ?? null, concurrencyLimit: run.concurrencyLimit ?? null },
+      claim: claimable && definition
+        ? { leaseToken: randomUUID(), holder: this.r.config.nodeId, lane: runsSql.laneOf(run.functionId, run.concurrencyKey ?? null), expiresAt: tx.now + this.r.config.leaseMs, deadlineAt: tx.now + definition.timeoutMs }
+        : null,
+    });
+    if (!written) return null;
+    const created = written.run;
+    if (created) this.r.metrics.runsCreated.inc({ function_id: created.functionId });
+    const claimed = created && definition && created.status === 'running'
+      ? { run: created, definition, event: toWireEvent(written.event), steps: [], nextSequence: 0 }
+      : null;
+    return {
+      writes: { event: written.event, duplicate: false, runIds: created ? [created.id] : [], debounced: [], modes: created && !claimed ? [created.mode] : [], created: created ? [created] : [] },
+      claimed,
+    };
+  }
 
   /**
    * Starts one run of a function directly (InvokeFunctionSync): no event row, the input is the

@@ -41,3 +41,5 @@ export * as passCursorsSql from './queries/pass-cursors';
 export type { PassCursor } from './queries/pass-cursors';
 export type { AuthorityRecord, AuthorityState, HeldWork } from './queries/authority';
 export * from './prepared-statements';
+export * as triggerSql from './queries/trigger-insert';
+export type { TriggerAtOnce, TriggerAtOnceRows } from './queries/trigger-insert';

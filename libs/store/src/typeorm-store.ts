@@ -88,7 +88,11 @@ async function openPostgres(options: StoreOptions): Promise<DataSource> {
     type: 'postgres',
     url: options.url,
     schema: options.schema,
-    extra: { max: options.poolSize ?? 10, ...(options.schema ? { options: `-c search_path="${options.schema}"` } : {}) },
+    // `idleTimeoutMillis: 0`: an idle connection stays open (pg-pool closes one after 10 s idle by
+    // default), so a burst after a quiet spell does not start a new backend per connection, each
+    // paying its start and cold catalog caches and preparing its statements again (issue 11). The
+    // pool stays bounded by `max`; a connection that breaks is dropped and replaced on demand.
+    extra: { max: options.poolSize ?? 10, idleTimeoutMillis: 0, ...(options.schema ? { options: `-c search_path="${options.schema}"` } : {}) },
     migrations: MIGRATIONS,
     migrationsTableName: 'ironflow_migrations',
   });

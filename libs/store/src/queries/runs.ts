@@ -53,9 +53,15 @@ export async function getRunInScope(tx: Tx, project: string, env: string, id: st
   return rows.length ? mapRun(rows[0]) : null;
 }
 
+/**
+ * The runs among `ids` (a run not found is left out, order unspecified). PostgreSQL: one statement
+ * text for any number of ids (an array), so it is prepared once instead of once per list length.
+ */
 export async function getRuns(tx: Tx, ids: string[]): Promise<RunRecord[]> {
   if (ids.length === 0) return [];
-  const rows = await tx.query(`SELECT * FROM runs WHERE id IN (${placeholders(1, ids.length)})`, ids);
+  const rows = tx.dialect === 'postgres'
+    ? await tx.query(`SELECT * FROM runs WHERE id = ANY($1::text[])`, [ids])
+    : await tx.query(`SELECT * FROM runs WHERE id IN (${placeholders(1, ids.length)})`, ids);
   return rows.map(mapRun);
 }
 
@@ -172,9 +178,13 @@ export async function claimRuns(tx: Tx, filter: ClaimFilter, newToken: () => str
     );
     if (candidates.length === 0) break;
     let skipped = 0;
+    // PostgreSQL: the candidates outside any lane are claimed by one statement (issue 11: one
+    // round trip for the batch, not one per run); a lane's limit is checked run by run.
+    const free = tx.dialect === 'postgres' ? candidates.filter((c) => c.concurrency_limit === null || c.concurrency_limit === undefined) : [];
+    const freeClaimed = await claimFreeCandidates(tx, free.map((c) => c.id), newToken);
     for (const candidate of candidates) {
       after = { availableAt: Number(candidate.available_at), id: candidate.id };
-      const claimedOne = await claimCandidate(tx, candidate, taken, newToken, undefined, tx.dialect === 'postgres');
+      const claimedOne = free.includes(candidate) ? freeClaimed.get(candidate.id) ?? null : await claimCandidate(tx, candidate, taken, newToken, undefined, tx.dialect === 'postgres');
       if (claimedOne) claimed.push(claimedOne);
       else skipped += 1;
     }
@@ -218,6 +228,28 @@ async function claimCandidate(
     [id, newToken(), tx.now],
   );
   return rows.length ? claimedRunOf(rows[0]) : null;
+}
+
+/**
+ * PostgreSQL: claims the candidate runs `ids` (read and locked by this unit, none in a lane) in one
+ * statement, each as {@link claimCandidate} claims one (execution bumped, its own new lease
+ * token, with its segment's rows). Returns the claimed runs by id; a run no longer queued is left out.
+ */
+async function claimFreeCandidates(tx: Tx, ids: string[], newToken: () => string): Promise<Map<string, ClaimedRun>> {
+  const claimed = new Map<string, ClaimedRun>();
+  if (ids.length === 0) return claimed;
+  const rows = await tx.query(
+    `UPDATE runs SET status = 'running', execution_seq = execution_seq + 1, lease_token = c.token,
+       version = version + 1, started_at = COALESCE(started_at, $3), updated_at = $3
+       FROM unnest($1::text[], $2::text[]) AS c(id, token)
+     WHERE runs.id = c.id AND runs.status = 'waiting_for_capacity' RETURNING runs.*${SEGMENT_COLUMNS}`,
+    [ids, ids.map(() => newToken()), tx.now],
+  );
+  for (const row of rows) {
+    const run = claimedRunOf(row);
+    claimed.set(run.id, run);
+  }
+  return claimed;
 }
 
 /** How many batches a claim reads past runs of full lanes before it gives up for this round. */
