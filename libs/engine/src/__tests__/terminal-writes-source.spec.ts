@@ -204,18 +204,40 @@ function checkSetClause(clause: string): string[] {
   return problems;
 }
 
-/** `(cols) VALUES (vals)`: the status value must be a non-terminal literal. */
+/**
+ * `(cols) VALUES (vals)` or `(cols) SELECT <list> FROM …`: the status value must be a non-terminal
+ * literal, or in a SELECT list also a CASE of non-terminal literals; any other query is refused.
+ */
 function checkInsert(rest: string): string[] {
   const close = rest.indexOf(')');
   const columns = splitTopLevel(rest.slice(0, close)).map((c) => c.replace(/"/g, '').toLowerCase());
   const statusAt = columns.indexOf('status');
   if (statusAt < 0) return [];
   const values = /^\s*VALUES\s*\(/i.exec(rest.slice(close + 1));
-  if (!values) return ['a status is inserted from a query that cannot be checked'];
-  const start = close + 1 + values[0].length;
-  const body = setClauseLikeParen(rest, start);
-  const value = splitTopLevel(body)[statusAt] ?? '';
-  return NON_TERMINAL_LITERAL.test(value) ? [] : [`status inserted as ${value.slice(0, 80)}`];
+  if (values) {
+    const value = splitTopLevel(setClauseLikeParen(rest, close + 1 + values[0].length))[statusAt] ?? '';
+    return NON_TERMINAL_LITERAL.test(value) ? [] : [`status inserted as ${value.slice(0, 80)}`];
+  }
+  const select = /^\s*SELECT\s+/i.exec(rest.slice(close + 1));
+  if (!select) return ['a status is inserted from a query that cannot be checked'];
+  const list = selectList(rest, close + 1 + select[0].length);
+  if (list === null) return ['a status is inserted from a query that cannot be checked'];
+  const value = splitTopLevel(list)[statusAt] ?? '';
+  return NON_TERMINAL_LITERAL.test(value) || nonTerminalCase(value) ? [] : [`status inserted as ${value.slice(0, 80)}`];
+}
+
+/** A SELECT's list from `start` up to its top-level `FROM`; `null` without one (a list ending the statement cannot be told from what follows). */
+function selectList(sql: string, start: number): string | null {
+  let depth = 0;
+  for (let i = start; i < sql.length; i++) {
+    const c = sql[i];
+    if (c === "'") { i = skipQuoted(sql, i); continue; }
+    if (c === '$' && sql[i + 1] === '{') { i = skipInterpolation(sql, i); continue; }
+    if (c === '(') depth++;
+    else if (c === ')') { if (depth === 0) return null; depth--; }
+    else if (depth === 0 && /^\sFROM\s/i.test(sql.slice(i, i + 6))) return sql.slice(start, i);
+  }
+  return null;
 }
 
 /** Text up to the `)` closing a list that starts at `start`. */
@@ -300,6 +322,10 @@ describe('terminal writes in the source', () => {
       ['lower-case SQL', "tx.query(`update runs set status = 'completed' where id = $1`);"],
       ['an insert of a terminal run', "tx.query(`INSERT INTO runs (id, status, version) VALUES ($1, 'failed', 1)`);"],
       ['an upsert that copies the status', "tx.query(`INSERT INTO runs (id, status) VALUES ($1, 'running') ON CONFLICT (id) DO UPDATE SET status = excluded.status`);"],
+      ['an insert … select of a terminal run', "tx.query(`INSERT INTO runs (id, status, version) SELECT $1, 'completed', 1 FROM events WHERE id = $2`);"],
+      ['an insert … select of a status placeholder', "tx.query(`INSERT INTO runs (id, status) SELECT id, $2 FROM events WHERE id = $1`);"],
+      ['an insert … select with a terminal CASE result', "tx.query(`INSERT INTO runs (id, status) SELECT id, CASE WHEN $2 THEN 'running' ELSE 'failed' END FROM events`);"],
+      ['an insert … select without FROM', "tx.query(`INSERT INTO runs (id, status) SELECT $1, $2`);"],
       ['an interpolated table name', "tx.query(`UPDATE ${table} SET status = 'completed' WHERE id = $1`);"],
       ['TypeORM getRepository(Run).update', "await ds.getRepository(RunEntity).update({ id }, { status: 'completed' });"],
       ['TypeORM manager.save(Run, …)', "await manager.save(Run, { id, status: 'failed' });"],
@@ -320,6 +346,7 @@ describe('terminal writes in the source', () => {
       ['a comment describing a terminal write', "// UPDATE runs SET status = 'completed' WHERE id = $1\n/* UPDATE runs SET status = $2 */\nconst x = 1;"],
       ['a subquery in SET with its own WHERE', "tx.query(`UPDATE runs SET recoveries = (SELECT COUNT(*) FROM leases WHERE run_id = $1), status = 'waiting' WHERE id = $1`);"],
       ['an insert of a queued run', "tx.query(`INSERT INTO runs (id, status, version) VALUES ($1, 'waiting_for_capacity', 1) RETURNING *`);"],
+      ['an insert … select of a CASE of non-terminal literals', "tx.query(`INSERT INTO runs (id, status, version) SELECT ev.id, CASE WHEN c.yes THEN 'running' ELSE 'waiting_for_capacity' END, CASE WHEN c.yes THEN 2 ELSE 1 END FROM ev, c WHERE $1::text IS NOT NULL RETURNING *`);"],
       ['hash.update and other unrelated .update calls', "createHash('sha256').update(body); this.cache.save(key);"],
     ];
     it.each(allowed)('allows %s', (_name, snippet) => {
