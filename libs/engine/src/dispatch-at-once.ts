@@ -11,6 +11,8 @@ import { Segment } from './segment-loader';
  * and egress are the dispatcher's.
  */
 export interface DispatchAtOnce {
+  /** True while this node dispatches push (started and not stopping). */
+  readonly dispatching: boolean;
   /** Reserves a free slot; false when this node does not dispatch push now or has no free slot. */
   reserve(): boolean;
   /**

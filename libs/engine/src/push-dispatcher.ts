@@ -86,6 +86,10 @@ export class PushDispatcher implements DispatchAtOnce {
     }
   }
 
+  get dispatching(): boolean {
+    return this.running;
+  }
+
   reserve(): boolean {
     if (!this.running || this.inFlight.size + this.reserved >= this.r.config.pushConcurrency) return false;
     this.reserved += 1;

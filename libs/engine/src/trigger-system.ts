@@ -30,7 +30,7 @@ import { ForwardedTrigger, ForwardedTriggerReply, TriggerForwarder, errorReply }
  * replay finds no cancel. A sync trigger on a node whose push dispatch has a free slot claims its
  * first push run in the same unit of work and dispatches it at once ({@link DispatchAtOnce}); on a
  * node that does not dispatch push but has a {@link TriggerForwarder} (the cluster's api-gateway),
- * a dispatcher runs the sync trigger that way ({@link triggerForwarded}), else this node does.
+ * a dispatcher runs the sync trigger ({@link triggerForwarded}), else this node does.
  */
 export class TriggerSystem {
   private atOnce?: DispatchAtOnce;
@@ -72,20 +72,25 @@ export class TriggerSystem {
   }
 
   /**
-   * A dispatcher's side of a forwarded sync trigger ({@link TriggerForwarder}): with a push slot,
-   * free or freed within `forwardedTriggerWaitMs` (default 1000), the trigger as this node's own
-   * sync trigger runs it, with the gateway's event id, so the first push run is claimed in its unit
-   * of work and dispatched at once; without one, `busy` (nothing done: the gateway triggers
-   * itself). An `EngineError` is the reply (nothing was committed); any other failure rejects (no
-   * reply: the gateway triggers itself).
+   * A dispatcher's side of a forwarded sync trigger ({@link TriggerForwarder}): this node runs it as
+   * its own sync trigger, with the gateway's event id. With a push slot, free or freed within
+   * `forwardedTriggerWaitMs` (default 1000), the first push run is claimed in the trigger's unit of
+   * work and dispatched at once; without one, the run is queued for the claim loops, as the
+   * gateway's own trigger would queue it (so the gateway never runs a trigger transaction because
+   * the dispatchers are full, issue 11). `busy` (nothing done: the gateway triggers itself) only
+   * when this node does not dispatch push, or stopped while the trigger waited. An `EngineError`
+   * is the reply (nothing was committed); any other failure rejects (no reply: the gateway
+   * triggers itself).
    */
   async triggerForwarded(request: ForwardedTrigger): Promise<ForwardedTriggerReply> {
     const { scope, input, eventId } = request ?? {};
     if (typeof scope?.project !== 'string' || typeof scope.env !== 'string' || typeof eventId !== 'string' || !input) throw new Error('a forwarded trigger needs scope, input and eventId');
     try {
       const fields = this.checkInput(input);
-      if ((await this.atOnce?.reserveWithin(this.r.config.forwardedTriggerWaitMs)) !== true) return { busy: true };
-      return { output: await this.start({ project: scope.project, env: scope.env }, input, fields, { sync: true, reserved: true, eventId }) };
+      if (!this.atOnce?.dispatching) return { busy: true };
+      const reserved = await this.atOnce.reserveWithin(this.r.config.forwardedTriggerWaitMs);
+      if (!reserved && !this.atOnce.dispatching) return { busy: true };
+      return { output: await this.start({ project: scope.project, env: scope.env }, input, fields, { sync: true, reserved, eventId }) };
     } catch (err) {
       return errorReply(err);
     }

@@ -154,20 +154,34 @@ describe('forwarded sync triggers (api-gateway → dispatcher) [postgres + NATS]
     expect(gateway.store.failures).toEqual([]);
   });
 
-  it('a dispatcher with no slot free within forwardedTriggerWaitMs answers busy: the gateway triggers itself, the run waits for the slot', async () => {
+  it('a dispatcher with no slot free within forwardedTriggerWaitMs runs the trigger with its run queued: the gateway never triggers itself, the run waits for the slot', async () => {
     await openCluster({ dispatcher: { pushConcurrency: 1, forwardedTriggerWaitMs: 0 } });
+    gateway.store.fail({ unit: (name) => name === 'trigger' });
     let release!: () => void;
     hold = new Promise<void>((resolve) => (release = resolve));
     const first = gateway.engine.api.triggerSync(scope, { event: 'push.started', data: { n: 4 }, timeoutMs: 20_000 });
     await waitFor('the first call to hold the only slot', () => calls === 1);
     const second = gateway.engine.api.triggerSync(scope, { event: 'push.started', data: { n: 5 }, timeoutMs: 20_000 });
-    await waitFor('the second trigger to be answered busy', async () => (await forwards('busy')) === 1);
+    await waitFor('the second trigger to be answered, its run queued', async () => (await forwards('answered')) === 2);
+    expect(await rows(`SELECT COUNT(*) AS n FROM runs WHERE project = $1 AND env = $2 AND status = 'waiting_for_capacity'`, [scope.project, scope.env])).toBe(1);
     release();
     expect((await first).results).toEqual([expect.objectContaining({ status: 'completed', output: { n: 4 } })]);
     expect((await second).results).toEqual([expect.objectContaining({ status: 'completed', output: { n: 5 } })]);
-    expect(await forwards('answered')).toBe(1);
+    expect(await forwards('busy')).toBe(0);
     expect(await eventCount()).toBe(2);
     expect(await runCount()).toBe(2);
+    expect(gateway.store.failures).toEqual([]);
+  });
+
+  it('a dispatcher whose push dispatch stopped answers busy: the gateway triggers itself', async () => {
+    await openCluster();
+    await dispatcher.engine.push.stop(1000);
+    const { eventId, results } = await gateway.engine.api.triggerSync(scope, { event: 'push.started', data: { n: 8 }, timeoutMs: 300 });
+    expect(await forwards('busy')).toBe(1);
+    expect(await forwards('answered')).toBe(0);
+    expect(results).toEqual([expect.objectContaining({ status: 'waiting_for_capacity' })]);
+    expect(await rows(`SELECT COUNT(*) AS n FROM runs WHERE event_id = $1`, [eventId])).toBe(1);
+    expect(calls).toBe(0);
   });
 
   it('callers get the errors a gateway that triggers itself gives: VALIDATION_ERROR and PAYLOAD_TOO_LARGE before any forward, FUNCTION_DEBOUNCED from the dispatcher', async () => {
