@@ -18,8 +18,8 @@ export interface DispatchAtOnce {
   /**
    * Reserves a slot, waiting up to `waitMs` for one to free when all are taken (a forwarded
    * trigger: its run would wait for that slot anyway). Freed slots go to waiters oldest first,
-   * taking turns with the claim loop when it waits for room too. At most `pushConcurrency` callers
-   * wait; more, a stop, or no slot in time resolve false.
+   * taking turns with the claim loop when it waits for room too. At most 8 callers per slot wait
+   * (`SLOT_WAITERS_PER_SLOT`); more, a stop, or no slot in time resolve false.
    */
   reserveWithin(waitMs: number): Promise<boolean>;
   /** Gives back a reservation that claimed nothing. */

@@ -12,6 +12,14 @@ import { Segment, toPushRequest } from './segment-loader';
 import { DispatchAtOnce } from './dispatch-at-once';
 import { parseSentAt } from './sleep-clock';
 
+/**
+ * How many `reserveWithin` callers may wait per push slot (8: 128 with the default 16 slots). Each
+ * is a forwarded sync trigger whose run would otherwise be queued for a separate claim, so the
+ * bound is on memory only: at 64 triggers in flight per dispatcher every one of them still waits
+ * for a slot and is claimed at trigger (issue 11).
+ */
+export const SLOT_WAITERS_PER_SLOT = 8;
+
 /** How many times a push answer is applied when its run row stays locked past the lock limit (each waits up to `lockLimitMs`). */
 export const PUSH_APPLY_ATTEMPTS = 5;
 
@@ -103,7 +111,7 @@ export class PushDispatcher implements DispatchAtOnce {
 
   reserveWithin(waitMs: number): Promise<boolean> {
     if (this.reserve()) return Promise.resolve(true);
-    if (!this.running || waitMs <= 0 || this.slotWaiters.length >= this.r.config.pushConcurrency) return Promise.resolve(false);
+    if (!this.running || waitMs <= 0 || this.slotWaiters.length >= SLOT_WAITERS_PER_SLOT * this.r.config.pushConcurrency) return Promise.resolve(false);
     return new Promise((resolve) => {
       const waiter = (reserved: boolean) => {
         clearTimeout(timer);
