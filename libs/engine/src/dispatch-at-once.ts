@@ -13,6 +13,8 @@ import { Segment } from './segment-loader';
 export interface DispatchAtOnce {
   /** True while this node dispatches push (started and not stopping). */
   readonly dispatching: boolean;
+  /** True when as many `reserveWithin` callers wait as may (8 per slot): another would get false at once. */
+  readonly slotWaitersFull: boolean;
   /** Reserves a free slot; false when this node does not dispatch push now or has no free slot. */
   reserve(): boolean;
   /**

@@ -75,21 +75,27 @@ export class TriggerSystem {
    * A dispatcher's side of a forwarded sync trigger ({@link TriggerForwarder}): this node runs it as
    * its own sync trigger, with the gateway's event id. With a push slot, free or freed within
    * `forwardedTriggerWaitMs` (default 1000), the first push run is claimed in the trigger's unit of
-   * work and dispatched at once; without one, the run is queued for the claim loops, as the
-   * gateway's own trigger would queue it (so the gateway never runs a trigger transaction because
-   * the dispatchers are full, issue 11). `busy` (nothing done: the gateway triggers itself) only
-   * when this node does not dispatch push, or stopped while the trigger waited. An `EngineError`
-   * is the reply (nothing was committed); any other failure rejects (no reply: the gateway
-   * triggers itself).
+   * work and dispatched at once. When as many triggers wait for a slot as may
+   * (`SLOT_WAITERS_PER_SLOT`), it runs the trigger at once with the run queued for a claim, as the
+   * gateway's own trigger would queue it (issue 11: the gateway runs no trigger transaction because
+   * a dispatcher is full). `busy` (nothing done: the gateway triggers itself) when this node does
+   * not dispatch push, or no slot freed in time: that wait spent half the gateway's answer budget
+   * (`triggerForwardTimeoutMs`), and a trigger begun after it could outlast it and race the
+   * gateway's own insert of the event. An `EngineError` is the reply (nothing was committed); any
+   * other failure rejects (no reply: the gateway triggers itself).
    */
   async triggerForwarded(request: ForwardedTrigger): Promise<ForwardedTriggerReply> {
     const { scope, input, eventId } = request ?? {};
     if (typeof scope?.project !== 'string' || typeof scope.env !== 'string' || typeof eventId !== 'string' || !input) throw new Error('a forwarded trigger needs scope, input and eventId');
     try {
       const fields = this.checkInput(input);
-      if (!this.atOnce?.dispatching) return { busy: true };
-      const reserved = await this.atOnce.reserveWithin(this.r.config.forwardedTriggerWaitMs);
-      if (!reserved && !this.atOnce.dispatching) return { busy: true };
+      const atOnce = this.atOnce;
+      if (!atOnce?.dispatching) return { busy: true };
+      let reserved = atOnce.reserve();
+      if (!reserved && !atOnce.slotWaitersFull) {
+        if (!(await atOnce.reserveWithin(this.r.config.forwardedTriggerWaitMs))) return { busy: true };
+        reserved = true;
+      }
       return { output: await this.start({ project: scope.project, env: scope.env }, input, fields, { sync: true, reserved, eventId }) };
     } catch (err) {
       return errorReply(err);

@@ -154,22 +154,41 @@ describe('forwarded sync triggers (api-gateway → dispatcher) [postgres + NATS]
     expect(gateway.store.failures).toEqual([]);
   });
 
-  it('a dispatcher with no slot free within forwardedTriggerWaitMs runs the trigger with its run queued: the gateway never triggers itself, the run waits for the slot', async () => {
+  it('a dispatcher with no slot free within forwardedTriggerWaitMs answers busy: the gateway triggers itself, the run waits for the slot', async () => {
     await openCluster({ dispatcher: { pushConcurrency: 1, forwardedTriggerWaitMs: 0 } });
-    gateway.store.fail({ unit: (name) => name === 'trigger' });
     let release!: () => void;
     hold = new Promise<void>((resolve) => (release = resolve));
     const first = gateway.engine.api.triggerSync(scope, { event: 'push.started', data: { n: 4 }, timeoutMs: 20_000 });
     await waitFor('the first call to hold the only slot', () => calls === 1);
     const second = gateway.engine.api.triggerSync(scope, { event: 'push.started', data: { n: 5 }, timeoutMs: 20_000 });
-    await waitFor('the second trigger to be answered, its run queued', async () => (await forwards('answered')) === 2);
-    expect(await rows(`SELECT COUNT(*) AS n FROM runs WHERE project = $1 AND env = $2 AND status = 'waiting_for_capacity'`, [scope.project, scope.env])).toBe(1);
+    await waitFor('the second trigger to be answered busy', async () => (await forwards('busy')) === 1);
     release();
     expect((await first).results).toEqual([expect.objectContaining({ status: 'completed', output: { n: 4 } })]);
     expect((await second).results).toEqual([expect.objectContaining({ status: 'completed', output: { n: 5 } })]);
-    expect(await forwards('busy')).toBe(0);
+    expect(await forwards('answered')).toBe(1);
     expect(await eventCount()).toBe(2);
     expect(await runCount()).toBe(2);
+  });
+
+  it('a dispatcher with 8 triggers per slot waiting already runs the next one at once, its run queued: the gateway never triggers itself', async () => {
+    await openCluster({ dispatcher: { pushConcurrency: 1, forwardedTriggerWaitMs: 20_000 } });
+    gateway.store.fail({ unit: (name) => name === 'trigger' });
+    let release!: () => void;
+    hold = new Promise<void>((resolve) => (release = resolve));
+    const sync = (n: number) => gateway.engine.api.triggerSync(scope, { event: 'push.started', data: { n }, timeoutMs: 20_000 });
+    const pending = [sync(0)];
+    await waitFor('the first call to hold the only slot', () => calls === 1);
+    for (let n = 1; n <= 8; n += 1) pending.push(sync(n));
+    await waitFor('eight triggers to wait for the slot', () => dispatcher.engine.push.waitingForSlot === 8);
+    pending.push(sync(9));
+    await waitFor('the ninth trigger to be answered, its run queued', async () => (await forwards('answered')) === 2);
+    expect(await rows(`SELECT COUNT(*) AS n FROM runs WHERE project = $1 AND env = $2 AND status = 'waiting_for_capacity'`, [scope.project, scope.env])).toBe(1);
+    release();
+    const results = await Promise.all(pending);
+    expect(results.map((r) => r.results)).toEqual(Array.from({ length: 10 }, (_v, n) => [expect.objectContaining({ status: 'completed', output: { n } })]));
+    expect(await forwards('answered')).toBe(10);
+    expect(await forwards('busy')).toBe(0);
+    expect(await runCount()).toBe(10);
     expect(gateway.store.failures).toEqual([]);
   });
 
