@@ -63,6 +63,11 @@ interface RoundResult {
   inflightStatementsPerRun: Record<string, number> | null;
   /** The same by statement text for each role, the texts of at least 0.05 a run. */
   inflightStatementTextsPerRun?: Record<string, Record<string, number>>;
+  /**
+   * The api-gateway's trigger forwards by result per one-step run (64 in flight): all but
+   * `answered` were triggered by the gateway itself (`ironflow_trigger_forwards_total`); cluster only.
+   */
+  forwardsPerRun: Record<string, number> | null;
   failed: number;
   firstError?: string;
   loadAvgBefore: number;
@@ -251,12 +256,14 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
   tick(`${system.name} sequential`);
 
   const groups = await processGroups(system);
+  const f0 = await system.triggerForwards?.();
   const c0 = cpuSnapshot(groups);
   const i0 = readAllStatements(system);
   const one = check(await system.phase({ kind: 'closed', workload: 'one-step', inflight: 64, durationMs: opts.durationMs }));
   const cpu = cpuDelta(c0, cpuSnapshot({ ...groups, ...(await processGroups(system)) }));
   await sleep(2 * STATEMENT_FLUSH_MS);
   const inflight = statementsPerRun(i0, i0, readAllStatements(system), 1, 1, Math.max(1, one.completed));
+  const f1 = await system.triggerForwards?.();
   tick(`${system.name} one-step`);
   const pc = check(await system.phase({ kind: 'closed', workload: 'parent-child', inflight: 32, durationMs: opts.durationMs }));
   tick(`${system.name} parent-child`);
@@ -270,6 +277,10 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
       total += ms;
     }
     cpuMsPerRun.total = r2(total / one.completed);
+  }
+  let forwardsPerRun: Record<string, number> | null = null;
+  if (f0 && f1 && Object.keys(f1).length > 0 && one.completed > 0) {
+    forwardsPerRun = Object.fromEntries(Object.entries(f1).map(([result, n]) => [result, r2((n - (f0[result] ?? 0)) / one.completed)]));
   }
   return {
     system: system.name,
@@ -291,6 +302,7 @@ async function measure(system: System, round: number, opts: Options, tick: (labe
     cpuMsPerRun,
     inflightStatementsPerRun: inflight?.perRun ?? null,
     inflightStatementTextsPerRun: inflight?.texts,
+    forwardsPerRun,
     failed,
     firstError,
     loadAvgBefore,
@@ -379,6 +391,12 @@ async function main(): Promise<void> {
         ]),
       ),
       cpuMsPerRun: Object.fromEntries([...roles].map((role) => [role, med(name, (r) => r.cpuMsPerRun[role] ?? null)])),
+      forwardsPerRun: Object.fromEntries(
+        [...new Set(results.filter((r) => r.system === name).flatMap((r) => Object.keys(r.forwardsPerRun ?? {})))].map((result) => [
+          result,
+          med(name, (r) => r.forwardsPerRun?.[result] ?? null),
+        ]),
+      ),
     };
   }
   const ratio = (name: SystemName, key: string) => {
@@ -407,6 +425,11 @@ async function main(): Promise<void> {
   for (const s of opts.systems) {
     const cpu = medians[s].cpuMsPerRun as Record<string, number | null>;
     console.log(`CPU ms per one-step run, ${s}: ${Object.entries(cpu).map(([k, v]) => `${k} ${fmt(v)}`).join(', ')}`);
+  }
+  for (const s of opts.systems) {
+    const forwards = medians[s].forwardsPerRun as Record<string, number | null>;
+    if (Object.keys(forwards).length === 0) continue;
+    console.log(`api-gateway trigger forwards per one-step run, ${s}: ${Object.entries(forwards).map(([k, v]) => `${k} ${fmt(v)}`).join(', ')}`);
   }
   for (const s of opts.systems) {
     const cpu = medians[s].sequentialCpuMsPerRun as Record<string, number | null>;

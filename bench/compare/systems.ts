@@ -22,6 +22,11 @@ export interface System {
   /** The `pg` statement counter's file of each process by role (`pg-statements.ts`); none for DBOS and SQLite. */
   statementFiles(): Record<string, string>;
   phase(request: PhaseRequest, onCompleted?: (n: number) => void): Promise<PhaseResult>;
+  /**
+   * The api-gateway's `ironflow_trigger_forwards_total` by result (answered, busy, no_responders,
+   * failed), read from its `/metrics`; only the cluster has it.
+   */
+  triggerForwards?(): Promise<Record<string, number>>;
   stop(): Promise<void>;
 }
 
@@ -127,6 +132,15 @@ class IronflowSystem implements System {
 
   phase(request: PhaseRequest, onCompleted?: (n: number) => void): Promise<PhaseResult> {
     return runPhase(request, this.call, onCompleted);
+  }
+
+  async triggerForwards(): Promise<Record<string, number>> {
+    const gateway = this.services['api-gateway'];
+    if (!gateway) return {};
+    const text = await (await fetch(`${gateway.url}/metrics`)).text();
+    const out: Record<string, number> = {};
+    for (const m of text.matchAll(/^ironflow_trigger_forwards_total\{result="(\w+)"\} (\d+)$/gm)) out[m[1]] = Number(m[2]);
+    return out;
   }
 
   async stop(): Promise<void> {

@@ -22,10 +22,13 @@ import { FunctionRegistry } from './function-registry';
 import { EngineResources } from './resources';
 import { SyncWaits, drainedError } from './sync-waits';
 import { ResultWaiters } from './result-waiters';
-import { SyncRunReads } from './sync-run-reads';
+import { SyncPoll } from './sync-poll';
 import { TriggerSystem } from './trigger-system';
 import { refuseNul } from './payload-limits';
 import { toEventView, toRunResultView, toRunView, toStepView } from './views';
+
+/** The longest delay `setTimeout` takes (a longer one fires at once): a longer wait wakes and waits again. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
  * The engine's implementation of the client API (WIRE-PROTOCOL.md section 5), transport-free.
@@ -37,8 +40,8 @@ export class EngineClientApi implements ClientApi {
   readonly syncWaits = new SyncWaits();
   /** The RESULTS frames the sync calls wait for (one subscription per project and env); `Engine.stop` closes it. */
   readonly resultWaiters: ResultWaiters;
-  /** The sync calls' store reads, coalesced: one in flight at a time for all of them. */
-  private readonly syncReads: SyncRunReads;
+  /** The sync calls' store poll: one read every `syncPollMs` for all of them. */
+  private readonly syncPoll: SyncPoll;
 
   constructor(
     private readonly r: EngineResources,
@@ -48,7 +51,7 @@ export class EngineClientApi implements ClientApi {
     private readonly pauses: PauseSystem,
   ) {
     this.resultWaiters = new ResultWaiters(r.bus);
-    this.syncReads = new SyncRunReads(r.store);
+    this.syncPoll = new SyncPoll(r.store, r.config.syncPollMs);
   }
 
   async registerFunction(scope: CallScope, input: RegisterFunctionInput) {
@@ -89,55 +92,64 @@ export class EngineClientApi implements ClientApi {
 
   /**
    * Starts runs with `start` and waits for their outcomes: it listens for their RESULTS frames
-   * (through the process's shared subscription, {@link ResultWaiters}) and reads the stored runs
-   * every `syncPollMs` (100 ms; the process's waiting calls share their reads, {@link SyncRunReads}),
-   * so a lost frame costs latency, never the result. A frame is the
-   * committed outcome (the announcer publishes it from the committed row): once every run has a
-   * terminal frame the call answers from them without reading the store. The first read waits for
-   * a frame or the first poll (the runs were created just now). At the deadline (`timeoutMs`,
-   * default 30000) it answers with each run as it stands. A frame that arrives while a store read
-   * is in flight skips the next wait. During a drain ({@link SyncWaits}) a new call is refused
-   * with `UNAVAILABLE` before starting anything, and a call whose runs are still going at the
-   * drain deadline throws `UNAVAILABLE` naming them.
+   * (through the process's shared subscription, {@link ResultWaiters}) and has the process's store
+   * poll read the ones that ended ({@link SyncPoll}: one read every `syncPollMs`, 100 ms, for all
+   * the calls waiting, from 100–200 ms after the call began), so a lost frame costs latency, never
+   * the result. A frame is the committed outcome (the announcer publishes it from the committed
+   * row), as is a run the poll found ended: once every run ended the call answers with them. A
+   * failed poll fails the call. At the deadline (`timeoutMs`, default 30000) it reads its runs and
+   * answers with each as it stands. During a drain ({@link SyncWaits}) a new call is refused with
+   * `UNAVAILABLE` before starting anything, and a call whose runs are still going at the drain
+   * deadline throws `UNAVAILABLE` naming them.
    */
   private async startAndWait(scope: CallScope, timeoutMs: number | undefined, start: () => Promise<string[]>, eventIdOf: () => string = () => ''): Promise<RunResultView[]> {
-    const end = this.syncWaits.begin();
-    const deadline = Date.now() + (timeoutMs && timeoutMs > 0 ? timeoutMs : this.r.config.syncDefaultTimeoutMs);
-    const framed = new Map<string, RunResultView>();
-    let nudged = false;
     let wake: (() => void) | undefined;
+    const end = this.syncWaits.begin(() => wake?.());
+    const deadline = Date.now() + (timeoutMs && timeoutMs > 0 ? timeoutMs : this.r.config.syncDefaultTimeoutMs);
+    const ended = new Map<string, RunResultView>();
+    let failure: { err: unknown } | undefined;
     const listener = this.resultWaiters.listen(scope.project, scope.env, (frame) => {
       const view = frame as RunResultView | null;
-      if (view && typeof view.runId === 'string' && isTerminalRunStatus(view.status)) framed.set(view.runId, view);
-      nudged = true;
+      if (!view || typeof view.runId !== 'string' || !isTerminalRunStatus(view.status)) return;
+      ended.set(view.runId, view);
       wake?.();
     });
+    let unwatch: (() => void) | undefined;
     try {
       const runIds = await start();
+      if (runIds.length === 0) return [];
       listener.watch(runIds);
-      let read = nudged || runIds.length === 0;
+      unwatch = this.syncPoll.watch(
+        runIds,
+        (runs) => {
+          for (const run of runs) if (!ended.has(run.id)) ended.set(run.id, toRunResultView(run));
+          wake?.();
+        },
+        (err) => {
+          failure = { err };
+          wake?.();
+        },
+      );
       for (;;) {
-        if (runIds.length > 0 && runIds.every((id) => framed.has(id))) return runIds.map((id) => framed.get(id)!);
-        if (read) {
-          nudged = false;
-          const runs = await this.syncReads.read(runIds);
-          if (runs.every((run) => isTerminalRunStatus(run.status)) || Date.now() >= deadline) {
+        if (runIds.every((id) => ended.has(id))) return runIds.map((id) => ended.get(id)!);
+        if (failure) throw failure.err;
+        const now = Date.now();
+        if (now >= deadline || now >= (this.syncWaits.drainDeadline ?? Infinity)) {
+          const runs = await this.r.store.read('readSyncRuns', (tx) => runsSql.getRuns(tx, runIds));
+          if (now >= deadline || runs.every((run) => isTerminalRunStatus(run.status))) {
             const byId = new Map(runs.map((run) => [run.id, run]));
             return runIds.map((id) => byId.get(id)).filter((run): run is RunRecord => !!run).map(toRunResultView);
           }
-          if (Date.now() >= (this.syncWaits.drainDeadline ?? Infinity)) throw drainedError(runs.filter((run) => !isTerminalRunStatus(run.status)), eventIdOf());
-          if (nudged) continue;
+          throw drainedError(runs.filter((run) => !isTerminalRunStatus(run.status)), eventIdOf());
         }
-        read = true;
-        const until = Math.min(deadline, this.syncWaits.drainDeadline ?? Infinity);
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(done, Math.min(this.r.config.syncPollMs, Math.max(0, until - Date.now())));
+          const timer = setTimeout(done, Math.min(deadline - now, MAX_TIMER_MS));
           function done() { clearTimeout(timer); wake = undefined; resolve(); }
           wake = done;
-          if (nudged) done();
         });
       }
     } finally {
+      unwatch?.();
       listener.close();
       end();
     }

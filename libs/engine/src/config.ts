@@ -29,7 +29,8 @@ export interface EngineConfig {
   /**
    * How long a dispatcher holds a forwarded sync trigger for a push slot to free when all are taken
    * (default 1000; below `triggerForwardTimeoutMs`, so its answer comes in time), before it answers
-   * `busy` and the gateway triggers itself. 0: answer `busy` at once.
+   * `busy` and the gateway triggers itself. 0: answer `busy` at once. (With 8 triggers per slot
+   * waiting already, it runs the trigger at once with its run queued for a claim.)
    */
   forwardedTriggerWaitMs: number;
   /** Default TriggerSync wait (default 30000). */

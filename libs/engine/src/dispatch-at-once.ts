@@ -11,13 +11,17 @@ import { Segment } from './segment-loader';
  * and egress are the dispatcher's.
  */
 export interface DispatchAtOnce {
+  /** True while this node dispatches push (started and not stopping). */
+  readonly dispatching: boolean;
+  /** True when as many `reserveWithin` callers wait as may (8 per slot): another would get false at once. */
+  readonly slotWaitersFull: boolean;
   /** Reserves a free slot; false when this node does not dispatch push now or has no free slot. */
   reserve(): boolean;
   /**
    * Reserves a slot, waiting up to `waitMs` for one to free when all are taken (a forwarded
    * trigger: its run would wait for that slot anyway). Freed slots go to waiters oldest first,
-   * taking turns with the claim loop when it waits for room too. At most `pushConcurrency` callers
-   * wait; more, a stop, or no slot in time resolve false.
+   * taking turns with the claim loop when it waits for room too. At most 8 callers per slot wait
+   * (`SLOT_WAITERS_PER_SLOT`); more, a stop, or no slot in time resolve false.
    */
   reserveWithin(waitMs: number): Promise<boolean>;
   /** Gives back a reservation that claimed nothing. */

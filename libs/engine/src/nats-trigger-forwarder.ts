@@ -48,7 +48,7 @@ export type TriggerResponder = Pick<NatsBus, 'respond'>;
 /**
  * A dispatcher's side: answers the forwarded sync triggers of every project and env
  * (`ironflow.*.*.trigger.sync`) in the queue group `{clusterId}-dispatcher`, with
- * `triggers.triggerForwarded` (`busy` once this node's push dispatch stopped or is full). A
+ * `triggers.triggerForwarded` (`busy` when no push slot freed in time or its push dispatch stopped). A
  * trigger that fails without an `EngineError` is logged and not answered: the gateway triggers
  * itself. Returns the subscription.
  */

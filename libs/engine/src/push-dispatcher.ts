@@ -12,6 +12,14 @@ import { DispatchAtOnce } from './dispatch-at-once';
 import { parseSentAt } from './sleep-clock';
 import { postPush } from './push-post';
 
+/**
+ * How many `reserveWithin` callers may wait per push slot (8: 128 with the default 16 slots). Each
+ * is a forwarded sync trigger whose run would otherwise be queued for a separate claim: at 64
+ * triggers in flight per dispatcher every one of them still waits for a slot and is claimed at
+ * trigger (issue 11); past the bound the dispatcher queues the run at once.
+ */
+export const SLOT_WAITERS_PER_SLOT = 8;
+
 /** How many times a push answer is applied when its run row stays locked past the lock limit (each waits up to `lockLimitMs`). */
 export const PUSH_APPLY_ATTEMPTS = 5;
 
@@ -86,10 +94,18 @@ export class PushDispatcher implements DispatchAtOnce {
     }
   }
 
+  get dispatching(): boolean {
+    return this.running;
+  }
+
   reserve(): boolean {
     if (!this.running || this.inFlight.size + this.reserved >= this.r.config.pushConcurrency) return false;
     this.reserved += 1;
     return true;
+  }
+
+  get slotWaitersFull(): boolean {
+    return this.slotWaiters.length >= SLOT_WAITERS_PER_SLOT * this.r.config.pushConcurrency;
   }
 
   /** `reserveWithin` callers waiting for a slot now (forwarded triggers). */
@@ -99,7 +115,7 @@ export class PushDispatcher implements DispatchAtOnce {
 
   reserveWithin(waitMs: number): Promise<boolean> {
     if (this.reserve()) return Promise.resolve(true);
-    if (!this.running || waitMs <= 0 || this.slotWaiters.length >= this.r.config.pushConcurrency) return Promise.resolve(false);
+    if (!this.running || waitMs <= 0 || this.slotWaitersFull) return Promise.resolve(false);
     return new Promise((resolve) => {
       const waiter = (reserved: boolean) => {
         clearTimeout(timer);
@@ -150,6 +166,19 @@ export class PushDispatcher implements DispatchAtOnce {
     if (this.waitingForRoom) this.wakeUp?.();
   }
 
+  /**
+   * The slots a claim left free go to the `reserveWithin` callers waiting, oldest first: a slot
+   * freed while the loop waited for room woke the loop instead of a waiter, and a claim that found
+   * less than its room would otherwise leave the waiters to their timeout.
+   */
+  private giveRoomToWaiters(): void {
+    while (this.running && this.slotWaiters.length > 0 && this.inFlight.size + this.reserved < this.r.config.pushConcurrency) {
+      this.lastSlotToWaiter = true;
+      this.reserved += 1;
+      this.slotWaiters.shift()!(true);
+    }
+  }
+
   /** Stops claiming, then waits up to `drainMs` for invocations in flight. */
   async stop(drainMs: number): Promise<void> {
     this.running = false;
@@ -184,6 +213,7 @@ export class PushDispatcher implements DispatchAtOnce {
       } catch (err) {
         this.r.logger.warn('push claim failed; retrying after the poll period', { error: String(err) });
       }
+      this.giveRoomToWaiters();
       const full = this.inFlight.size + this.reserved >= max;
       if (!full && (this.hinted || (claimed > 0 && claimed === room))) continue;
       const lag = full || claimed > 0 ? 0 : this.hintAt - claimedAt;

@@ -12,17 +12,29 @@ export class SyncWaits {
   private waiting = 0;
   private deadline?: number;
   private idleWaiters: (() => void)[] = [];
+  /** The calls' `onDrainDeadline` callbacks, called when the drain deadline passes. */
+  private readonly deadlineWaiters = new Set<() => void>();
+  private deadlineTimer?: NodeJS.Timeout;
 
-  /** Registers a sync call; call the returned `end` when it answered. Throws `UNAVAILABLE` while draining. */
-  begin(): () => void {
+  /**
+   * Registers a sync call; call the returned `end` when it answered. `onDrainDeadline` is called
+   * once the drain deadline passes while the call waits (it then answers). Throws `UNAVAILABLE`
+   * while draining.
+   */
+  begin(onDrainDeadline?: () => void): () => void {
     if (this.deadline !== undefined) throw new EngineError('UNAVAILABLE', 'the engine is shutting down: retry the call (another replica takes it)');
     this.waiting += 1;
+    if (onDrainDeadline) this.deadlineWaiters.add(onDrainDeadline);
     let ended = false;
     return () => {
       if (ended) return;
       ended = true;
+      if (onDrainDeadline) this.deadlineWaiters.delete(onDrainDeadline);
       this.waiting -= 1;
-      if (this.waiting === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
+      if (this.waiting === 0) {
+        clearTimeout(this.deadlineTimer);
+        for (const resolve of this.idleWaiters.splice(0)) resolve();
+      }
     };
   }
 
@@ -34,6 +46,11 @@ export class SyncWaits {
   /** Starts the drain: sync calls in flight answer by `deadline` (epoch ms); new ones are refused. */
   drain(deadline: number): void {
     this.deadline = Math.min(this.deadline ?? Infinity, deadline);
+    clearTimeout(this.deadlineTimer);
+    if (this.waiting === 0) return;
+    this.deadlineTimer = setTimeout(() => {
+      for (const onDeadline of [...this.deadlineWaiters]) onDeadline();
+    }, Math.max(0, this.deadline - Date.now()));
   }
 
   /** Resolves when no sync call is waiting. */

@@ -4,13 +4,14 @@ import { CallScope, EngineError, EngineErrorCode, TriggerInput, TriggerOutput, i
  * Claim at trigger in a cluster (issue 11; DESIGN.md "Performance budgets"). A node that does not
  * dispatch push itself (the api-gateway) hands a sync trigger to a dispatcher, which runs it with
  * its own {@link DispatchAtOnce} reservation: the event, its runs and the first push run's claim
- * and lease in one unit of work, the push call at once. The caller then waits for the outcome as
- * before. The gateway keeps the API key check and validates the input first, so a
+ * and lease in one unit of work, the push call at once (with as many triggers already
+ * waiting for a slot as may, it runs the trigger at once with the run queued for a claim). The caller then
+ * waits for the outcome as before. The gateway keeps the API key check and validates the input first, so a
  * `VALIDATION_ERROR` or `PAYLOAD_TOO_LARGE` never leaves it.
  *
  * The gateway draws the event id before it forwards (`eventId`). When no dispatcher took the
- * trigger (none answered, none had a free slot, the answer was lost or late, or the dispatcher
- * failed without an `EngineError`), the gateway runs the trigger itself with that same id; if a
+ * trigger (none answered, none had a slot in time, the answer was lost or late, or the
+ * dispatcher failed without an `EngineError`), the gateway runs the trigger itself with that same id; if a
  * dispatcher did commit it, the gateway's insert finds that event and answers with its runs
  * (`eventsSql.insertEvent`), so a lost answer never makes a second event or run.
  */
@@ -31,7 +32,7 @@ export interface ForwardedTrigger {
 }
 
 /**
- * A dispatcher's answer: the trigger's output; `busy` (it had no free push slot and did nothing);
+ * A dispatcher's answer: the trigger's output; `busy` (no push slot freed in time, or its push dispatch stopped: it did nothing);
  * or the `EngineError` its trigger threw (nothing committed).
  */
 export type ForwardedTriggerReply =

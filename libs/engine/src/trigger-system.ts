@@ -42,7 +42,7 @@ interface TriggerWrites {
  * replay finds no cancel. A sync trigger on a node whose push dispatch has a free slot claims its
  * first push run in the same unit of work and dispatches it at once ({@link DispatchAtOnce}); on a
  * node that does not dispatch push but has a {@link TriggerForwarder} (the cluster's api-gateway),
- * a dispatcher runs the sync trigger that way ({@link triggerForwarded}), else this node does.
+ * a dispatcher runs the sync trigger ({@link triggerForwarded}), else this node does.
  */
 export class TriggerSystem {
   private atOnce?: DispatchAtOnce;
@@ -86,20 +86,31 @@ export class TriggerSystem {
   }
 
   /**
-   * A dispatcher's side of a forwarded sync trigger ({@link TriggerForwarder}): with a push slot,
-   * free or freed within `forwardedTriggerWaitMs` (default 1000), the trigger as this node's own
-   * sync trigger runs it, with the gateway's event id, so the first push run is claimed in its unit
-   * of work and dispatched at once; without one, `busy` (nothing done: the gateway triggers
-   * itself). An `EngineError` is the reply (nothing was committed); any other failure rejects (no
-   * reply: the gateway triggers itself).
+   * A dispatcher's side of a forwarded sync trigger ({@link TriggerForwarder}): this node runs it as
+   * its own sync trigger, with the gateway's event id. With a push slot, free or freed within
+   * `forwardedTriggerWaitMs` (default 1000), the first push run is claimed in the trigger's unit of
+   * work and dispatched at once. When as many triggers wait for a slot as may
+   * (`SLOT_WAITERS_PER_SLOT`), it runs the trigger at once with the run queued for a claim, as the
+   * gateway's own trigger would queue it (issue 11: the gateway runs no trigger transaction because
+   * a dispatcher is full). `busy` (nothing done: the gateway triggers itself) when this node does
+   * not dispatch push, or no slot freed in time: that wait spent half the gateway's answer budget
+   * (`triggerForwardTimeoutMs`), and a trigger begun after it could outlast it and race the
+   * gateway's own insert of the event. An `EngineError` is the reply (nothing was committed); any
+   * other failure rejects (no reply: the gateway triggers itself).
    */
   async triggerForwarded(request: ForwardedTrigger): Promise<ForwardedTriggerReply> {
     const { scope, input, eventId } = request ?? {};
     if (typeof scope?.project !== 'string' || typeof scope.env !== 'string' || typeof eventId !== 'string' || !input) throw new Error('a forwarded trigger needs scope, input and eventId');
     try {
       const fields = this.checkInput(input);
-      if ((await this.atOnce?.reserveWithin(this.r.config.forwardedTriggerWaitMs)) !== true) return { busy: true };
-      return { output: await this.start({ project: scope.project, env: scope.env }, input, fields, { sync: true, reserved: true, eventId }) };
+      const atOnce = this.atOnce;
+      if (!atOnce?.dispatching) return { busy: true };
+      let reserved = atOnce.reserve();
+      if (!reserved && !atOnce.slotWaitersFull) {
+        if (!(await atOnce.reserveWithin(this.r.config.forwardedTriggerWaitMs))) return { busy: true };
+        reserved = true;
+      }
+      return { output: await this.start({ project: scope.project, env: scope.env }, input, fields, { sync: true, reserved, eventId }) };
     } catch (err) {
       return errorReply(err);
     }

@@ -31,7 +31,7 @@ export class EngineMetrics {
   readonly pushLatency = new Histogram({ name: 'ironflow_push_call_seconds', help: 'Push invocation round trip', buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30], registers: [this.registry] });
   /**
    * Sync triggers a node that does not dispatch push (the api-gateway) handed to a dispatcher, by
-   * result: `answered` (a dispatcher ran it, or threw an `EngineError`), `busy` (no free push slot),
+   * result: `answered` (a dispatcher ran it, or threw an `EngineError`), `busy` (no push slot freed in time, or the dispatcher's push dispatch stopped),
    * `no_responders` (no dispatcher subscribed), `failed` (no answer in time, or the dispatcher's
    * trigger failed otherwise). Every result but `answered` is triggered by the gateway itself.
    */

@@ -170,6 +170,39 @@ describe('forwarded sync triggers (api-gateway → dispatcher) [postgres + NATS]
     expect(await runCount()).toBe(2);
   });
 
+  it('a dispatcher with 8 triggers per slot waiting already runs the next one at once, its run queued: the gateway never triggers itself', async () => {
+    await openCluster({ dispatcher: { pushConcurrency: 1, forwardedTriggerWaitMs: 20_000 } });
+    gateway.store.fail({ unit: (name) => name === 'trigger' });
+    let release!: () => void;
+    hold = new Promise<void>((resolve) => (release = resolve));
+    const sync = (n: number) => gateway.engine.api.triggerSync(scope, { event: 'push.started', data: { n }, timeoutMs: 20_000 });
+    const pending = [sync(0)];
+    await waitFor('the first call to hold the only slot', () => calls === 1);
+    for (let n = 1; n <= 8; n += 1) pending.push(sync(n));
+    await waitFor('eight triggers to wait for the slot', () => dispatcher.engine.push.waitingForSlot === 8);
+    pending.push(sync(9));
+    await waitFor('the ninth trigger to be answered, its run queued', async () => (await forwards('answered')) === 2);
+    expect(await rows(`SELECT COUNT(*) AS n FROM runs WHERE project = $1 AND env = $2 AND status = 'waiting_for_capacity'`, [scope.project, scope.env])).toBe(1);
+    release();
+    const results = await Promise.all(pending);
+    expect(results.map((r) => r.results)).toEqual(Array.from({ length: 10 }, (_v, n) => [expect.objectContaining({ status: 'completed', output: { n } })]));
+    expect(await forwards('answered')).toBe(10);
+    expect(await forwards('busy')).toBe(0);
+    expect(await runCount()).toBe(10);
+    expect(gateway.store.failures).toEqual([]);
+  });
+
+  it('a dispatcher whose push dispatch stopped answers busy: the gateway triggers itself', async () => {
+    await openCluster();
+    await dispatcher.engine.push.stop(1000);
+    const { eventId, results } = await gateway.engine.api.triggerSync(scope, { event: 'push.started', data: { n: 8 }, timeoutMs: 300 });
+    expect(await forwards('busy')).toBe(1);
+    expect(await forwards('answered')).toBe(0);
+    expect(results).toEqual([expect.objectContaining({ status: 'waiting_for_capacity' })]);
+    expect(await rows(`SELECT COUNT(*) AS n FROM runs WHERE event_id = $1`, [eventId])).toBe(1);
+    expect(calls).toBe(0);
+  });
+
   it('callers get the errors a gateway that triggers itself gives: VALIDATION_ERROR and PAYLOAD_TOO_LARGE before any forward, FUNCTION_DEBOUNCED from the dispatcher', async () => {
     await openCluster();
     await expect(gateway.engine.api.triggerSync(scope, { event: ' ', data: {} })).rejects.toMatchObject({ code: 'VALIDATION_ERROR', message: 'event: a non-empty string is required' });

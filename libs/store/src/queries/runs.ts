@@ -1,4 +1,4 @@
-import { ExecutionMode, RunStatus } from '@ironflow/contracts';
+import { ExecutionMode, RunStatus, TERMINAL_RUN_STATUSES } from '@ironflow/contracts';
 import { EventRecord, FunctionRecord, RunRecord, StepRecord, mapEvent, mapFunction, mapRun, mapStep, toJson } from '../rows';
 import { placeholders } from '../sql';
 import { Tx } from '../tx';
@@ -63,6 +63,28 @@ export async function getRuns(tx: Tx, ids: string[]): Promise<RunRecord[]> {
     ? await tx.query(`SELECT * FROM runs WHERE id = ANY($1::text[])`, [ids])
     : await tx.query(`SELECT * FROM runs WHERE id IN (${placeholders(1, ids.length)})`, ids);
   return rows.map(mapRun);
+}
+
+/** `status IN (…)` of the terminal statuses, constants of the code (no parameter). */
+const ENDED = `status IN (${TERMINAL_RUN_STATUSES.map((status) => `'${status}'`).join(', ')})`;
+/** Most run ids one SQLite statement reads (it binds at most 32766 parameters; plenty of margin). */
+const SQLITE_IDS_PER_STATEMENT = 500;
+
+/**
+ * The runs among `ids` that have ended (`completed`, `failed`, `cancelled`), in no order; a run
+ * not found or still going is left out. The sync calls' store poll (`SyncPoll`). PostgreSQL: one
+ * statement of fixed shape whatever the number of ids (an array, so it is prepared once);
+ * SQLite: one statement per 500 ids.
+ */
+export async function getEndedRuns(tx: Tx, ids: string[]): Promise<RunRecord[]> {
+  if (ids.length === 0) return [];
+  if (tx.dialect === 'postgres') return (await tx.query(`SELECT * FROM runs WHERE id = ANY($1::text[]) AND ${ENDED}`, [ids])).map(mapRun);
+  const runs: RunRecord[] = [];
+  for (let i = 0; i < ids.length; i += SQLITE_IDS_PER_STATEMENT) {
+    const chunk = ids.slice(i, i + SQLITE_IDS_PER_STATEMENT);
+    for (const row of await tx.query(`SELECT * FROM runs WHERE id IN (${placeholders(1, chunk.length)}) AND ${ENDED}`, chunk)) runs.push(mapRun(row));
+  }
+  return runs;
 }
 
 export async function listChildRuns(tx: Tx, parentRunId: string): Promise<RunRecord[]> {
