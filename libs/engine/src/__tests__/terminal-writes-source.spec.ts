@@ -131,16 +131,25 @@ export function checkSql(sql: string, scan: { runsStatements: number } = { runsS
 
 /** The SET clause from `start` up to a top-level WHERE / RETURNING / FROM / `;` or the end. */
 function setClause(sql: string, start: number): string {
+  return topLevelUntil(sql, start, (i) => sql[i] === ';' || (/^(WHERE|RETURNING|FROM)\b/i.test(sql.slice(i)) && /\W/.test(sql[i - 1] ?? ' '))).text;
+}
+
+/**
+ * The text from `start` up to the first top-level position `stopsAt` accepts (`by: 'stop'`), the
+ * `)` closing the list `start` is in (`'paren'`) or the end (`'end'`); quoted strings and
+ * `${…}` interpolations are skipped whole.
+ */
+function topLevelUntil(sql: string, start: number, stopsAt: (i: number) => boolean): { text: string; by: 'stop' | 'paren' | 'end' } {
   let depth = 0;
   for (let i = start; i < sql.length; i++) {
     const c = sql[i];
     if (c === "'") { i = skipQuoted(sql, i); continue; }
     if (c === '$' && sql[i + 1] === '{') { i = skipInterpolation(sql, i); continue; }
     if (c === '(') depth++;
-    else if (c === ')') { if (depth === 0) return sql.slice(start, i); depth--; }
-    else if (depth === 0 && (c === ';' || /^(WHERE|RETURNING|FROM)\b/i.test(sql.slice(i)) && /\W/.test(sql[i - 1] ?? ' '))) return sql.slice(start, i);
+    else if (c === ')') { if (depth === 0) return { text: sql.slice(start, i), by: 'paren' }; depth--; }
+    else if (depth === 0 && stopsAt(i)) return { text: sql.slice(start, i), by: 'stop' };
   }
-  return sql.slice(start);
+  return { text: sql.slice(start), by: 'end' };
 }
 
 function skipQuoted(sql: string, i: number): number {
@@ -228,29 +237,13 @@ function checkInsert(rest: string): string[] {
 
 /** A SELECT's list from `start` up to its top-level `FROM`; `null` without one (a list ending the statement cannot be told from what follows). */
 function selectList(sql: string, start: number): string | null {
-  let depth = 0;
-  for (let i = start; i < sql.length; i++) {
-    const c = sql[i];
-    if (c === "'") { i = skipQuoted(sql, i); continue; }
-    if (c === '$' && sql[i + 1] === '{') { i = skipInterpolation(sql, i); continue; }
-    if (c === '(') depth++;
-    else if (c === ')') { if (depth === 0) return null; depth--; }
-    else if (depth === 0 && /^\sFROM\s/i.test(sql.slice(i, i + 6))) return sql.slice(start, i);
-  }
-  return null;
+  const list = topLevelUntil(sql, start, (i) => /^\sFROM\s/i.test(sql.slice(i, i + 6)));
+  return list.by === 'stop' ? list.text : null;
 }
 
 /** Text up to the `)` closing a list that starts at `start`. */
 function setClauseLikeParen(sql: string, start: number): string {
-  let depth = 0;
-  for (let i = start; i < sql.length; i++) {
-    const c = sql[i];
-    if (c === "'") { i = skipQuoted(sql, i); continue; }
-    if (c === '$' && sql[i + 1] === '{') { i = skipInterpolation(sql, i); continue; }
-    if (c === '(') depth++;
-    else if (c === ')') { if (depth === 0) return sql.slice(start, i); depth--; }
-  }
-  return sql.slice(start);
+  return topLevelUntil(sql, start, () => false).text;
 }
 
 const ORM_WRITES = new Set(['update', 'save', 'insert', 'upsert']);
