@@ -13,9 +13,8 @@
 import { SCOPE, TestEngine, openTestEngine } from '@ironflow/testing';
 import { DEFAULT_ENGINE_CONFIG } from '@ironflow/engine';
 import { ExecutionFence } from '@ironflow/fencing';
-import { Tx } from '@ironflow/store';
 import { DATABASE_URL, intArg } from './lib/common';
-import { cpuMs } from './compare/proc-stat';
+import { backendPids, countStatements, inFlight } from './lib/engine-cpu';
 
 interface Claimed {
   runId: string;
@@ -36,21 +35,6 @@ async function claimAll(t: TestEngine, n: number): Promise<Claimed[]> {
   return out;
 }
 
-/** The pool's backend pids: `size` units held open at once, each on a connection of its own. */
-async function backendPids(t: TestEngine, size: number): Promise<number[]> {
-  let open = 0;
-  let release!: () => void;
-  const all = new Promise<void>((resolve) => (release = resolve));
-  const pids = await Promise.all(Array.from({ length: size }, () => t.db.store.unitOfWork('bench.pid', async (tx: Tx) => {
-    const [row] = await tx.query<{ pid: number }>(`SELECT pg_backend_pid() AS pid`);
-    open += 1;
-    if (open === size) release();
-    await all;
-    return Number(row.pid);
-  })));
-  return [...new Set(pids)];
-}
-
 async function main(): Promise<void> {
   process.env.IRONFLOW_TEST_DATABASE_URL = DATABASE_URL;
   const runs = intArg('runs', 2000);
@@ -58,50 +42,33 @@ async function main(): Promise<void> {
   const t = await openTestEngine('postgres', { auditLingerMs: DEFAULT_ENGINE_CONFIG.auditLingerMs }, { poolSize: 8 });
   try {
     await t.engine.api.registerFunction(SCOPE, { id: 'pushed', mode: 'push', endpointUrl: 'http://127.0.0.1:9/api/ironflow', triggers: [{ event: 'push.started' }] });
-    const units = new Map<string, number>();
-    let statements = 0;
-    const store = t.faults;
-    const unitOfWork = store.unitOfWork.bind(store);
-    store.unitOfWork = (name, work, options) => {
-      units.set(name, (units.get(name) ?? 0) + 1);
-      return unitOfWork(name, (tx) => work({ ...tx, query: (sql, p) => (statements++, tx.query(sql, p)), execute: (sql, p) => (statements++, tx.execute(sql, p)) }), options);
-    };
+    const statements = countStatements(t);
     for (const groupCommit of [false, true, false, true]) {
       const claimed = await claimAll(t, runs);
       await t.engine.resources.followUps.drain(60_000);
       const pids = await backendPids(t, 8);
-      units.clear();
-      statements = 0;
-      const pg0 = pids.map((p) => cpuMs(p) ?? 0);
-      const cpu0 = process.cpuUsage();
-      const started = Date.now();
-      let next = 0;
-      await Promise.all(Array.from({ length: inflight }, async () => {
-        while (next < claimed.length) {
-          const c = claimed[next++];
-          const owner = { project: SCOPE.project, env: SCOPE.env, id: c.runId, functionId: 'pushed' };
-          await t.engine.reports.apply(c.runId, c.fence, {
-            kind: 'completed',
-            output: { ok: true, n: next },
-            stepOffset: c.nextSequence,
-            steps: [{ id: `${c.runId}:work:0`, name: 'work', type: 'invoke', status: 'completed', output: { v: 1 } } as never],
-          }, undefined, { owner, groupCommit });
-        }
-      }));
-      await t.engine.resources.followUps.drain(60_000);
-      const ms = Date.now() - started;
-      const cpu = process.cpuUsage(cpu0);
-      const pg = pids.reduce((sum, p, i) => sum + ((cpuMs(p) ?? 0) - pg0[i]), 0);
+      statements.units.clear();
+      statements.count = 0;
+      const m = await inFlight(t, pids, inflight, claimed.length, (i) => {
+        const c = claimed[i];
+        const owner = { project: SCOPE.project, env: SCOPE.env, id: c.runId, functionId: 'pushed' };
+        return t.engine.reports.apply(c.runId, c.fence, {
+          kind: 'completed',
+          output: { ok: true, n: i + 1 },
+          stepOffset: c.nextSequence,
+          steps: [{ id: `${c.runId}:work:0`, name: 'work', type: 'invoke', status: 'completed', output: { v: 1 } } as never],
+        }, undefined, { owner, groupCommit });
+      });
       const per = (v: number) => Math.round((v / runs) * 1000) / 1000;
       console.log(JSON.stringify({
         groupCommit,
         runs,
         inflight,
-        runsPerSecond: Math.round((runs / ms) * 1000),
-        engineCpuMsPerRun: per((cpu.user + cpu.system) / 1000),
-        postgresCpuMsPerRun: per(pg),
-        unitsPerRun: Object.fromEntries([...units].map(([k, v]) => [k, per(v)])),
-        statementsPerRun: per(statements),
+        runsPerSecond: Math.round((runs / m.ms) * 1000),
+        engineCpuMsPerRun: per(m.engineCpuMs),
+        postgresCpuMsPerRun: per(m.postgresCpuMs),
+        unitsPerRun: Object.fromEntries([...statements.units].map(([k, v]) => [k, per(v)])),
+        statementsPerRun: per(statements.count),
       }));
     }
   } finally {

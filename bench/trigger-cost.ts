@@ -9,9 +9,8 @@
  *   node dist/bench/trigger-cost.js [--runs 2000] [--inflight 1,64]
  */
 import { SCOPE, openTestEngine } from '@ironflow/testing';
-import { Tx } from '@ironflow/store';
 import { DATABASE_URL, intArg, stringArg } from './lib/common';
-import { cpuMs } from './compare/proc-stat';
+import { backendPids, countStatements, inFlight } from './lib/engine-cpu';
 
 async function main(): Promise<void> {
   process.env.IRONFLOW_TEST_DATABASE_URL = DATABASE_URL;
@@ -20,44 +19,15 @@ async function main(): Promise<void> {
   const t = await openTestEngine('postgres', { auditLingerMs: 100 }, { poolSize: 8 });
   try {
     await t.engine.api.registerFunction(SCOPE, { id: 'pushed', mode: 'push', endpointUrl: 'http://127.0.0.1:9/api/ironflow', triggers: [{ event: 'push.started' }] });
-    let statements = 0;
-    const store = t.faults;
-    const unitOfWork = store.unitOfWork.bind(store);
-    store.unitOfWork = (name, work, options) =>
-      unitOfWork(name, (tx) => work({ ...tx, query: (sql, p) => (statements++, tx.query(sql, p)), execute: (sql, p) => (statements++, tx.execute(sql, p)) }), options);
-    // The pool's backends: every connection held at once (read before each pass: the pool may have replaced some).
-    const backendPids = async (): Promise<number[]> => {
-      let open = 0;
-      let release!: () => void;
-      const all = new Promise<void>((resolve) => (release = resolve));
-      return [...new Set(await Promise.all(Array.from({ length: 8 }, () => t.db.store.unitOfWork('bench.pid', async (tx: Tx) => {
-        const [row] = await tx.query<{ pid: number }>(`SELECT pg_backend_pid() AS pid`);
-        if (++open === 8) release();
-        await all;
-        return Number(row.pid);
-      }))))];
-    };
+    const statements = countStatements(t);
     for (const inflight of [...inflights, ...inflights]) {
       await t.engine.api.trigger(SCOPE, { event: 'push.started', data: { warm: true } });
       await t.engine.resources.followUps.drain(60_000);
-      const pids = await backendPids();
-      statements = 0;
-      const pg0 = pids.map((p) => cpuMs(p) ?? 0);
-      const cpu0 = process.cpuUsage();
-      const started = Date.now();
-      let next = 0;
-      await Promise.all(Array.from({ length: inflight }, async () => {
-        while (next < runs) {
-          const i = next++;
-          await t.engine.api.trigger(SCOPE, { event: 'push.started', data: { i } });
-        }
-      }));
-      await t.engine.resources.followUps.drain(60_000);
-      const ms = Date.now() - started;
-      const cpu = process.cpuUsage(cpu0);
-      const pg = pids.reduce((sum, p, i) => sum + ((cpuMs(p) ?? 0) - pg0[i]), 0);
+      const pids = await backendPids(t, 8);
+      statements.count = 0;
+      const m = await inFlight(t, pids, inflight, runs, (i) => t.engine.api.trigger(SCOPE, { event: 'push.started', data: { i } }));
       const per = (v: number) => Math.round((v / runs) * 1000) / 1000;
-      console.log(JSON.stringify({ runs, inflight, triggersPerSecond: Math.round((runs / ms) * 1000), engineCpuMsPerRun: per((cpu.user + cpu.system) / 1000), postgresCpuMsPerRun: per(pg), statementsPerRun: per(statements) }));
+      console.log(JSON.stringify({ runs, inflight, triggersPerSecond: Math.round((runs / m.ms) * 1000), engineCpuMsPerRun: per(m.engineCpuMs), postgresCpuMsPerRun: per(m.postgresCpuMs), statementsPerRun: per(statements.count) }));
     }
   } finally {
     await t.close();
