@@ -3,7 +3,8 @@
  * `bench/compare` (the same services, push worker and SDK client). Every process of the system
  * and this one load `trace-preload` (timestamps of pg statements, HTTP, undici and NATS hops);
  * after a warm-up, `--calls` sequential one-step calls are traced and each is cut at fixed
- * milestones (the trigger's BEGIN, its COMMIT, the push call, the report's COMMIT, the answer…).
+ * milestones (the forwarded trigger, the trigger's statement, the push call, the report's statement,
+ * the frame, the answer…).
  * Prints p50 / mean / p90 of each part, ms. A part's figure is less noisy than the total under
  * load: compare parts before and after a change. See bench/README.md "compare".
  *
@@ -14,40 +15,46 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { intArg, runBenchmark, stringArg, table } from '../lib/common';
 
-/** A milestone: the first event after the previous one, in a process whose start line matches `role`. */
-type Milestone = [part: string, role: RegExp, event: RegExp, at: 'start' | 'end'];
+/**
+ * A milestone: the first event after the previous one, in a process whose start line matches
+ * `role`. An `optional` milestone counts only when it comes before the next milestone's event (a
+ * COMMIT that a one-statement unit of work does not send must not be matched to a later one).
+ */
+type Milestone = [part: string, role: RegExp, event: RegExp, at: 'start' | 'end', optional?: 'optional'];
 
 const SERVER = /apps\/ironflow\/src\/main\.js dev/;
 const GATEWAY = /apps\/api-gateway\//;
 const DISPATCHER = /apps\/dispatcher\//;
 const WORKER = /bench\/compare\/worker\.js/;
 
+/** The trigger's unit of work (event, run, claim and lease): its BEGIN when it has one, the common case's statement (`WITH simple`), its COMMIT when it has one. */
+const TRIGGER = (engine: RegExp): Milestone[] => [
+  ['→ trigger BEGIN or statement sent', engine, /^pg \S+ (START TRANSACTION|WITH simple)/, 'start'],
+  ['trigger statement (event, run, claim, lease)', engine, /^pg \S+ WITH simple/, 'end'],
+  ['trigger COMMIT', engine, /^pg \S+ COMMIT$/, 'end', 'optional'],
+];
+
 const PUSH_AND_REPORT = (engine: RegExp): Milestone[] => [
   ['→ push call sent', engine, /^und-sent POST \/$/, 'end'],
   ['→ worker has the request', WORKER, /^srv-req/, 'end'],
   ['worker handling (serve)', WORKER, /^srv-fin/, 'end'],
   ['→ push answer', engine, /^und-headers \/$/, 'end'],
-  ['→ report BEGIN sent', engine, /^pg \S+ START TRANSACTION$/, 'start'],
-  ['report: run read, steps, outcome', engine, /^pg \S+ WITH ended/, 'end'],
-  ['report COMMIT', engine, /^pg \S+ COMMIT$/, 'end'],
+  ['→ report statement sent (group commit)', engine, /^pg \S+ WITH input/, 'start'],
+  ['report: outcome, steps, lease (one statement)', engine, /^pg \S+ WITH input/, 'end'],
 ];
 
 const MILESTONES: Record<string, Milestone[]> = {
   single: [
     ['client → server has the request', SERVER, /^srv-req .*TriggerSync/, 'end'],
-    ['→ trigger BEGIN sent', SERVER, /lock_timeout = '1000ms'$/, 'start'],
-    ['trigger transaction (with its claim)', SERVER, /^pg \S+ COMMIT$/, 'end'],
+    ...TRIGGER(SERVER),
     ...PUSH_AND_REPORT(SERVER),
     ['→ answer sent (in-process frame)', SERVER, /^srv-fin .*TriggerSync/, 'end'],
   ],
   cluster: [
     ['client → gateway has the request', GATEWAY, /^srv-req .*TriggerSync/, 'end'],
-    ['→ trigger BEGIN sent', GATEWAY, /lock_timeout = '1000ms'$/, 'start'],
-    ['trigger transaction', GATEWAY, /^pg \S+ COMMIT$/, 'end'],
-    ['→ STEPS hint published', GATEWAY, /^nats-pub steps\./, 'end'],
-    ['→ dispatcher has the hint', DISPATCHER, /^nats-recv steps\./, 'end'],
-    ['→ claim BEGIN sent', DISPATCHER, /^pg \S+ START TRANSACTION/, 'start'],
-    ['claim transaction', DISPATCHER, /^pg \S+ COMMIT$/, 'end'],
+    ['→ trigger forwarded (NATS request sent)', GATEWAY, /^nats-pub .*trigger\.sync$/, 'end'],
+    ['→ dispatcher has it', DISPATCHER, /^nats-recv .*trigger\.sync$/, 'end'],
+    ...TRIGGER(DISPATCHER),
     ...PUSH_AND_REPORT(DISPATCHER),
     ['→ RESULTS frame published', DISPATCHER, /^nats-pub results\./, 'end'],
     ['→ gateway has the frame', GATEWAY, /^nats-recv results\./, 'end'],
@@ -100,16 +107,20 @@ function breakdown(lines: Line[], roles: Map<string, string>, milestones: Milest
     const t0 = call[0].end;
     const t1 = line.end;
     let previous = t0;
-    for (const [part, role, event, at] of milestones) {
-      const hits = call
+    const firstHit = ([, role, event, at]: Milestone, after: number) =>
+      call!
         .filter((l) => role.test(roles.get(l.pid) ?? '') && event.test(l.event))
         .map((l) => (at === 'start' ? l.start : l.end))
-        .filter((t) => t >= previous)
-        .sort((a, b) => a - b);
-      if (hits.length === 0) continue;
-      parts.get(part)!.push(hits[0] - previous);
-      previous = hits[0];
-    }
+        .filter((t) => t >= after)
+        .sort((a, b) => a - b)[0];
+    milestones.forEach((milestone, i) => {
+      const hit = firstHit(milestone, previous);
+      if (hit === undefined) return;
+      const next = milestones[i + 1] && firstHit(milestones[i + 1], previous);
+      if (milestone[4] === 'optional' && next !== undefined && next < hit) return;
+      parts.get(milestone[0])!.push(hit - previous);
+      previous = hit;
+    });
     parts.get('→ client has the answer')!.push(t1 - previous);
     parts.get('HTTP exchange (client sent → answer read)')!.push(t1 - t0);
     // The calls are sequential: the n-th traced exchange is the n-th call timed by the phase.

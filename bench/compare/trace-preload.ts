@@ -76,7 +76,8 @@ on('undici:client:sendHeaders', (r) => `und-sent ${r.method} ${r.path}`);
 on('undici:request:headers', (r) => `und-headers ${r.path}`);
 on('undici:request:trailers', (r) => `und-done ${r.path}`);
 
-// NATS: the STEPS hints and RESULTS frames (their subjects from `.steps.` / `.results.` on).
+// NATS: the forwarded sync triggers, STEPS hints and RESULTS frames (their subjects from
+// `.trigger.sync` / `.steps.` / `.results.` on).
 const natsIndex = (() => {
   try {
     return require.resolve('nats', { paths: [process.cwd(), __dirname] });
@@ -89,7 +90,7 @@ if (natsIndex) {
   type Impl = { prototype: { publish: (subject: string, ...rest: unknown[]) => unknown; subscribe: (subject: string, opts?: { callback?: Callback }) => unknown } };
   const impl = load<{ NatsConnectionImpl: Impl }>(join(dirname(natsIndex), 'lib/nats-base-client/nats.js'))?.NatsConnectionImpl;
   const hop = (subject: string) => {
-    const at = subject.search(/\.(results|steps)\./);
+    const at = subject.search(/\.(results|steps)\.|\.trigger\.sync$/);
     return at < 0 ? undefined : subject.slice(at + 1, at + 40);
   };
   if (impl) {
