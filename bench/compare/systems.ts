@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Client } from 'pg';
 import { createClient } from '@ironflow/sdk';
 import { BusNamespace } from '@ironflow/bus';
-import { ServiceApp, ServiceProcess, devApp, freePort } from '@ironflow/testing';
+import { ServiceApp, ServiceProcess, devApp, freePort, nodeArgsFor } from '@ironflow/testing';
 import { DATABASE_URL, NATS_URL } from '../lib/common';
 import { PhaseRequest, PhaseResult, Workload, runPhase } from './load';
 
@@ -83,9 +83,9 @@ async function stopChild(child: ChildProcess | undefined, signal: NodeJS.Signals
   clearTimeout(timer);
 }
 
-/** Forks `dist/bench/compare/<script>.js` with IPC and waits for its `{ready: true}`. */
+/** Forks `dist/bench/compare/<script>.js` with IPC (Node options from `IRONFLOW_NODE_ARGS_<SCRIPT>`, see `nodeArgsFor`) and waits for its `{ready: true}`. */
 async function forkReady(script: string, args: string[]): Promise<ChildProcess> {
-  const child = fork(join(__dirname, `${script}.js`), args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = fork(join(__dirname, `${script}.js`), args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [...process.execArgv, ...nodeArgsFor(script)] });
   await new Promise<void>((res, rej) => {
     const onMessage = (m: { ready?: boolean }) => {
       if (m?.ready) {

@@ -32,9 +32,10 @@ export function freePort(): Promise<number> {
  * Node options for one service's process, from `IRONFLOW_NODE_ARGS_<APP>` in this process's
  * environment (the app's name upper-cased, `-` as `_`; e.g. `IRONFLOW_NODE_ARGS_DISPATCHER=
  * "--cpu-prof --cpu-prof-dir=/tmp/prof"`), split on spaces: a way to profile one service of a
- * cluster (`--cpu-prof` is not allowed in `NODE_OPTIONS`). None by default.
+ * cluster (`--cpu-prof` is not allowed in `NODE_OPTIONS`). None by default. The benchmarks' own
+ * child processes take theirs the same way (`IRONFLOW_NODE_ARGS_WORKER` for bench/compare's worker).
  */
-function nodeArgsFor(script: string): string[] {
+export function nodeArgsFor(script: string): string[] {
   const value = process.env[`IRONFLOW_NODE_ARGS_${script.toUpperCase().replace(/-/g, '_')}`];
   return value ? value.split(' ').filter((a) => a !== '') : [];
 }
