@@ -262,6 +262,20 @@ describe('ironflow CLI', () => {
       }
     });
 
+    it('dev refuses an IRONFLOW_* variable that is no setting (a typo), naming the setting it resembles', async () => {
+      process.env.IRONFLOW_TICK_MSS = '50';
+      try {
+        const res = await cli(server.url, 'dev', '--port', '0', '--db', 'unused.db');
+        expect(res).toEqual({
+          code: 1,
+          out: [],
+          err: ['error [SETTINGS_ERROR]: invalid configuration: IRONFLOW_TICK_MSS: not a setting (did you mean IRONFLOW_TICK_MS?) (the settings are listed in README.md "Running on PostgreSQL and NATS")'],
+        });
+      } finally {
+        delete process.env.IRONFLOW_TICK_MSS;
+      }
+    });
+
     it('dev refuses --db while IRONFLOW_DATABASE_URL is set (the file would be ignored), before starting anything', async () => {
       const saved = process.env.IRONFLOW_DATABASE_URL;
       process.env.IRONFLOW_DATABASE_URL = 'postgres://nobody@127.0.0.1:1/none';
