@@ -23,8 +23,17 @@ interface AlertRule {
 
 const alertRules = (): AlertRule[] => parse(readFileSync(join(repoRoot, RULES), 'utf8')).groups.flatMap((g: { rules: AlertRule[] }) => g.rules);
 
-const dashboardQueries = (): string[] =>
-  JSON.parse(readFileSync(join(repoRoot, DASHBOARD), 'utf8')).panels.flatMap((p: { targets?: { expr: string }[] }) => (p.targets ?? []).map((t) => t.expr));
+interface Dashboard {
+  panels: { title: string; targets?: { expr: string }[] }[];
+  templating: { list: { name: string; type: string; query?: { query: string } | string; includeAll?: boolean; allValue?: string }[] };
+}
+
+const dashboard = (): Dashboard => JSON.parse(readFileSync(join(repoRoot, DASHBOARD), 'utf8'));
+
+const dashboardQueries = (): string[] => dashboard().panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr));
+
+/** The dashboard's installation variable: its `label_values(…)` query. */
+const clusterVariable = () => dashboard().templating.list.find((v) => v.name === 'cluster_id');
 
 /** Every metric family the services can export (the backlog gauges come with the capacity scanner). */
 async function exportedMetricNames(): Promise<Set<string>> {
@@ -79,7 +88,8 @@ describe('Prometheus alert rules', () => {
 
   it('every metric an alert or a dashboard query names is one the services export', async () => {
     const exported = await exportedMetricNames();
-    const named = [...alertRules().map((r) => r.expr), ...dashboardQueries()].flatMap(metricsIn);
+    const variable = clusterVariable()?.query;
+    const named = [...alertRules().map((r) => r.expr), ...dashboardQueries(), typeof variable === 'object' ? variable.query : ''].flatMap(metricsIn);
     expect(named.length).toBeGreaterThan(20);
     expect(named.filter((name) => !exported.has(name))).toEqual([]);
     // The check itself can fail: a made-up name is caught.
@@ -94,6 +104,55 @@ describe('Prometheus alert rules', () => {
       const file = join(dir, 'dashboard-queries.yml');
       writeFileSync(file, stringify({ groups: [{ name: 'dashboard', rules: queries.map((expr, i) => ({ record: `dashboard:query_${i}`, expr })) }] }));
       expect(await promtool(['check', 'rules', file])).toMatch(new RegExp(`SUCCESS: ${queries.length} rules found`));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('the dashboard shows one installation: a cluster_id variable, and every series of every query filtered by it', () => {
+    expect(clusterVariable()).toMatchObject({
+      type: 'query',
+      query: { query: 'label_values(ironflow_run_outcomes_total, cluster_id)' },
+      includeAll: true,
+      // All: every installation, and series without the label (a scrape config that does not add it).
+      allValue: '.*',
+    });
+    const selectors = dashboardQueries().flatMap((expr) => [...expr.matchAll(/\b(ironflow_[a-z0-9_]+|ALERTS)\b(\{[^}]*\})?/g)].map((m) => m[0]));
+    expect(selectors.length).toBeGreaterThanOrEqual(27);
+    expect(selectors.filter((selector) => !selector.includes('{cluster_id=~"$cluster_id"'))).toEqual([]);
+  });
+
+  it('with an installation chosen a panel counts only its series; with All, every installation\'s (promtool evaluates the queries)', async () => {
+    const query = (title: string): string => dashboard().panels.find((p) => p.title === title)!.targets![0].expr;
+    const chosen = (expr: string, value: string): string => expr.replaceAll('$cluster_id', value);
+    const streams = query('Open worker streams');
+    const queued = query('Queued runs');
+    const dir = mkdtempSync(join(tmpdir(), 'ironflow-dashboard-'));
+    try {
+      const file = join(dir, 'dashboard.test.yml');
+      const sample = (value: number) => [{ labels: '{}', value }];
+      writeFileSync(file, stringify({
+        rule_files: [],
+        evaluation_interval: '1m',
+        tests: [{
+          interval: '1m',
+          input_series: [
+            { series: 'ironflow_stream_connections{cluster_id="prod", instance="dispatcher-1"}', values: '2x5' },
+            { series: 'ironflow_stream_connections{cluster_id="prod", instance="dispatcher-2"}', values: '3x5' },
+            { series: 'ironflow_stream_connections{cluster_id="staging", instance="dispatcher-1"}', values: '7x5' },
+            { series: 'ironflow_queued_runs{cluster_id="prod", mode="pull", instance="scanner-1"}', values: '4x5' },
+            { series: 'ironflow_queued_runs{cluster_id="staging", mode="pull", instance="scanner-1"}', values: '10x5' },
+          ],
+          promql_expr_test: [
+            { expr: chosen(streams, 'prod'), eval_time: '2m', exp_samples: sample(5) },
+            { expr: chosen(streams, 'staging'), eval_time: '2m', exp_samples: sample(7) },
+            { expr: chosen(streams, '.*'), eval_time: '2m', exp_samples: sample(12) },
+            { expr: chosen(queued, 'prod'), eval_time: '2m', exp_samples: sample(4) },
+            { expr: chosen(queued, 'staging'), eval_time: '2m', exp_samples: sample(10) },
+          ],
+        }],
+      }));
+      expect(await promtool(['test', 'rules', file])).toMatch(/SUCCESS/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -26,6 +26,7 @@ describe('service logs', () => {
     ['IRONFLOW_PORT', { IRONFLOW_PORT: 'abc' }],
     ['IRONFLOW_DATABASE_URL', { IRONFLOW_DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none', IRONFLOW_PORT: '0' }],
     ['IRONFLOW_LOG_LEVEL', { IRONFLOW_LOG_LEVEL: 'loud', IRONFLOW_PORT: '0' }],
+    ['IRONFLOW_LEASE_MSS: not a setting (did you mean IRONFLOW_LEASE_MS?)', { IRONFLOW_LEASE_MSS: '5000', IRONFLOW_PORT: '0' }],
   ])('a bad %s stops the service with one JSON line naming it, without a stack', async (variable, env) => {
     const { code, stdout, stderr } = await runToExit('api-gateway', env);
     expect(code).toBe(1);

@@ -104,8 +104,9 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     await registerPull(fnB, event);
     const res = await connect(engine.url, 'Trigger', { event, data: { a: 1 } });
     expect(res.status).toBe(200);
-    expect(Object.keys(res.json).sort()).toEqual(['debouncedFunctionIds', 'eventId', 'runIds']);
+    expect(Object.keys(res.json).sort()).toEqual(['debouncedFunctionIds', 'duplicate', 'eventId', 'runIds']);
     expect(res.json.debouncedFunctionIds).toEqual([]);
+    expect(res.json.duplicate).toBe(false);
     expect(typeof res.json.eventId).toBe('string');
     expect(res.json.eventId.length).toBeGreaterThan(0);
     expect(res.json.runIds).toHaveLength(2);
@@ -117,6 +118,20 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     expect(none.status).toBe(200);
     expect(none.json.runIds).toEqual([]);
     expect(typeof none.json.eventId).toBe('string');
+  });
+
+  it('Trigger with an idempotency key used before answers duplicate: true, the first event\'s id and its runs, and starts nothing', async () => {
+    const event = uid('dup');
+    await registerPull(uid('dup-fn'), event);
+    const key = uid('key');
+    const first = await connect(engine.url, 'Trigger', { event, data: { n: 1 }, idempotencyKey: key });
+    const again = await connect(engine.url, 'Trigger', { event, data: { n: 2 }, idempotencyKey: key });
+    expect([first.status, again.status]).toEqual([200, 200]);
+    expect(first.json).toEqual({ eventId: expect.any(String), runIds: [expect.any(String)], debouncedFunctionIds: [], duplicate: false });
+    expect(again.json).toEqual({ ...first.json, duplicate: true });
+    // The REST route answers the same.
+    const rest = await fetch(`${engine.url}/api/v1/events`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: event, data: {}, idempotencyKey: key }) });
+    expect([rest.status, await rest.json()]).toEqual([201, { ...first.json, duplicate: true }]);
   });
 
   it('TriggerSync answers results[] with runId, functionId, lowercase "completed", output and durationMs, plus eventId', async () => {

@@ -277,6 +277,11 @@ describe.each(WIRE_STORES)('wire: pull over REST (%s)', (store) => {
     const run = await getRun(runId);
     expect(run.status).not.toBe('running');
     expect(run.error).toMatchObject({ code: 'REPORT_REJECTED', retryable: true });
+    // The execution the engine ended is fenced off: a later report of it, whatever its kind, is refused alike.
+    const completed = await update(worker, job, { status: 'completed', output: { ok: true }, steps: [], step_offset: 0, ...fence(job) });
+    const failed = await update(worker, job, { status: 'failed', error: { message: 'boom', code: 'E', retryable: false }, ...fence(job) });
+    expect([[completed.status, completed.json?.code], [failed.status, failed.json?.code]]).toEqual([[409, 'STALE_EXECUTION'], [409, 'STALE_EXECUTION']]);
+    expect(await getRun(runId)).toEqual(run);
   });
 
   it('R6 completed with the fence completes the run; the same report again answers 2xx with no effect', async () => {
@@ -593,6 +598,11 @@ describe.each(WIRE_STORES)('wire: pull over REST (%s)', (store) => {
     const run = await getRun(runId);
     expect(run.status).not.toBe('running');
     expect(run.error).toMatchObject({ code: 'REPORT_REJECTED', retryable: true });
+    // The execution the engine ended is fenced off: a later report of it, whatever its kind, is refused alike.
+    const completed = await update(worker, job, { status: 'completed', output: { ok: true }, steps: [], step_offset: 0, ...fence(job) });
+    const failed = await update(worker, job, { status: 'failed', error: { message: 'boom', code: 'E', retryable: false }, ...fence(job) });
+    expect([[completed.status, completed.json?.code], [failed.status, failed.json?.code]]).toEqual([[409, 'STALE_EXECUTION'], [409, 'STALE_EXECUTION']]);
+    expect(await getRun(runId)).toEqual(run);
   });
 
   it('R6 over the 4 MiB limit answers 413 and fails the run at once with PAYLOAD_TOO_LARGE (not retryable), before any lease recovery', async () => {

@@ -118,7 +118,18 @@ describe('ironflow CLI', () => {
         out: ['event evt-d started 0 run(s)', note],
         err: ['error [FUNCTION_DEBOUNCED]: event "doc.changed" started no run now: debounced search.index (the run starts after the debounce period; follow it with run list)'],
       });
-      expect(JSON.parse((await cli(server.url, 'emit', 'doc.changed', '--json')).out[0])).toEqual({ eventId: 'evt-d', runIds: [], debouncedFunctionIds: ['search.index'] });
+      expect(JSON.parse((await cli(server.url, 'emit', 'doc.changed', '--json')).out[0])).toEqual({ eventId: 'evt-d', runIds: [], debouncedFunctionIds: ['search.index'], duplicate: false });
+    });
+
+    it('emit says when the event was a duplicate (Trigger duplicate: its idempotency key was used before) and lists the first event\'s runs', async () => {
+      replies.Trigger = () => ({ status: 200, body: { eventId: 'evt-1', runIds: ['run-1', 'run-2'], duplicate: true } });
+      expect(await cli(server.url, 'emit', 'order.placed', '--idempotency-key', 'order-7')).toEqual({
+        code: 0,
+        out: ['duplicate event: idempotency key "order-7" was used by event evt-1, so nothing new was stored or started; its 2 run(s)\n  run-1\n  run-2'],
+        err: [],
+      });
+      expect(server.requests[0].body).toEqual({ event: 'order.placed', data: {}, idempotencyKey: 'order-7' });
+      expect(JSON.parse((await cli(server.url, 'emit', 'order.placed', '--idempotency-key', 'order-7', '--json')).out[0])).toEqual({ eventId: 'evt-1', runIds: ['run-1', 'run-2'], debouncedFunctionIds: [], duplicate: true });
     });
 
     it('a failed run prints "run <id> (<function>) failed: [CODE] message" and exits 2; --json prints JSON lines: the ids, then status, ids and error', async () => {
@@ -128,7 +139,7 @@ describe('ironflow CLI', () => {
       const json = await cli(server.url, 'emit', 'order.placed', '--wait', '--json');
       expect(json.code).toBe(2);
       expect(json.out.map((line) => JSON.parse(line))).toEqual([
-        { eventId: 'e', runIds: ['run-4'], debouncedFunctionIds: [] },
+        { eventId: 'e', runIds: ['run-4'], debouncedFunctionIds: [], duplicate: false },
         { status: 'failed', runId: 'run-4', functionId: 'ship', error: { message: 'carrier down', code: 'STEP_FAILED' } },
       ]);
     });
@@ -259,6 +270,20 @@ describe('ironflow CLI', () => {
       } finally {
         if (saved !== undefined) process.env.IRONFLOW_DATABASE_URL = saved;
         rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('dev refuses an IRONFLOW_* variable that is no setting (a typo), naming the setting it resembles', async () => {
+      process.env.IRONFLOW_TICK_MSS = '50';
+      try {
+        const res = await cli(server.url, 'dev', '--port', '0', '--db', 'unused.db');
+        expect(res).toEqual({
+          code: 1,
+          out: [],
+          err: ['error [SETTINGS_ERROR]: invalid configuration: IRONFLOW_TICK_MSS: not a setting (did you mean IRONFLOW_TICK_MS?) (the settings are listed in README.md "Running on PostgreSQL and NATS")'],
+        });
+      } finally {
+        delete process.env.IRONFLOW_TICK_MSS;
       }
     });
 

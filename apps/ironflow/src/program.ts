@@ -107,7 +107,7 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
     .description('emit an event, starting the runs whose triggers match it')
     .argument('<name>', 'event name, e.g. order.placed')
     .option('--data <json>', `event data, a JSON object (default {}); ${DATA_FROM_FILE_HELP}`)
-    .option('--idempotency-key <key>', 'an event with a key already used starts nothing new')
+    .option('--idempotency-key <key>', 'an event with a key already used starts nothing new: emit says "duplicate event" and lists the first event\'s runs (--wait waits for the first of them)')
     .option('--wait', 'print the event and run ids at once, then wait for the first run to finish and print its outcome')
     .option('--timeout <duration>', 'how long --wait waits: 30s, 5m, 1h or a number of ms', parseDurationOption, 30_000)
     .option('--json', 'print JSON')
@@ -121,7 +121,12 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
         const res = await c.emit(name, data, { idempotencyKey: o.idempotencyKey });
         if (o.json) io.out(JSON.stringify(res, null, o.wait ? 0 : 2));
         else {
-          io.out(`event ${res.eventId} started ${res.runIds.length} run(s)${res.runIds.map((id) => `\n  ${id}`).join('')}`);
+          const runs = res.runIds.map((id) => `\n  ${id}`).join('');
+          io.out(
+            res.duplicate
+              ? `duplicate event: idempotency key "${o.idempotencyKey}" was used by event ${res.eventId}, so nothing new was stored or started; its ${res.runIds.length} run(s)${runs}`
+              : `event ${res.eventId} started ${res.runIds.length} run(s)${runs}`,
+          );
           for (const fn of res.debouncedFunctionIds) io.out(`function ${fn} debounced: its run starts once its debounce period passes without another event of its key`);
         }
         if (!o.wait) return;

@@ -112,6 +112,11 @@ export interface TriggerOutput {
    * repeated (idempotent) event.
    */
   debouncedFunctionIds: string[];
+  /**
+   * The idempotency key was used before (ours, `TriggerResponse.duplicate`, field 101): nothing was
+   * stored or started; `eventId` is the first event's and `runIds` are its runs.
+   */
+  duplicate: boolean;
 }
 
 /** One entry of TriggerSync's `results[]`: status lowercase, duration in ms. */

@@ -200,7 +200,7 @@ export class PullWorkerSystem {
     if (!fence) return false;
     const error = { message: `an update of job ${jobId} over the engine's ${limitBytes}-byte request limit was refused unread (413)`, code: RUN_ERROR_CODES.PAYLOAD_TOO_LARGE, retryable: false };
     try {
-      await this.reports.apply(id.runId, fence, { kind: 'failed', error });
+      await this.reports.apply(id.runId, fence, { kind: 'failed', error, byEngine: true });
       return true;
     } catch (err) {
       this.r.logger.warn('oversized update: the attempt could not be failed', { worker_id: workerId, job_id: jobId, error: String(err) });

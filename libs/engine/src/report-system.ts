@@ -20,12 +20,12 @@ import { stepNameOf } from './step-name';
 /**
  * A worker's report of one execution, from any transport. `sentAt`: the worker's clock when it sent
  * the report (ms since the epoch; ours, optional), used to place a sleep on the engine's clock.
- */
-/**
- * A worker's report of one execution, or the engine's own verdict on it (`byEngine`: a timeout, a
- * stream job dropped or too large to send): an execution the engine ended is fenced off in the same
- * unit of work, so the worker's late report of it is refused with the fencing code, not applied
- * and not taken for a repeat.
+ *
+ * Or the engine's own verdict on one execution (`byEngine`: a timeout, a stream job dropped or too
+ * large to send, a report it refused or an update too large to read): an execution the engine
+ * ended is fenced off in the same unit of work, so the worker's late report of it, whatever its
+ * kind, is refused with the fencing code (`RUN_NOT_RUNNING` once the run ended, else
+ * `STALE_EXECUTION`), not applied and not taken for a repeat.
  */
 export type SegmentReport = { steps?: StepResult[]; stepOffset?: number; sentAt?: number; byEngine?: boolean } & (
   | { kind: 'progress' }
@@ -147,7 +147,7 @@ export class ReportSystem {
       : { message: reason, code: tooLarge ? RUN_ERROR_CODES.PAYLOAD_TOO_LARGE : RUN_ERROR_CODES.REPORT_REJECTED, retryable: !tooLarge };
     this.r.logger.warn('report not applicable; the attempt fails', { run_id: runId, execution_seq: fence.executionSeq, error: err.message });
     try {
-      await this.r.followUps.during(() => this.applyChecked(runId, fence, { kind: 'failed', error }, holder));
+      await this.r.followUps.during(() => this.applyChecked(runId, fence, { kind: 'failed', error, byEngine: true }, holder));
     } catch (again) {
       this.r.logger.warn('failure of an unapplicable report not applied', { run_id: runId, execution_seq: fence.executionSeq, error: String(again) });
     }

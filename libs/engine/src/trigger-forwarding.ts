@@ -63,5 +63,10 @@ export function outputOf(reply: unknown): TriggerOutput | undefined {
   if (r.error && typeof r.error.code === 'string') throw new EngineError(r.error.code, r.error.message, r.error.details);
   const output = r.output;
   if (!output || typeof output.eventId !== 'string' || !Array.isArray(output.runIds)) return undefined;
-  return { eventId: output.eventId, runIds: output.runIds, debouncedFunctionIds: Array.isArray(output.debouncedFunctionIds) ? output.debouncedFunctionIds : [] };
+  return {
+    eventId: output.eventId,
+    runIds: output.runIds,
+    debouncedFunctionIds: Array.isArray(output.debouncedFunctionIds) ? output.debouncedFunctionIds : [],
+    duplicate: output.duplicate === true,
+  };
 }

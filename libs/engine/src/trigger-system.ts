@@ -200,7 +200,7 @@ export class TriggerSystem {
       // after this read's statement: it is on the caller's path, the match is not.
       this.r.followUps.track('cancel-on-match', dispatched ? () => nextTurn().then(match) : match);
     }
-    return { eventId: result.event.id, runIds: result.runIds, debouncedFunctionIds: result.debounced };
+    return { eventId: result.event.id, runIds: result.runIds, debouncedFunctionIds: result.debounced, duplicate: result.duplicate };
   }
 
   /**

@@ -98,11 +98,11 @@ export const CLIENT_METHODS = {
   }),
   trigger: bind('trigger', {
     call: (d, scope, req) => d.api.trigger(scope, triggerInputFromProto(req)),
-    toMessage: (r) => ({ runIds: r.runIds, eventId: r.eventId, debouncedFunctionIds: r.debouncedFunctionIds }),
+    toMessage: (r) => ({ runIds: r.runIds, eventId: r.eventId, debouncedFunctionIds: r.debouncedFunctionIds, duplicate: r.duplicate }),
   }),
   emit: bind('emit', {
     call: (d, scope, req) => d.api.trigger(scope, triggerInputFromProto(req)),
-    toMessage: (r) => ({ runIds: r.runIds, eventId: r.eventId, debouncedFunctionIds: r.debouncedFunctionIds }),
+    toMessage: (r) => ({ runIds: r.runIds, eventId: r.eventId, debouncedFunctionIds: r.debouncedFunctionIds, duplicate: r.duplicate }),
   }),
   triggerSync: bind('triggerSync', {
     call: (d, scope, req) =>

@@ -195,7 +195,7 @@ describe('client RPC transport on one port', () => {
       );
       expect(res.status).toBe(200);
       expect(res.contentType).toBe('application/json');
-      expect(res.body).toEqual({ runIds: ['run_0002'], eventId: 'evt_0001', debouncedFunctionIds: [] });
+      expect(res.body).toEqual({ runIds: ['run_0002'], eventId: 'evt_0001', debouncedFunctionIds: [], duplicate: false });
       expect(api.lastCall('trigger')).toEqual({
         method: 'trigger',
         scope: { project: 'default', env: 'staging' },
@@ -206,7 +206,7 @@ describe('client RPC transport on one port', () => {
     it('Trigger without a matching function answers runIds: [] and uses the default environment', async () => {
       const res = await post('Trigger', { event: 'nobody.listens' });
       expect(res.status).toBe(200);
-      expect(res.body).toEqual({ runIds: [], eventId: 'evt_0001', debouncedFunctionIds: [] });
+      expect(res.body).toEqual({ runIds: [], eventId: 'evt_0001', debouncedFunctionIds: [], duplicate: false });
       expect(api.lastCall('trigger')?.scope).toEqual({ project: 'default', env: 'default' });
       expect(api.lastCall('trigger')?.input).toEqual({ event: 'nobody.listens', data: {} });
     });

@@ -28,7 +28,7 @@ describe('createClient', () => {
   it('emit posts Trigger with camelCase keys and auth/environment headers', async () => {
     replies.Trigger = () => ({ status: 200, body: { eventId: 'evt-1', runIds: ['run-1', 'run-2'], debouncedFunctionIds: ['search'] } });
     const res = await client().emit('order.created', { orderId: 'o-1' }, { idempotencyKey: 'idem-1' });
-    expect(res).toEqual({ eventId: 'evt-1', runIds: ['run-1', 'run-2'], debouncedFunctionIds: ['search'] });
+    expect(res).toEqual({ eventId: 'evt-1', runIds: ['run-1', 'run-2'], debouncedFunctionIds: ['search'], duplicate: false });
     const [req] = server.requests;
     expect(req.method).toBe('POST');
     expect(req.path).toBe('/ironflow.v1.IronflowService/Trigger');
@@ -38,10 +38,15 @@ describe('createClient', () => {
     expect(req.headers['content-type']).toBe('application/json');
   });
 
-  it('emit answers runIds [] and debouncedFunctionIds [] when the server omits them', async () => {
+  it('emit answers runIds [], debouncedFunctionIds [] and duplicate false when the server omits them', async () => {
     replies.Trigger = () => ({ status: 200, body: { eventId: 'evt-2' } });
-    expect(await client().emit('nobody.listens')).toEqual({ eventId: 'evt-2', runIds: [], debouncedFunctionIds: [] });
+    expect(await client().emit('nobody.listens')).toEqual({ eventId: 'evt-2', runIds: [], debouncedFunctionIds: [], duplicate: false });
     expect(server.requests[0].body).toEqual({ event: 'nobody.listens', data: {} });
+  });
+
+  it('emit answers duplicate true when the idempotency key was used before (the first event\'s id and runs)', async () => {
+    replies.Trigger = () => ({ status: 200, body: { eventId: 'evt-1', runIds: ['run-1'], duplicate: true } });
+    expect(await client().emit('order.created', {}, { idempotencyKey: 'idem-1' })).toEqual({ eventId: 'evt-1', runIds: ['run-1'], debouncedFunctionIds: [], duplicate: true });
   });
 
   it('emitSync sends timeout_ms (default 30000) and returns the first result', async () => {

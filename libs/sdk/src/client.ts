@@ -116,9 +116,12 @@ export interface IronflowClient {
   /**
    * Emits an event (`Trigger`); resolves to its id, the runs it started (`[]` when none) and the
    * functions whose `debounce` deferred their run (`debouncedFunctionIds`, ours: field 100; the run
-   * starts once the period passes without another event of its key; `[]` from an engine without it).
+   * starts once the period passes without another event of its key; `[]` from an engine without it),
+   * and whether the event was a `duplicate` (ours: field 101; its idempotency key was used before,
+   * so nothing was stored or started: `eventId` is the first event's and `runIds` its runs; false
+   * from an engine without it).
    */
-  emit(event: string, data?: unknown, options?: EmitOptions): Promise<{ eventId: string; runIds: string[]; debouncedFunctionIds: string[] }>;
+  emit(event: string, data?: unknown, options?: EmitOptions): Promise<{ eventId: string; runIds: string[]; debouncedFunctionIds: string[]; duplicate: boolean }>;
   /**
    * Emits an event and waits for the first run it started (`TriggerSync`, HTTP deadline
    * `timeoutMs + 5000`). Throws {@link RunFailedError} when that run's status is `"failed"`,
@@ -300,6 +303,7 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
         eventId: String(res.eventId ?? ''),
         runIds: Array.isArray(res.runIds) ? (res.runIds as string[]) : [],
         debouncedFunctionIds: Array.isArray(res.debouncedFunctionIds) ? (res.debouncedFunctionIds as string[]) : [],
+        duplicate: res.duplicate === true,
       };
     },
 

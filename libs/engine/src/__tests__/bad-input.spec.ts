@@ -117,6 +117,30 @@ describe.each(STORES)('bad input [%s]', (dialect) => {
     expect(await t.engine.pull.failTooLarge(WORKER, job.job_id, 1024)).toBe(false);
   });
 
+  it.each([
+    ['a completed report over maxPayloadBytes (PAYLOAD_TOO_LARGE, the run fails)', 'too-large', { status: 'failed', code: 'PAYLOAD_TOO_LARGE' }, 'RUN_NOT_RUNNING'],
+    ['a yielded report with a bad yield (REPORT_REJECTED, the attempt is retried)', 'bad-yield', { status: 'waiting_for_capacity', code: 'REPORT_REJECTED' }, 'STALE_EXECUTION'],
+    ['an update refused unread as too large (PAYLOAD_TOO_LARGE, the run fails)', 'unread', { status: 'failed', code: 'PAYLOAD_TOO_LARGE' }, 'RUN_NOT_RUNNING'],
+  ] as const)('after %s, a later completed and a later failed report of that execution answer the same 409 and change nothing', async (_case, refusal, ended, code) => {
+    const { runIds: [runId] } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: {} });
+    const job = await pollAndAck(t);
+    if (refusal === 'too-large') {
+      expect(await codeOf(t.engine.pull.update(WORKER, job.job_id, fenced(job, { status: 'completed', output: { blob: 'x'.repeat(2000) } })))).toMatchObject({ code: 'PAYLOAD_TOO_LARGE' });
+    } else if (refusal === 'bad-yield') {
+      expect(await codeOf(t.engine.pull.update(WORKER, job.job_id, fenced(job, { status: 'yielded', yield: { type: 'teleport', step_id: `${runId}:x:0` } as never })))).toMatchObject({ code: 'VALIDATION_ERROR' });
+    } else {
+      expect(await t.engine.pull.failTooLarge(WORKER, job.job_id, 1024)).toBe(true);
+    }
+    const before = await snapshot(t, runId);
+    expect(before.run).toMatchObject({ status: ended.status, error: { code: ended.code } });
+    const later = {
+      completed: await codeOf(t.engine.pull.update(WORKER, job.job_id, fenced(job, { status: 'completed', output: { ok: true } }))),
+      failed: await codeOf(t.engine.pull.update(WORKER, job.job_id, fenced(job, { status: 'failed', error: { message: 'boom', code: 'E', retryable: false } }))),
+    };
+    expect(later).toEqual({ completed: { code, httpStatus: 409 }, failed: { code, httpStatus: 409 } });
+    expect(await snapshot(t, runId)).toEqual(before);
+  });
+
   it('GetRun / GetRunSteps / CancelRun of an unknown id → RUN_NOT_FOUND; an empty id → VALIDATION_ERROR', async () => {
     const unknown = '00000000-0000-4000-8000-000000000000';
     expect(await codeOf(t.engine.api.getRun(SCOPE, unknown))).toEqual({ code: 'RUN_NOT_FOUND', httpStatus: 404 });

@@ -120,7 +120,7 @@ export class FakeClientApi implements ClientApi {
   async trigger(scope: CallScope, input: TriggerInput) {
     this.record('trigger', scope, input);
     const { eventId, runs } = this.start(input);
-    return { eventId, runIds: runs.map((r) => r.id), debouncedFunctionIds: [] };
+    return { eventId, runIds: runs.map((r) => r.id), debouncedFunctionIds: [], duplicate: false };
   }
 
   async invokeFunctionSync(scope: CallScope, input: { functionId: string; input: unknown; timeoutMs?: number }): Promise<RunResultView> {

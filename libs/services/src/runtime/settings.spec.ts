@@ -133,3 +133,58 @@ describe('settings: README "Running on PostgreSQL and NATS"', () => {
     expect(compared).toBeGreaterThanOrEqual(18);
   });
 });
+
+describe('loadSettings: an IRONFLOW_* variable the services do not read', () => {
+  const attempt = (env: Record<string, string>): string => {
+    try {
+      loadSettings(env);
+      return '';
+    } catch (err) {
+      expect((err as { code?: string }).code).toBe('SETTINGS_ERROR');
+      return (err as Error).message;
+    }
+  };
+
+  it('stops the process, naming the variable, the setting it is a typo of and where the settings are listed', () => {
+    expect(attempt({ IRONFLOW_LEASE_MSS: '90000' })).toBe(
+      'invalid configuration: IRONFLOW_LEASE_MSS: not a setting (did you mean IRONFLOW_LEASE_MS?) (the settings are listed in README.md "Running on PostgreSQL and NATS")',
+    );
+    expect(attempt({ IRONFLOW_LAESE_MS: '1000' })).toContain('IRONFLOW_LAESE_MS: not a setting (did you mean IRONFLOW_LEASE_MS?)');
+    expect(attempt({ IRONFLOW_DATABASE: 'postgres://x' })).toContain('IRONFLOW_DATABASE: not a setting (did you mean IRONFLOW_DATABASE_URL?)');
+  });
+
+  it('names no setting when none is close, and lists unknown and bad variables together', () => {
+    expect(attempt({ IRONFLOW_COLOUR_SCHEME: 'dark' })).toBe(
+      'invalid configuration: IRONFLOW_COLOUR_SCHEME: not a setting (the settings are listed in README.md "Running on PostgreSQL and NATS")',
+    );
+    expect(attempt({ IRONFLOW_TIK_MS: '10', IRONFLOW_PORT: 'x' })).toMatch(/^invalid configuration: IRONFLOW_TIK_MS: not a setting \(did you mean IRONFLOW_TICK_MS\?\); IRONFLOW_PORT: Expected number/);
+  });
+
+  it('ignores an empty one, names without the prefix, the client variables and the test and bench harnesses\' variables', () => {
+    const s = loadSettings({
+      IRONFLOW_LEASE_MSS: '',
+      LEASE_MS: '5',
+      IRONFLOW_SERVER_URL: 'http://localhost:9123',
+      IRONFLOW_API_KEY: 'ifk_x',
+      IRONFLOW_ENV: 'prod',
+      IRONFLOW_TEST_DATABASE_URL: 'postgres://t',
+      IRONFLOW_TEST_CHROMIUM: '/usr/bin/chromium',
+      IRONFLOW_BENCH_PG_STATEMENTS: '1',
+      IRONFLOW_NODE_ARGS_DISPATCHER: '--cpu-prof',
+      IRONFLOW_TRACE_DIR: '/tmp/trace',
+      IRONFLOW_LEASE_MS: '5000',
+    });
+    expect(s.leaseMs).toBe(5000);
+  });
+
+  it('accepts every IRONFLOW_* name the chart\'s deployments and docker-compose mention', () => {
+    const repoRoot = join(__dirname, '..', '..', '..', '..');
+    const compose = readFileSync(join(repoRoot, 'deploy', 'docker-compose.yml'), 'utf8');
+    const chart = readFileSync(join(repoRoot, 'helm', 'ironflow', 'templates', 'deployments.yaml'), 'utf8');
+    const names = new Set([...`${compose}\n${chart}`.matchAll(/\bIRONFLOW_[A-Z0-9_]+/g)].map((m) => m[0]));
+    expect([...names]).toEqual(expect.arrayContaining(['IRONFLOW_DATABASE_URL', 'IRONFLOW_CLUSTER_ID', 'IRONFLOW_NODE_ID', 'IRONFLOW_SERVER_URL']));
+    // Any value: a bad one is refused for its value, which is not what this looks for.
+    const issues = [...names].filter((name) => attempt({ [name]: 'x' }).includes(`${name}: not a setting`));
+    expect(issues).toEqual([]);
+  });
+});

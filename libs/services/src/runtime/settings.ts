@@ -4,6 +4,7 @@ import { parseAllowedHosts, parseSecretsKey } from '@ironflow/engine';
 import { CLUSTER_ID_PATTERN, DEFAULT_CLUSTER_ID } from '@ironflow/bus';
 import { STREAM_MAX_MESSAGE_BYTES } from '@ironflow/contracts';
 import { LOG_LEVELS, LogLevel } from '@ironflow/observability';
+import { unknownVariableIssues } from './unknown-variables';
 
 /**
  * Process settings from the environment, validated at start (a bad value stops the process
@@ -34,8 +35,12 @@ import { LOG_LEVELS, LogLevel } from '@ironflow/observability';
  * | IRONFLOW_API_KEY_CACHE_MS | 5000 (how long a key lookup is trusted; a revocation reaches other processes within it) |
  * | IRONFLOW_PUSH_ALLOWED_HOSTS | none: push anywhere but link-local/metadata; else a comma list of CIDRs, addresses, host names, `*.domain` |
  * | IRONFLOW_CLUSTER_ID | `ironflow`: the deployment's namespace on a shared NATS (`BusNamespace`); letters, digits, `_`, `-` |
+ *
+ * Any other non-empty `IRONFLOW_*` variable stops the process too (a typo would leave the default
+ * in force without a word), but for the client's and this repository's test and bench variables
+ * (`unknown-variables.ts`).
  */
-const schema = z.object({
+const variables = z.object({
   IRONFLOW_DATABASE_URL: z
     .string()
     .refine((u) => u.startsWith('postgres://') || u.startsWith('postgresql://') || u.startsWith('sqlite:'), 'must start with postgres://, postgresql:// or sqlite:')
@@ -84,7 +89,8 @@ const schema = z.object({
     return entries;
   }).default(''),
   IRONFLOW_CLUSTER_ID: z.string().regex(CLUSTER_ID_PATTERN, "1-63 letters, digits, '_' or '-' (it stands in NATS subjects and stream names)").default(DEFAULT_CLUSTER_ID),
-}).refine((e) => e.IRONFLOW_FORWARDED_TRIGGER_WAIT_MS < e.IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS, {
+});
+const schema = variables.refine((e) => e.IRONFLOW_FORWARDED_TRIGGER_WAIT_MS < e.IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS, {
   // A dispatcher that holds a forwarded trigger past the gateway's wait answers nobody: the gateway
   // has already triggered itself, and the run waits for a claim instead of the free slot.
   path: ['IRONFLOW_FORWARDED_TRIGGER_WAIT_MS'],
@@ -147,13 +153,21 @@ export class SettingsError extends Error {
   }
 }
 
-/** Reads and validates settings; throws a {@link SettingsError} listing every bad variable. */
+/** Where the settings are listed, for the message that refuses an unknown one. */
+const SETTINGS_DOC = 'README.md "Running on PostgreSQL and NATS"';
+
+/**
+ * Reads and validates settings; throws a {@link SettingsError} listing every bad variable and every
+ * unknown non-empty `IRONFLOW_*` one (with the closest setting's name when it looks like a typo).
+ */
 export function loadSettings(env: NodeJS.ProcessEnv = process.env, overrides: Partial<IronflowSettings> = {}): IronflowSettings {
   const vars = Object.fromEntries(Object.entries(env).filter(([k, v]) => k.startsWith('IRONFLOW_') && v !== ''));
+  const unknown = unknownVariableIssues(Object.keys(vars), Object.keys(variables.shape));
   if (!vars.IRONFLOW_NATS_URL && env.NATS_URL) vars.IRONFLOW_NATS_URL = env.NATS_URL;
   const parsed = schema.safeParse(vars);
-  if (!parsed.success) {
-    throw new SettingsError(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  if (unknown.length > 0 || !parsed.success) {
+    const bad = parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+    throw new SettingsError(`invalid configuration: ${[...unknown, ...bad].join('; ')}${unknown.length > 0 ? ` (the settings are listed in ${SETTINGS_DOC})` : ''}`);
   }
   const e = parsed.data;
   return {
