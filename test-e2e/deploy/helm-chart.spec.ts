@@ -198,8 +198,8 @@ describe('the Helm chart', () => {
   it('lets request bodies up to a raised IRONFLOW_MAX_PAYLOAD_BYTES (plus 1 MiB) through the ingress, so the service answers an oversized one with its coded error', async () => {
     const manifests = await render('--set-string', 'settings.IRONFLOW_MAX_PAYLOAD_BYTES=16777216');
     const ingresses = byKind(manifests, 'Ingress');
-    expect(ingresses.get(RELEASE)!.metadata.annotations['nginx.ingress.kubernetes.io/proxy-body-size']).toBe(String(16 * 1024 * 1024 + 1024 * 1024));
-    expect(ingresses.get(`${RELEASE}-grpc`)!.metadata.annotations['nginx.ingress.kubernetes.io/proxy-body-size']).toBe('0');
+    expect(ingresses.get(RELEASE)!.metadata.annotations?.['nginx.ingress.kubernetes.io/proxy-body-size']).toBe(String(16 * 1024 * 1024 + 1024 * 1024));
+    expect(ingresses.get(`${RELEASE}-grpc`)!.metadata.annotations?.['nginx.ingress.kubernetes.io/proxy-body-size']).toBe('0');
   });
 
   it('names the NATS namespace after a release name with dots, which a cluster id cannot hold, as "_" (release names have none)', async () => {
