@@ -27,9 +27,9 @@ const PUSH_AND_REPORT = (engine: RegExp): Milestone[] => [
   ['→ worker has the request', WORKER, /^srv-req/, 'end'],
   ['worker handling (serve)', WORKER, /^srv-fin/, 'end'],
   ['→ push answer', engine, /^und-headers \/$/, 'end'],
-  ['→ report BEGIN sent', engine, /^pg \S+ START TRANSACTION$/, 'start'],
-  ['report: run read, steps, outcome', engine, /^pg \S+ WITH ended/, 'end'],
-  ['report COMMIT', engine, /^pg \S+ COMMIT$/, 'end'],
+  // The report: the group commit's one statement (`WITH input AS`), or a transaction (BEGIN … COMMIT).
+  ['→ report sent', engine, /^pg \S+ (START TRANSACTION|WITH input AS)/, 'start'],
+  ['report (its statement or transaction)', engine, /^pg \S+ (COMMIT$|WITH input AS)/, 'end'],
 ];
 
 const MILESTONES: Record<string, Milestone[]> = {
@@ -41,13 +41,11 @@ const MILESTONES: Record<string, Milestone[]> = {
     ['→ answer sent (in-process frame)', SERVER, /^srv-fin .*TriggerSync/, 'end'],
   ],
   cluster: [
+    // The gateway forwards the TriggerSync to a dispatcher, whose common-case trigger (event, run,
+    // claim and lease) is one statement without BEGIN and COMMIT (`WITH simple AS`).
     ['client → gateway has the request', GATEWAY, /^srv-req .*TriggerSync/, 'end'],
-    ['→ trigger BEGIN sent', GATEWAY, /lock_timeout = '1000ms'$/, 'start'],
-    ['trigger transaction', GATEWAY, /^pg \S+ COMMIT$/, 'end'],
-    ['→ STEPS hint published', GATEWAY, /^nats-pub steps\./, 'end'],
-    ['→ dispatcher has the hint', DISPATCHER, /^nats-recv steps\./, 'end'],
-    ['→ claim BEGIN sent', DISPATCHER, /^pg \S+ START TRANSACTION/, 'start'],
-    ['claim transaction', DISPATCHER, /^pg \S+ COMMIT$/, 'end'],
+    ['→ dispatcher sends the trigger', DISPATCHER, /^pg \S+ WITH simple AS/, 'start'],
+    ['trigger (one statement)', DISPATCHER, /^pg \S+ WITH simple AS/, 'end'],
     ...PUSH_AND_REPORT(DISPATCHER),
     ['→ RESULTS frame published', DISPATCHER, /^nats-pub results\./, 'end'],
     ['→ gateway has the frame', GATEWAY, /^nats-recv results\./, 'end'],

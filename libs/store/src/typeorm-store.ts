@@ -4,7 +4,7 @@ import { DataSource, QueryRunner } from 'typeorm';
 import { StoreClock } from './clock';
 import { Dialect, toPositional } from './sql';
 import { Store, Tx, UnitOptions } from './tx';
-import { LockTimeoutError, isLockTimeout } from './lock-limit';
+import { DEFAULT_LOCK_LIMIT_MS, LockTimeoutError, isLockTimeout } from './lock-limit';
 import { PreparedStatementNames, isStalePreparedStatement } from './prepared-statements';
 import { InitialSchema1732900000000 } from './migrations/initial-schema';
 import { ConcurrencyLanes1733000000000 } from './migrations/concurrency-lanes';
@@ -52,6 +52,16 @@ export interface StoreOptions {
   /** Resync period of the store clock, ms (default 30000). */
   clockResyncMs?: number;
   /**
+   * PostgreSQL: the lock limit every runtime connection carries, ms (`lock_timeout` as a connection
+   * parameter; default {@link DEFAULT_LOCK_LIMIT_MS}, 1000, the specification's 1 s; 0 for none). A
+   * statement of a read, of a one-statement unit or of a unit of work without a limit of its own
+   * (`UnitOptions.lockLimitMs`, `unitWithLockLimit`, `Tx.setLockTimeout`) gives up on a row, table
+   * or advisory lock held longer, and its unit rejects with `LockTimeoutError` (retryable, nothing
+   * changed). The migrations run on connections of their own without it: a `CREATE INDEX` waits for
+   * its locks. Throws `VALIDATION_ERROR` unless a whole number ≥ 0.
+   */
+  lockTimeoutMs?: number;
+  /**
    * SQLite only: hold the database file exclusively for this process (`locking_mode = EXCLUSIVE`),
    * so a second process on the same file fails at start instead of fighting over the lock.
    */
@@ -65,25 +75,35 @@ export interface OpenedStore {
 
 /**
  * Opens the store named by `url`, runs its migrations and measures the store clock.
- * Throws when the database cannot be reached or a migration fails.
+ * Throws when the database cannot be reached or a migration fails; `VALIDATION_ERROR` for a bad
+ * `lockTimeoutMs`.
  */
 export async function openStore(options: StoreOptions): Promise<OpenedStore> {
   const dialect: Dialect = options.url.startsWith('postgres') ? 'postgres' : 'sqlite';
+  const lockTimeoutMs = options.lockTimeoutMs ?? DEFAULT_LOCK_LIMIT_MS;
+  if (!Number.isSafeInteger(lockTimeoutMs) || lockTimeoutMs < 0) {
+    throw new EngineError('VALIDATION_ERROR', `lockTimeoutMs must be a whole number of ms, 0 or more (got ${String(options.lockTimeoutMs)})`, { field: 'lockTimeoutMs' });
+  }
   const clock = new StoreClock();
-  const dataSource = dialect === 'postgres' ? await openPostgres(options) : await openSqlite(options);
-  const store = new TypeormStore(dataSource, dialect, clock);
+  const dataSource = dialect === 'postgres' ? await openPostgres(options, lockTimeoutMs) : await openSqlite(options);
+  const store = new TypeormStore(dataSource, dialect, clock, dialect === 'postgres' && lockTimeoutMs > 0 ? lockTimeoutMs : null);
   await store.syncClock();
   store.startClockResync(options.clockResyncMs ?? 30_000);
   return { store, clock };
 }
 
-async function openPostgres(options: StoreOptions): Promise<DataSource> {
-  if (options.schema) {
-    const bootstrap = new DataSource({ type: 'postgres', url: options.url });
-    await bootstrap.initialize();
-    await bootstrap.query(`CREATE SCHEMA IF NOT EXISTS "${options.schema}"`);
-    await bootstrap.destroy();
-  }
+/** The `-c` connection parameters of a PostgreSQL connection: the schema, and the lock limit when given. */
+function connectionParameters(options: StoreOptions, lockTimeoutMs?: number): { options?: string } {
+  const parameters = [
+    ...(options.schema ? [`-c search_path="${options.schema}"`] : []),
+    ...(lockTimeoutMs ? [`-c lock_timeout=${lockTimeoutMs}`] : []),
+  ];
+  return parameters.length > 0 ? { options: parameters.join(' ') } : {};
+}
+
+/** The runtime pool, its connections carrying the lock limit `lockTimeoutMs` (0: none), after the migrations. */
+async function openPostgres(options: StoreOptions, lockTimeoutMs: number): Promise<DataSource> {
+  await migratePostgres(options);
   const ds = new DataSource({
     type: 'postgres',
     url: options.url,
@@ -92,22 +112,42 @@ async function openPostgres(options: StoreOptions): Promise<DataSource> {
     // default), so a burst after a quiet spell does not start a new backend per connection, each
     // paying its start and cold catalog caches and preparing its statements again (issue 11). The
     // pool stays bounded by `max`; a connection that breaks is dropped and replaced on demand.
-    extra: { max: options.poolSize ?? 10, idleTimeoutMillis: 0, ...(options.schema ? { options: `-c search_path="${options.schema}"` } : {}) },
+    extra: { max: options.poolSize ?? 10, idleTimeoutMillis: 0, ...connectionParameters(options, lockTimeoutMs) },
+  });
+  await ds.initialize();
+  return ds;
+}
+
+/**
+ * Creates the schema (when given) and runs the migrations on a short-lived pool of two
+ * connections (the advisory lock's and the migrations'), without the runtime's lock limit: a
+ * migration's `CREATE INDEX` or `ALTER TABLE` waits for its locks as long as it takes. Several
+ * services start at once on one database: one runs the migrations, the others wait for it.
+ */
+async function migratePostgres(options: StoreOptions): Promise<void> {
+  const ds = new DataSource({
+    type: 'postgres',
+    url: options.url,
+    schema: options.schema,
+    extra: { max: 2, ...connectionParameters(options) },
     migrations: MIGRATIONS,
     migrationsTableName: 'ironflow_migrations',
   });
   await ds.initialize();
-  // Several services start at once on one database: one runs the migrations, the others wait.
-  const runner = ds.createQueryRunner();
-  await runner.connect();
   try {
-    await runner.query(`SELECT pg_advisory_lock(hashtext('ironflow_migrations'))`);
-    await ds.runMigrations({ transaction: 'each' });
+    if (options.schema) await ds.query(`CREATE SCHEMA IF NOT EXISTS "${options.schema}"`);
+    const runner = ds.createQueryRunner();
+    await runner.connect();
+    try {
+      await runner.query(`SELECT pg_advisory_lock(hashtext('ironflow_migrations'))`);
+      await ds.runMigrations({ transaction: 'each' });
+    } finally {
+      await runner.query(`SELECT pg_advisory_unlock(hashtext('ironflow_migrations'))`).catch(() => undefined);
+      await runner.release();
+    }
   } finally {
-    await runner.query(`SELECT pg_advisory_unlock(hashtext('ironflow_migrations'))`).catch(() => undefined);
-    await runner.release();
+    await ds.destroy();
   }
-  return ds;
 }
 
 async function openSqlite(options: StoreOptions): Promise<DataSource> {
@@ -129,9 +169,14 @@ async function openSqlite(options: StoreOptions): Promise<DataSource> {
   return ds;
 }
 
-/** A PostgreSQL unit of work whose BEGIN is sent with its first statement. */
+/**
+ * A PostgreSQL unit of work whose BEGIN is sent with its first statement, together with its lock
+ * limit (`SET LOCAL lock_timeout`) when it has one.
+ */
 interface LazyBegin {
   begun: boolean;
+  /** The unit's own lock limit, ms (undefined: the connection's default). */
+  lockLimitMs?: number;
 }
 
 class TypeormStore implements Store {
@@ -145,6 +190,8 @@ class TypeormStore implements Store {
     private readonly dataSource: DataSource,
     readonly dialect: Dialect,
     private readonly clock: StoreClock,
+    /** PostgreSQL: the lock limit its connections carry, ms (`StoreOptions.lockTimeoutMs`); null for none. */
+    private readonly lockTimeoutMs: number | null,
   ) {}
 
   async syncClock(): Promise<void> {
@@ -164,28 +211,31 @@ class TypeormStore implements Store {
   }
 
   unitOfWork<T>(name: string, work: (tx: Tx) => Promise<T>, options: UnitOptions = {}): Promise<T> {
-    if (options.oneStatement && this.dialect === 'postgres') return this.run(name, oneStatement(name, work), false);
-    return this.run(name, work, true);
+    if (this.dialect === 'sqlite') return this.run(name, work, true);
+    const { oneStatement: single, lockLimitMs } = options;
+    // A one-statement unit needs a transaction only to hold a lock limit other than its connection's.
+    if (single && (lockLimitMs === undefined || lockLimitMs === this.lockTimeoutMs)) return this.run(name, oneStatement(name, work), false);
+    return this.run(name, single ? oneStatement(name, work) : work, true, lockLimitMs);
   }
 
   read<T>(name: string, work: (tx: Tx) => Promise<T>): Promise<T> {
     return this.run(name, work, false);
   }
 
-  private async run<T>(name: string, work: (tx: Tx) => Promise<T>, transactional: boolean): Promise<T> {
+  private async run<T>(name: string, work: (tx: Tx) => Promise<T>, transactional: boolean, lockLimitMs?: number): Promise<T> {
     if (this.dialect === 'sqlite') {
       return this.sqliteMutex.runExclusive(() => this.runOn(name, work, transactional));
     }
-    return this.runOn(name, work, transactional);
+    return this.runOn(name, work, transactional, lockLimitMs);
   }
 
-  private async runOn<T>(name: string, work: (tx: Tx) => Promise<T>, transactional: boolean): Promise<T> {
+  private async runOn<T>(name: string, work: (tx: Tx) => Promise<T>, transactional: boolean, lockLimitMs?: number): Promise<T> {
     const runner = this.dataSource.createQueryRunner();
     await runner.connect();
     // PostgreSQL: the transaction begins with the unit's first statement (`begin`), in the same
-    // round trip when that statement is its lock limit; a unit that ran no statement sends neither
-    // BEGIN nor COMMIT (issue 11). SQLite keeps TypeORM's transaction handling.
-    const lazy: LazyBegin | undefined = transactional && this.dialect === 'postgres' ? { begun: false } : undefined;
+    // round trip as its lock limit; a unit that ran no statement sends neither BEGIN nor COMMIT
+    // (issue 11). SQLite keeps TypeORM's transaction handling.
+    const lazy: LazyBegin | undefined = transactional && this.dialect === 'postgres' ? { begun: false, lockLimitMs } : undefined;
     let stale: unknown;
     try {
       if (transactional && !lazy) await runner.startTransaction();
@@ -201,7 +251,7 @@ class TypeormStore implements Store {
         if (this.dialect === 'postgres' && isStalePreparedStatement(err)) stale = err;
         if (lazy?.begun) await runner.query('ROLLBACK');
         else if (transactional && runner.isTransactionActive) await runner.rollbackTransaction();
-        if (this.dialect === 'postgres' && isLockTimeout(err)) throw new LockTimeoutError(name, null, err);
+        if (this.dialect === 'postgres' && isLockTimeout(err)) throw new LockTimeoutError(name, lazy?.lockLimitMs ?? this.lockTimeoutMs, err);
         throw this.dialect === 'postgres' ? unstorableValue(err) ?? err : err;
       }
     } finally {
@@ -213,12 +263,12 @@ class TypeormStore implements Store {
 
   private txOn(runner: QueryRunner, lazy?: LazyBegin): Tx {
     const dialect = this.dialect;
-    /** Sends BEGIN (with `first`, a statement without parameters, when given) unless the transaction has begun. */
-    const begin = async (first?: string): Promise<boolean> => {
-      if (!lazy || lazy.begun) return false;
+    const lockLimit = (ms: number) => `SET LOCAL lock_timeout = '${Math.max(1, Math.floor(ms))}ms'`;
+    /** Sends BEGIN, with the unit's lock limit when it has one, unless the transaction has begun. */
+    const begin = async (): Promise<void> => {
+      if (!lazy || lazy.begun) return;
       lazy.begun = true;
-      await runner.query(first ? `START TRANSACTION; ${first}` : 'START TRANSACTION');
-      return first !== undefined;
+      await runner.query(lazy.lockLimitMs === undefined ? 'START TRANSACTION' : `START TRANSACTION; ${lockLimit(lazy.lockLimitMs)}`);
     };
     const execute = async <R>(sql: string, params: readonly unknown[] = []) => {
       await begin();
@@ -239,8 +289,11 @@ class TypeormStore implements Store {
       query: async <R>(sql: string, params?: readonly unknown[]) => (await execute<R>(sql, params)).rows,
       setLockTimeout: async (ms: number) => {
         if (dialect !== 'postgres') return;
-        const set = `SET LOCAL lock_timeout = '${Math.max(1, Math.floor(ms))}ms'`;
-        if (!(await begin(set))) await runner.query(set);
+        if (!lazy) throw new Error('setLockTimeout: a read runs without a transaction and holds no lock limit of its own');
+        // Before the first statement the limit goes with the BEGIN; after it, on its own.
+        const begun = lazy.begun;
+        lazy.lockLimitMs = ms;
+        if (begun) await runner.query(lockLimit(ms));
       },
     };
   }
@@ -266,7 +319,7 @@ function oneStatement<T>(name: string, work: (tx: Tx) => Promise<T>): (tx: Tx) =
       query: (sql, params) => (once(), tx.query(sql, params)),
       execute: (sql, params) => (once(), tx.execute(sql, params)),
       setLockTimeout: async () => {
-        throw new Error(`unit of work ${name} runs without a transaction: no lock limit`);
+        throw new Error(`unit of work ${name} runs one statement: its lock limit is UnitOptions.lockLimitMs`);
       },
     });
   };
