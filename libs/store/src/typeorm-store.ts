@@ -1,11 +1,13 @@
 import { Mutex } from 'async-mutex';
+import type { Pool } from 'pg';
 import { EngineError } from '@ironflow/contracts';
 import { DataSource, QueryRunner } from 'typeorm';
+import { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver';
 import { StoreClock } from './clock';
 import { Dialect, toPositional } from './sql';
 import { Store, Tx, UnitOptions } from './tx';
-import { DEFAULT_LOCK_LIMIT_MS, LockTimeoutError, isLockTimeout } from './lock-limit';
-import { PreparedStatementNames, isStalePreparedStatement } from './prepared-statements';
+import { DEFAULT_LOCK_LIMIT_MS } from './lock-limit';
+import { PostgresUnits } from './postgres-unit';
 import { InitialSchema1732900000000 } from './migrations/initial-schema';
 import { ConcurrencyLanes1733000000000 } from './migrations/concurrency-lanes';
 import { WaitingRunsIndex1733100000000 } from './migrations/waiting-runs-index';
@@ -170,29 +172,25 @@ async function openSqlite(options: StoreOptions): Promise<DataSource> {
 }
 
 /**
- * A PostgreSQL unit of work whose BEGIN is sent with its first statement, together with its lock
- * limit (`SET LOCAL lock_timeout`) when it has one.
+ * The store on TypeORM's DataSource: SQLite's units of work run on its query runner, one at a time;
+ * PostgreSQL's on the DataSource's `pg` pool directly ({@link PostgresUnits}).
  */
-interface LazyBegin {
-  begun: boolean;
-  /** The unit's own lock limit, ms (undefined: the connection's default). */
-  lockLimitMs?: number;
-}
-
 class TypeormStore implements Store {
   /** TypeORM shares one connection on SQLite: units of work there run one at a time. */
   private readonly sqliteMutex = new Mutex();
   private resyncTimer?: NodeJS.Timeout;
-  /** PostgreSQL: the statement texts that run as named prepared statements (issue 11). */
-  readonly preparedStatements = new PreparedStatementNames();
+  /** PostgreSQL: the units of work on the pool's clients. */
+  private readonly postgres?: PostgresUnits;
 
   constructor(
     private readonly dataSource: DataSource,
     readonly dialect: Dialect,
     private readonly clock: StoreClock,
     /** PostgreSQL: the lock limit its connections carry, ms (`StoreOptions.lockTimeoutMs`); null for none. */
-    private readonly lockTimeoutMs: number | null,
-  ) {}
+    lockTimeoutMs: number | null,
+  ) {
+    if (dialect === 'postgres') this.postgres = new PostgresUnits((dataSource.driver as PostgresDriver).master as Pool, clock, lockTimeoutMs);
+  }
 
   async syncClock(): Promise<void> {
     if (this.dialect === 'sqlite') return; // the embedded store's clock is this process's clock
@@ -211,90 +209,49 @@ class TypeormStore implements Store {
   }
 
   unitOfWork<T>(name: string, work: (tx: Tx) => Promise<T>, options: UnitOptions = {}): Promise<T> {
-    if (this.dialect === 'sqlite') return this.run(name, work, true);
-    const { oneStatement: single, lockLimitMs } = options;
-    // A one-statement unit needs a transaction only to hold a lock limit other than its connection's.
-    if (single && (lockLimitMs === undefined || lockLimitMs === this.lockTimeoutMs)) return this.run(name, oneStatement(name, work), false);
-    return this.run(name, single ? oneStatement(name, work) : work, true, lockLimitMs);
+    if (this.postgres) return this.postgres.unitOfWork(name, work, options);
+    return this.sqliteMutex.runExclusive(() => this.runOnSqlite(work, true));
   }
 
   read<T>(name: string, work: (tx: Tx) => Promise<T>): Promise<T> {
-    return this.run(name, work, false);
+    if (this.postgres) return this.postgres.read(name, work);
+    return this.sqliteMutex.runExclusive(() => this.runOnSqlite(work, false));
   }
 
-  private async run<T>(name: string, work: (tx: Tx) => Promise<T>, transactional: boolean, lockLimitMs?: number): Promise<T> {
-    if (this.dialect === 'sqlite') {
-      return this.sqliteMutex.runExclusive(() => this.runOn(name, work, transactional));
-    }
-    return this.runOn(name, work, transactional, lockLimitMs);
-  }
-
-  private async runOn<T>(name: string, work: (tx: Tx) => Promise<T>, transactional: boolean, lockLimitMs?: number): Promise<T> {
+  private async runOnSqlite<T>(work: (tx: Tx) => Promise<T>, transactional: boolean): Promise<T> {
     const runner = this.dataSource.createQueryRunner();
     await runner.connect();
-    // PostgreSQL: the transaction begins with the unit's first statement (`begin`), in the same
-    // round trip as its lock limit; a unit that ran no statement sends neither BEGIN nor COMMIT
-    // (issue 11). SQLite keeps TypeORM's transaction handling.
-    const lazy: LazyBegin | undefined = transactional && this.dialect === 'postgres' ? { begun: false, lockLimitMs } : undefined;
-    let stale: unknown;
     try {
-      if (transactional && !lazy) await runner.startTransaction();
+      if (transactional) await runner.startTransaction();
       try {
-        const result = await work(this.txOn(runner, lazy));
-        if (lazy) {
-          if (lazy.begun) await runner.query('COMMIT');
-        } else if (transactional) {
-          await runner.commitTransaction();
-        }
+        const result = await work(this.sqliteTx(runner));
+        if (transactional) await runner.commitTransaction();
         return result;
       } catch (err) {
-        if (this.dialect === 'postgres' && isStalePreparedStatement(err)) stale = err;
-        if (lazy?.begun) await runner.query('ROLLBACK');
-        else if (transactional && runner.isTransactionActive) await runner.rollbackTransaction();
-        if (this.dialect === 'postgres' && isLockTimeout(err)) throw new LockTimeoutError(name, lazy?.lockLimitMs ?? this.lockTimeoutMs, err);
-        throw this.dialect === 'postgres' ? unstorableValue(err) ?? err : err;
+        if (transactional && runner.isTransactionActive) await runner.rollbackTransaction();
+        throw err;
       }
     } finally {
-      // A connection whose prepared statement went stale is closed, not reused: the next one prepares afresh.
-      if (stale !== undefined) await (runner as QueryRunner & { releasePostgresConnection(err?: unknown): Promise<void> }).releasePostgresConnection(stale);
-      else await runner.release();
+      await runner.release();
     }
   }
 
-  private txOn(runner: QueryRunner, lazy?: LazyBegin): Tx {
-    const dialect = this.dialect;
-    const lockLimit = (ms: number) => `SET LOCAL lock_timeout = '${Math.max(1, Math.floor(ms))}ms'`;
-    /** Sends BEGIN, with the unit's lock limit when it has one, unless the transaction has begun. */
-    const begin = async (): Promise<void> => {
-      if (!lazy || lazy.begun) return;
-      lazy.begun = true;
-      await runner.query(lazy.lockLimitMs === undefined ? 'START TRANSACTION' : `START TRANSACTION; ${lockLimit(lazy.lockLimitMs)}`);
-    };
+  private sqliteTx(runner: QueryRunner): Tx {
     const execute = async <R>(sql: string, params: readonly unknown[] = []) => {
-      await begin();
-      const statement = dialect === 'sqlite' ? toPositional(sql, params) : { sql, params: [...params] };
-      // A named statement goes through TypeORM as the `pg` query config `{ name, text }` (its values passed beside it).
-      const name = dialect === 'postgres' ? this.preparedStatements.nameOf(sql, params.length) : undefined;
-      const text = name === undefined ? statement.sql : ({ name, text: statement.sql } as unknown as string);
-      const result = await runner.query(text, statement.params, true);
+      const statement = toPositional(sql, params);
+      const result = await runner.query(statement.sql, statement.params, true);
       const rows = (Array.isArray(result.records) ? result.records : []) as R[];
       return { rows, affected: result.affected ?? rows.length };
     };
     return {
-      dialect,
+      dialect: 'sqlite',
       now: this.clock.now(),
-      forUpdate: dialect === 'postgres' ? ' FOR UPDATE' : '',
-      forUpdateSkipLocked: dialect === 'postgres' ? ' FOR UPDATE SKIP LOCKED' : '',
+      forUpdate: '',
+      forUpdateSkipLocked: '',
       execute,
       query: async <R>(sql: string, params?: readonly unknown[]) => (await execute<R>(sql, params)).rows,
-      setLockTimeout: async (ms: number) => {
-        if (dialect !== 'postgres') return;
-        if (!lazy) throw new Error('setLockTimeout: a read runs without a transaction and holds no lock limit of its own');
-        // Before the first statement the limit goes with the BEGIN; after it, on its own.
-        const begun = lazy.begun;
-        lazy.lockLimitMs = ms;
-        if (begun) await runner.query(lockLimit(ms));
-      },
+      // SQLite has no row locks and runs units one at a time: nothing to bound.
+      setLockTimeout: async () => undefined,
     };
   }
 
@@ -304,35 +261,4 @@ class TypeormStore implements Store {
     if (this.dialect === 'sqlite') await this.sqliteMutex.waitForUnlock();
     if (this.dataSource.isInitialized) await this.dataSource.destroy();
   }
-}
-
-/** `work` on a Tx that refuses a second statement (a unit of work run without a transaction). */
-function oneStatement<T>(name: string, work: (tx: Tx) => Promise<T>): (tx: Tx) => Promise<T> {
-  return (tx) => {
-    let ran = false;
-    const once = (): void => {
-      if (ran) throw new Error(`unit of work ${name} runs without a transaction and may run one statement only`);
-      ran = true;
-    };
-    return work({
-      ...tx,
-      query: (sql, params) => (once(), tx.query(sql, params)),
-      execute: (sql, params) => (once(), tx.execute(sql, params)),
-      setLockTimeout: async () => {
-        throw new Error(`unit of work ${name} runs one statement: its lock limit is UnitOptions.lockLimitMs`);
-      },
-    });
-  };
-}
-
-/**
- * A PostgreSQL "data exception" (SQLSTATE class 22: U+0000 in text, a number past BIGINT, …) means
- * the request carried a value the store cannot hold, not that the store failed: it becomes a
- * `VALIDATION_ERROR` (400 at the edge; a report's attempt then fails with a code instead of
- * leaving its run running). The unit of work is already rolled back. Other errors are unchanged.
- */
-function unstorableValue(err: unknown): EngineError | undefined {
-  const code = (err as { driverError?: { code?: unknown }; code?: unknown } | null)?.driverError?.code ?? (err as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string' || !code.startsWith('22')) return undefined;
-  return new EngineError('VALIDATION_ERROR', `the store cannot hold a value of this request: ${(err as Error).message}`, { sqlstate: code });
 }
