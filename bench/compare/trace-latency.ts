@@ -35,8 +35,9 @@ const PUSH_AND_REPORT = (engine: RegExp): Milestone[] => [
 const MILESTONES: Record<string, Milestone[]> = {
   single: [
     ['client → server has the request', SERVER, /^srv-req .*TriggerSync/, 'end'],
-    ['→ trigger BEGIN sent', SERVER, /lock_timeout = '1000ms'$/, 'start'],
-    ['trigger transaction (with its claim)', SERVER, /^pg \S+ COMMIT$/, 'end'],
+    // The common-case trigger with its claim: one statement without BEGIN and COMMIT (`WITH simple AS`).
+    ['→ trigger sent', SERVER, /^pg \S+ WITH simple AS/, 'start'],
+    ['trigger (one statement, with its claim)', SERVER, /^pg \S+ WITH simple AS/, 'end'],
     ...PUSH_AND_REPORT(SERVER),
     ['→ answer sent (in-process frame)', SERVER, /^srv-fin .*TriggerSync/, 'end'],
   ],
