@@ -1,4 +1,5 @@
 import { DEFAULT_MAX_PAYLOAD_BYTES, STREAM_MAX_MESSAGE_BYTES } from '@ironflow/contracts';
+import { DEFAULT_LOCK_LIMIT_MS } from '@ironflow/store';
 
 /**
  * Every interval of the engine, in ms, so tests run the contract with short ones. Defaults are
@@ -57,6 +58,9 @@ export interface EngineConfig {
    * timeout, a lease recovery or a pass's dispatch waits for a row, table or advisory lock before
    * it gives up with `LockTimeoutError`, changing nothing, for a later pass to finish
    * (`unitWithLockLimit` in `@ironflow/store`). No effect on SQLite, which has no row locks.
+   * Every other statement on PostgreSQL is bounded by the store connections' own limit
+   * (`StoreOptions.lockTimeoutMs`, also 1000 by default); a one-statement trigger runs without a
+   * transaction (one round trip) when the two are equal, else in a transaction holding this limit.
    */
   lockLimitMs: number;
   /**
@@ -149,7 +153,7 @@ export const DEFAULT_ENGINE_CONFIG: EngineConfig = {
   followUpDrainMs: 5000,
   recoveryCeiling: 10,
   scanMs: 1000,
-  lockLimitMs: 1000,
+  lockLimitMs: DEFAULT_LOCK_LIMIT_MS,
   invokeGraceMs: 86_400_000,
   staleClaimMs: 120_000,
   staleClaimRecoveryEveryMs: 60_000,

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { CallScope, EngineError, TriggerInput, TriggerOutput } from '@ironflow/contracts';
-import { EventRecord, RunRecord, Tx, correlationsSql, eventsSql, functionsSql, runsSql, stepsSql, toJson, triggerSql, unitWithLockLimit, unlessLocked } from '@ironflow/store';
+import { EventRecord, FunctionRecord, RunRecord, Tx, correlationsSql, eventsSql, functionsSql, runsSql, stepsSql, toJson, triggerSql, unitWithLockLimit, unlessLocked } from '@ironflow/store';
 import { eventSatisfiesWait } from './wait-match';
 import { insertNewRun, newRunOf } from './new-run';
 import { checkName, checkPayload } from './payload-limits';
@@ -134,16 +134,20 @@ export class TriggerSystem {
     // Bounded: a waiting step's row or any other lock held past the lock limit fails the trigger with
     // UNAVAILABLE (retry), storing nothing; a locked correlation row alone does not (see satisfyWaits).
     let claimed: Segment | null = null;
-    let result: TriggerWrites;
+    let result: TriggerWrites | undefined;
     const eventId = options.eventId ?? randomUUID();
     try {
-      result = await unitWithLockLimit(this.r.store, 'trigger', this.r.config.lockLimitMs, async (tx): Promise<TriggerWrites> => {
+      // The common case first: one statement, atomic on its own, one round trip (issue 11). When it
+      // wrote nothing (not that case, or it found the case changed), the general trigger runs in a
+      // unit of its own.
+      const expected = this.oneStatementCase(scope, input.event.trim());
+      const simple = expected && await unitWithLockLimit(this.r.store, 'trigger', this.r.config.lockLimitMs, (tx) => this.triggerInOneStatement(tx, expected.fn, scope, input, { version, metadata }, eventId, reserved), { oneStatement: true });
+      if (simple) {
+        claimed = simple.claimed;
+        result = simple.writes;
+      }
+      result ??= await unitWithLockLimit(this.r.store, 'trigger', this.r.config.lockLimitMs, async (tx): Promise<TriggerWrites> => {
         claimed = null;
-        const simple = await this.triggerInOneStatement(tx, scope, input, { version, metadata }, eventId, reserved);
-        if (simple) {
-          claimed = simple.claimed;
-          return simple.writes;
-        }
         const { event, duplicate } = await eventsSql.insertEvent(tx, {
           id: eventId,
           project: scope.project,
@@ -204,30 +208,43 @@ export class TriggerSystem {
   }
 
   /**
+   * PostgreSQL, whether a trigger of event `name` is the common case {@link triggerInOneStatement}
+   * writes: an earlier trigger of this process read the event's functions and they are at most
+   * one, neither debounced nor declaring `cancelOn` (a held run). Its function (none when no
+   * function's trigger names the event), or undefined when the case is not that one.
+   */
+  private oneStatementCase(scope: CallScope, name: string): { fn: FunctionRecord | undefined } | undefined {
+    if (this.r.store.dialect !== 'postgres') return undefined;
+    const functions = this.functionsByEvent.get(scope.project, scope.env, name);
+    if (!functions || functions.length > 1) return undefined;
+    const fn = functions.at(0);
+    if (fn && (fn.definition.debounce || (fn.definition.cancelOn?.length ?? 0) > 0)) return undefined;
+    return { fn };
+  }
+
+  /**
    * PostgreSQL, the common case in one statement (issue 11: a trigger that dispatches at once was
-   * eight round trips, now three with its BEGIN and COMMIT): when an earlier trigger of this process
-   * read the event's functions and they are at most one, neither debounced nor declaring `cancelOn`
-   * (a held run), and a run it claims has no concurrency limit (its lane count needs its lock),
+   * eight round trips, now one), for a trigger {@link oneStatementCase} found to be that case with
+   * function `fn`, when a run it claims has no concurrency limit (its lane count needs its lock):
    * `triggerSql.insertTriggerAtOnce` writes the event, the run (when the function's trigger
    * expression accepts the event) and, with `reserved` and a claimable push function (as
-   * {@link claimAtOnce} decides), the run's claim and lease. Null when the case is not that one,
-   * or the statement found it changed (functions, an open `waitForEvent`, a duplicate event) and
-   * wrote nothing: the general trigger then runs in the same unit of work.
+   * {@link claimAtOnce} decides), the run's claim and lease. It runs as a unit of its own, one
+   * statement without BEGIN and COMMIT (one round trip) when the lock limit is the store
+   * connections' own (`StoreOptions.lockTimeoutMs`, as by default). Null when a claim would need a
+   * concurrency limit (no statement sent), or the statement found the case changed (functions, an
+   * open `waitForEvent`, a duplicate event) and wrote nothing: the general trigger then runs in a
+   * unit of its own, safely since this one wrote nothing.
    */
   private async triggerInOneStatement(
     tx: Tx,
+    fn: FunctionRecord | undefined,
     scope: CallScope,
     input: TriggerInput,
     { version, metadata }: { version: number; metadata: Record<string, unknown> | null },
     eventId: string,
     reserved: boolean,
   ): Promise<{ writes: TriggerWrites; claimed: Segment | null } | null> {
-    if (tx.dialect !== 'postgres') return null;
     const name = input.event.trim();
-    const functions = this.functionsByEvent.get(scope.project, scope.env, name);
-    if (!functions || functions.length > 1) return null;
-    const fn = functions.at(0);
-    if (fn && (fn.definition.debounce || (fn.definition.cancelOn?.length ?? 0) > 0)) return null;
     // The event as the store will hold it (its JSON read back), for the trigger expression.
     const stored = (value: unknown) => JSON.parse(toJson(value)!) as unknown;
     const data = stored(input.data ?? {});

@@ -1,5 +1,12 @@
 import { EngineError } from '@ironflow/contracts';
-import { Store, Tx } from './tx';
+import { Store, Tx, UnitOptions } from './tx';
+
+/**
+ * The lock limit of the specification ("Each wait for a lock … has a 1 s limit on PostgreSQL"),
+ * ms: the default of the engine's `lockLimitMs` and of the lock limit every PostgreSQL runtime
+ * connection carries (`StoreOptions.lockTimeoutMs`).
+ */
+export const DEFAULT_LOCK_LIMIT_MS = 1000;
 
 /** PostgreSQL's SQLSTATE for a lock wait that reached `lock_timeout` (`lock_not_available`). */
 export const LOCK_NOT_AVAILABLE = '55P03';
@@ -33,22 +40,23 @@ export function isLockTimeout(err: unknown): boolean {
 
 /**
  * The one way a use-case transaction bounds its lock waits: runs `work` as the unit of work `name`
- * with every lock wait inside it limited to `limitMs` (PostgreSQL `SET LOCAL lock_timeout`, which
- * covers row locks, `FOR UPDATE`, table locks such as a `CREATE INDEX`'s, and advisory locks). A
- * wait past the limit rolls the whole unit back and rejects with `LockTimeoutError` (retryable:
- * nothing changed). Other errors pass through unchanged.
+ * with every lock wait inside it limited to `limitMs` (PostgreSQL `SET LOCAL lock_timeout`, sent
+ * with the unit's BEGIN, which covers row locks, `FOR UPDATE`, table locks such as a
+ * `CREATE INDEX`'s, and advisory locks). A wait past the limit rolls the whole unit back and
+ * rejects with `LockTimeoutError` (retryable: nothing changed). Other errors pass through
+ * unchanged. With `options.oneStatement` (work that runs one statement, atomic on its own) and
+ * `limitMs` equal to the connection's lock limit (`StoreOptions.lockTimeoutMs`, 1000 ms by
+ * default), the unit runs without BEGIN and COMMIT, one round trip, its waits bounded by the
+ * connection's limit (issue 11); with another limit it runs in a transaction as above.
  *
  * SQLite has no row locks and runs units of work one at a time, so there the limit is a no-op and
  * `work` runs as a plain unit of work (its `busy_timeout` still bounds a file lock).
  *
  * Pair it with `tx.forUpdateSkipLocked` where a pass can skip a row instead of waiting for it.
  */
-export async function unitWithLockLimit<T>(store: Store, name: string, limitMs: number, work: (tx: Tx) => Promise<T>): Promise<T> {
+export async function unitWithLockLimit<T>(store: Store, name: string, limitMs: number, work: (tx: Tx) => Promise<T>, options: Omit<UnitOptions, 'lockLimitMs'> = {}): Promise<T> {
   try {
-    return await store.unitOfWork(name, async (tx) => {
-      await tx.setLockTimeout(limitMs);
-      return work(tx);
-    });
+    return await store.unitOfWork(name, work, { ...options, lockLimitMs: limitMs });
   } catch (err) {
     if (err instanceof LockTimeoutError) throw err.limitMs === null ? new LockTimeoutError(name, limitMs, err.cause ?? err) : err;
     if (isLockTimeout(err)) throw new LockTimeoutError(name, limitMs, err);

@@ -17,7 +17,8 @@ export interface Tx {
   readonly forUpdateSkipLocked: string;
   /**
    * Bounds how long this unit of work waits for any row lock (PostgreSQL `SET LOCAL lock_timeout`;
-   * nothing on SQLite, where units run one at a time). A wait past it throws, and the unit rolls back.
+   * nothing on SQLite, where units run one at a time), in place of the connection's default
+   * (`StoreOptions.lockTimeoutMs`, 1000 ms). A wait past it throws, and the unit rolls back.
    */
   setLockTimeout(ms: number): Promise<void>;
 }
@@ -26,11 +27,20 @@ export interface Tx {
 export interface UnitOptions {
   /**
    * The work runs one statement on PostgreSQL, atomic on its own (e.g. a data-modifying CTE): it
-   * is sent without BEGIN and COMMIT, two round trips fewer (issue 11); a second statement throws
-   * and the first stays committed, so only work that runs one statement may set it. Ignored on
-   * SQLite, where the unit runs in a transaction as usual. Default false.
+   * is sent without BEGIN and COMMIT, two round trips fewer (issue 11), its lock waits bounded by
+   * the connection's default (`StoreOptions.lockTimeoutMs`); a second statement throws and the
+   * first stays committed, so only work that runs one statement may set it. Ignored on SQLite,
+   * where the unit runs in a transaction as usual. Default false.
    */
   oneStatement?: boolean;
+  /**
+   * PostgreSQL: every lock wait of the unit ends at this many ms (`SET LOCAL lock_timeout`, sent
+   * with its BEGIN) instead of the connection's default; past it the unit rolls back with
+   * `LockTimeoutError`. A `oneStatement` unit whose limit is the connection's default still runs
+   * without a transaction; with another limit it runs in one, to hold its `SET LOCAL`. Nothing on
+   * SQLite. Default: the connection's default (`StoreOptions.lockTimeoutMs`).
+   */
+  lockLimitMs?: number;
 }
 
 /**

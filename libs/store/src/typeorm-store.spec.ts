@@ -1,5 +1,6 @@
-import { LockTimeoutError, unitWithLockLimit } from '@ironflow/store';
-import { Locker, TestStore, openLocker, openTestStore } from '@ironflow/testing';
+import { setTimeout as delay } from 'node:timers/promises';
+import { LockTimeoutError, OpenedStore, openStore, unitWithLockLimit } from '@ironflow/store';
+import { Locker, TestStore, openLocker, openTestStore, testDatabaseUrl, waitFor } from '@ironflow/testing';
 
 /**
  * The PostgreSQL unit of work begins its transaction with its first statement, in one round trip
@@ -33,11 +34,27 @@ describe('TypeormStore units of work [postgres]', () => {
     expect(await rows()).toEqual([{ id: 1, v: 'a' }]);
   });
 
-  it('the limit holds inside the unit and ends with it', async () => {
-    const inside = await unitWithLockLimit(db.store, 'test.unit', 1234, async (tx) => (await tx.query<{ lock_timeout: string }>('SHOW lock_timeout'))[0].lock_timeout);
-    expect(inside).toBe('1234ms');
-    const after = await db.store.unitOfWork('test.unit', async (tx) => (await tx.query<{ lock_timeout: string }>('SHOW lock_timeout'))[0].lock_timeout);
-    expect(after).toBe('0');
+  const lockTimeout = async (tx: { query<R>(sql: string): Promise<R[]> }) => (await tx.query<{ lock_timeout: string }>('SHOW lock_timeout'))[0].lock_timeout;
+
+  it('the limit holds inside the unit and ends with it: after it, the connection\'s default (1 s) is back', async () => {
+    expect(await unitWithLockLimit(db.store, 'test.unit', 1234, lockTimeout)).toBe('1234ms');
+    expect(await db.store.unitOfWork('test.unit', lockTimeout)).toBe('1s');
+    expect(await db.store.read('test.read', lockTimeout)).toBe('1s');
+    expect(await db.store.unitOfWork('test.one', lockTimeout, { oneStatement: true })).toBe('1s');
+  });
+
+  it('a one-statement unit with a lock limit other than the connection\'s runs in a transaction holding it; at the connection\'s limit, without one', async () => {
+    const open = `SELECT current_setting('lock_timeout') AS lock_timeout, now() <> statement_timestamp() AS open`;
+    const run = (lockLimitMs: number) => unitWithLockLimit(db.store, 'test.one', lockLimitMs, async (tx) => (await tx.query<{ lock_timeout: string; open: boolean }>(open))[0], { oneStatement: true });
+    expect(await run(1234)).toEqual({ lock_timeout: '1234ms', open: true });
+    expect(await run(1000)).toEqual({ lock_timeout: '1s', open: false });
+    await expect(
+      unitWithLockLimit(db.store, 'test.one', 1234, async (tx) => {
+        await tx.query(`INSERT INTO lazy_begin (id, v) VALUES (30, 'x')`);
+        await tx.query(`INSERT INTO lazy_begin (id, v) VALUES (31, 'y')`);
+      }, { oneStatement: true }),
+    ).rejects.toThrow('one statement');
+    expect((await rows()).map((r) => r.id)).toEqual([1]); // in a transaction, the first insert rolled back too
   });
 
   it('a lock wait past the limit rolls the unit back with LockTimeoutError', async () => {
@@ -73,5 +90,59 @@ describe('TypeormStore units of work [postgres]', () => {
     }));
     expect(await Promise.all(writes)).toEqual([true, true]);
     expect((await rows()).map((r) => r.id)).toEqual([1, 10, 11]);
+  });
+});
+
+/**
+ * The lock limit PostgreSQL runtime connections carry (`StoreOptions.lockTimeoutMs`): a statement
+ * without a limit of its own gives up at it, while the migrations, on connections of their own,
+ * wait for their locks as long as it takes.
+ */
+describe('the connections\' lock limit [postgres]', () => {
+  const LIMIT_MS = 100;
+  let db: TestStore;
+  let limited: OpenedStore | undefined;
+  let locker: Locker;
+  let schema: string;
+  beforeEach(async () => {
+    db = await openTestStore('postgres', 2);
+    await db.store.unitOfWork('test.setup', (tx) => tx.query(`CREATE TABLE locked (id INT PRIMARY KEY, v TEXT)`));
+    await db.store.unitOfWork('test.setup', (tx) => tx.query(`INSERT INTO locked (id, v) VALUES (1, 'a')`));
+    schema = (await db.store.read('test.schema', (tx) => tx.query<{ s: string }>(`SELECT current_schema() AS s`)))[0].s;
+    locker = await openLocker(db);
+  });
+  afterEach(async () => {
+    await locker.close();
+    await limited?.store.close();
+    limited = undefined;
+    await db.dispose();
+  });
+
+  const open = () => openStore({ url: testDatabaseUrl(), schema, poolSize: 2, lockTimeoutMs: LIMIT_MS });
+
+  it('a one-statement unit and a read on a lock held past the limit reject with LockTimeoutError at the connection\'s limit, changing nothing', async () => {
+    limited = await open();
+    await locker.lockTable('locked');
+    await expect(limited.store.unitOfWork('test.one', (tx) => tx.query(`UPDATE locked SET v = 'b' WHERE id = 1`), { oneStatement: true })).rejects.toMatchObject({ name: 'LockTimeoutError', code: 'UNAVAILABLE', details: { unit: 'test.one', limitMs: LIMIT_MS } });
+    await expect(limited.store.read('test.read', (tx) => tx.query(`SELECT v FROM locked`))).rejects.toBeInstanceOf(LockTimeoutError);
+    await locker.release();
+    expect(await limited.store.read('test.read', (tx) => tx.query(`SELECT v FROM locked`))).toEqual([{ v: 'a' }]);
+  });
+
+  it('the migrations wait for a lock past the limit: the store opens once the lock clears', async () => {
+    await locker.lockTable('ironflow_migrations');
+    const opening = open();
+    opening.catch(() => undefined);
+    await waitFor('the migrations to wait on the lock', async () => (await locker.waiters()) > 0);
+    // Twice the limit: a migration bound by it would have given up by now.
+    await delay(2 * LIMIT_MS);
+    await locker.release();
+    limited = await opening;
+    expect(await limited.store.read('test.read', (tx) => tx.query(`SELECT v FROM locked`))).toEqual([{ v: 'a' }]);
+  });
+
+  it('refuses a lock limit that is not a whole number of ms, 0 or more', async () => {
+    await expect(openStore({ url: testDatabaseUrl(), schema, lockTimeoutMs: -1 })).rejects.toMatchObject({ code: 'VALIDATION_ERROR', details: { field: 'lockTimeoutMs' } });
+    await expect(openStore({ url: testDatabaseUrl(), schema, lockTimeoutMs: 1.5 })).rejects.toMatchObject({ code: 'VALIDATION_ERROR', details: { field: 'lockTimeoutMs' } });
   });
 });

@@ -1,11 +1,13 @@
 import { Mutex } from 'async-mutex';
+import type { Pool } from 'pg';
 import { EngineError } from '@ironflow/contracts';
 import { DataSource, QueryRunner } from 'typeorm';
+import { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver';
 import { StoreClock } from './clock';
 import { Dialect, toPositional } from './sql';
 import { Store, Tx, UnitOptions } from './tx';
-import { LockTimeoutError, isLockTimeout } from './lock-limit';
-import { PreparedStatementNames, isStalePreparedStatement } from './prepared-statements';
+import { DEFAULT_LOCK_LIMIT_MS } from './lock-limit';
+import { PostgresUnits } from './postgres-unit';
 import { InitialSchema1732900000000 } from './migrations/initial-schema';
 import { ConcurrencyLanes1733000000000 } from './migrations/concurrency-lanes';
 import { WaitingRunsIndex1733100000000 } from './migrations/waiting-runs-index';
@@ -52,6 +54,16 @@ export interface StoreOptions {
   /** Resync period of the store clock, ms (default 30000). */
   clockResyncMs?: number;
   /**
+   * PostgreSQL: the lock limit every runtime connection carries, ms (`lock_timeout` as a connection
+   * parameter; default {@link DEFAULT_LOCK_LIMIT_MS}, 1000, the specification's 1 s; 0 for none). A
+   * statement of a read, of a one-statement unit or of a unit of work without a limit of its own
+   * (`UnitOptions.lockLimitMs`, `unitWithLockLimit`, `Tx.setLockTimeout`) gives up on a row, table
+   * or advisory lock held longer, and its unit rejects with `LockTimeoutError` (retryable, nothing
+   * changed). The migrations run on connections of their own without it: a `CREATE INDEX` waits for
+   * its locks. Throws `VALIDATION_ERROR` unless a whole number ≥ 0.
+   */
+  lockTimeoutMs?: number;
+  /**
    * SQLite only: hold the database file exclusively for this process (`locking_mode = EXCLUSIVE`),
    * so a second process on the same file fails at start instead of fighting over the lock.
    */
@@ -65,25 +77,35 @@ export interface OpenedStore {
 
 /**
  * Opens the store named by `url`, runs its migrations and measures the store clock.
- * Throws when the database cannot be reached or a migration fails.
+ * Throws when the database cannot be reached or a migration fails; `VALIDATION_ERROR` for a bad
+ * `lockTimeoutMs`.
  */
 export async function openStore(options: StoreOptions): Promise<OpenedStore> {
   const dialect: Dialect = options.url.startsWith('postgres') ? 'postgres' : 'sqlite';
+  const lockTimeoutMs = options.lockTimeoutMs ?? DEFAULT_LOCK_LIMIT_MS;
+  if (!Number.isSafeInteger(lockTimeoutMs) || lockTimeoutMs < 0) {
+    throw new EngineError('VALIDATION_ERROR', `lockTimeoutMs must be a whole number of ms, 0 or more (got ${String(options.lockTimeoutMs)})`, { field: 'lockTimeoutMs' });
+  }
   const clock = new StoreClock();
-  const dataSource = dialect === 'postgres' ? await openPostgres(options) : await openSqlite(options);
-  const store = new TypeormStore(dataSource, dialect, clock);
+  const dataSource = dialect === 'postgres' ? await openPostgres(options, lockTimeoutMs) : await openSqlite(options);
+  const store = new TypeormStore(dataSource, dialect, clock, dialect === 'postgres' && lockTimeoutMs > 0 ? lockTimeoutMs : null);
   await store.syncClock();
   store.startClockResync(options.clockResyncMs ?? 30_000);
   return { store, clock };
 }
 
-async function openPostgres(options: StoreOptions): Promise<DataSource> {
-  if (options.schema) {
-    const bootstrap = new DataSource({ type: 'postgres', url: options.url });
-    await bootstrap.initialize();
-    await bootstrap.query(`CREATE SCHEMA IF NOT EXISTS "${options.schema}"`);
-    await bootstrap.destroy();
-  }
+/** The `-c` connection parameters of a PostgreSQL connection: the schema, and the lock limit when given. */
+function connectionParameters(options: StoreOptions, lockTimeoutMs?: number): { options?: string } {
+  const parameters = [
+    ...(options.schema ? [`-c search_path="${options.schema}"`] : []),
+    ...(lockTimeoutMs ? [`-c lock_timeout=${lockTimeoutMs}`] : []),
+  ];
+  return parameters.length > 0 ? { options: parameters.join(' ') } : {};
+}
+
+/** The runtime pool, its connections carrying the lock limit `lockTimeoutMs` (0: none), after the migrations. */
+async function openPostgres(options: StoreOptions, lockTimeoutMs: number): Promise<DataSource> {
+  await migratePostgres(options);
   const ds = new DataSource({
     type: 'postgres',
     url: options.url,
@@ -92,22 +114,42 @@ async function openPostgres(options: StoreOptions): Promise<DataSource> {
     // default), so a burst after a quiet spell does not start a new backend per connection, each
     // paying its start and cold catalog caches and preparing its statements again (issue 11). The
     // pool stays bounded by `max`; a connection that breaks is dropped and replaced on demand.
-    extra: { max: options.poolSize ?? 10, idleTimeoutMillis: 0, ...(options.schema ? { options: `-c search_path="${options.schema}"` } : {}) },
+    extra: { max: options.poolSize ?? 10, idleTimeoutMillis: 0, ...connectionParameters(options, lockTimeoutMs) },
+  });
+  await ds.initialize();
+  return ds;
+}
+
+/**
+ * Creates the schema (when given) and runs the migrations on a short-lived pool of two
+ * connections (the advisory lock's and the migrations'), without the runtime's lock limit: a
+ * migration's `CREATE INDEX` or `ALTER TABLE` waits for its locks as long as it takes. Several
+ * services start at once on one database: one runs the migrations, the others wait for it.
+ */
+async function migratePostgres(options: StoreOptions): Promise<void> {
+  const ds = new DataSource({
+    type: 'postgres',
+    url: options.url,
+    schema: options.schema,
+    extra: { max: 2, ...connectionParameters(options) },
     migrations: MIGRATIONS,
     migrationsTableName: 'ironflow_migrations',
   });
   await ds.initialize();
-  // Several services start at once on one database: one runs the migrations, the others wait.
-  const runner = ds.createQueryRunner();
-  await runner.connect();
   try {
-    await runner.query(`SELECT pg_advisory_lock(hashtext('ironflow_migrations'))`);
-    await ds.runMigrations({ transaction: 'each' });
+    if (options.schema) await ds.query(`CREATE SCHEMA IF NOT EXISTS "${options.schema}"`);
+    const runner = ds.createQueryRunner();
+    await runner.connect();
+    try {
+      await runner.query(`SELECT pg_advisory_lock(hashtext('ironflow_migrations'))`);
+      await ds.runMigrations({ transaction: 'each' });
+    } finally {
+      await runner.query(`SELECT pg_advisory_unlock(hashtext('ironflow_migrations'))`).catch(() => undefined);
+      await runner.release();
+    }
   } finally {
-    await runner.query(`SELECT pg_advisory_unlock(hashtext('ironflow_migrations'))`).catch(() => undefined);
-    await runner.release();
+    await ds.destroy();
   }
-  return ds;
 }
 
 async function openSqlite(options: StoreOptions): Promise<DataSource> {
@@ -129,23 +171,26 @@ async function openSqlite(options: StoreOptions): Promise<DataSource> {
   return ds;
 }
 
-/** A PostgreSQL unit of work whose BEGIN is sent with its first statement. */
-interface LazyBegin {
-  begun: boolean;
-}
-
+/**
+ * The store on TypeORM's DataSource: SQLite's units of work run on its query runner, one at a time;
+ * PostgreSQL's on the DataSource's `pg` pool directly ({@link PostgresUnits}).
+ */
 class TypeormStore implements Store {
   /** TypeORM shares one connection on SQLite: units of work there run one at a time. */
   private readonly sqliteMutex = new Mutex();
   private resyncTimer?: NodeJS.Timeout;
-  /** PostgreSQL: the statement texts that run as named prepared statements (issue 11). */
-  readonly preparedStatements = new PreparedStatementNames();
+  /** PostgreSQL: the units of work on the pool's clients. */
+  private readonly postgres?: PostgresUnits;
 
   constructor(
     private readonly dataSource: DataSource,
     readonly dialect: Dialect,
     private readonly clock: StoreClock,
-  ) {}
+    /** PostgreSQL: the lock limit its connections carry, ms (`StoreOptions.lockTimeoutMs`); null for none. */
+    lockTimeoutMs: number | null,
+  ) {
+    if (dialect === 'postgres') this.postgres = new PostgresUnits((dataSource.driver as PostgresDriver).master as Pool, clock, lockTimeoutMs);
+  }
 
   async syncClock(): Promise<void> {
     if (this.dialect === 'sqlite') return; // the embedded store's clock is this process's clock
@@ -164,84 +209,49 @@ class TypeormStore implements Store {
   }
 
   unitOfWork<T>(name: string, work: (tx: Tx) => Promise<T>, options: UnitOptions = {}): Promise<T> {
-    if (options.oneStatement && this.dialect === 'postgres') return this.run(name, oneStatement(name, work), false);
-    return this.run(name, work, true);
+    if (this.postgres) return this.postgres.unitOfWork(name, work, options);
+    return this.sqliteMutex.runExclusive(() => this.runOnSqlite(work, true));
   }
 
   read<T>(name: string, work: (tx: Tx) => Promise<T>): Promise<T> {
-    return this.run(name, work, false);
+    if (this.postgres) return this.postgres.read(name, work);
+    return this.sqliteMutex.runExclusive(() => this.runOnSqlite(work, false));
   }
 
-  private async run<T>(name: string, work: (tx: Tx) => Promise<T>, transactional: boolean): Promise<T> {
-    if (this.dialect === 'sqlite') {
-      return this.sqliteMutex.runExclusive(() => this.runOn(name, work, transactional));
-    }
-    return this.runOn(name, work, transactional);
-  }
-
-  private async runOn<T>(name: string, work: (tx: Tx) => Promise<T>, transactional: boolean): Promise<T> {
+  private async runOnSqlite<T>(work: (tx: Tx) => Promise<T>, transactional: boolean): Promise<T> {
     const runner = this.dataSource.createQueryRunner();
     await runner.connect();
-    // PostgreSQL: the transaction begins with the unit's first statement (`begin`), in the same
-    // round trip when that statement is its lock limit; a unit that ran no statement sends neither
-    // BEGIN nor COMMIT (issue 11). SQLite keeps TypeORM's transaction handling.
-    const lazy: LazyBegin | undefined = transactional && this.dialect === 'postgres' ? { begun: false } : undefined;
-    let stale: unknown;
     try {
-      if (transactional && !lazy) await runner.startTransaction();
+      if (transactional) await runner.startTransaction();
       try {
-        const result = await work(this.txOn(runner, lazy));
-        if (lazy) {
-          if (lazy.begun) await runner.query('COMMIT');
-        } else if (transactional) {
-          await runner.commitTransaction();
-        }
+        const result = await work(this.sqliteTx(runner));
+        if (transactional) await runner.commitTransaction();
         return result;
       } catch (err) {
-        if (this.dialect === 'postgres' && isStalePreparedStatement(err)) stale = err;
-        if (lazy?.begun) await runner.query('ROLLBACK');
-        else if (transactional && runner.isTransactionActive) await runner.rollbackTransaction();
-        if (this.dialect === 'postgres' && isLockTimeout(err)) throw new LockTimeoutError(name, null, err);
-        throw this.dialect === 'postgres' ? unstorableValue(err) ?? err : err;
+        if (transactional && runner.isTransactionActive) await runner.rollbackTransaction();
+        throw err;
       }
     } finally {
-      // A connection whose prepared statement went stale is closed, not reused: the next one prepares afresh.
-      if (stale !== undefined) await (runner as QueryRunner & { releasePostgresConnection(err?: unknown): Promise<void> }).releasePostgresConnection(stale);
-      else await runner.release();
+      await runner.release();
     }
   }
 
-  private txOn(runner: QueryRunner, lazy?: LazyBegin): Tx {
-    const dialect = this.dialect;
-    /** Sends BEGIN (with `first`, a statement without parameters, when given) unless the transaction has begun. */
-    const begin = async (first?: string): Promise<boolean> => {
-      if (!lazy || lazy.begun) return false;
-      lazy.begun = true;
-      await runner.query(first ? `START TRANSACTION; ${first}` : 'START TRANSACTION');
-      return first !== undefined;
-    };
+  private sqliteTx(runner: QueryRunner): Tx {
     const execute = async <R>(sql: string, params: readonly unknown[] = []) => {
-      await begin();
-      const statement = dialect === 'sqlite' ? toPositional(sql, params) : { sql, params: [...params] };
-      // A named statement goes through TypeORM as the `pg` query config `{ name, text }` (its values passed beside it).
-      const name = dialect === 'postgres' ? this.preparedStatements.nameOf(sql, params.length) : undefined;
-      const text = name === undefined ? statement.sql : ({ name, text: statement.sql } as unknown as string);
-      const result = await runner.query(text, statement.params, true);
+      const statement = toPositional(sql, params);
+      const result = await runner.query(statement.sql, statement.params, true);
       const rows = (Array.isArray(result.records) ? result.records : []) as R[];
       return { rows, affected: result.affected ?? rows.length };
     };
     return {
-      dialect,
+      dialect: 'sqlite',
       now: this.clock.now(),
-      forUpdate: dialect === 'postgres' ? ' FOR UPDATE' : '',
-      forUpdateSkipLocked: dialect === 'postgres' ? ' FOR UPDATE SKIP LOCKED' : '',
+      forUpdate: '',
+      forUpdateSkipLocked: '',
       execute,
       query: async <R>(sql: string, params?: readonly unknown[]) => (await execute<R>(sql, params)).rows,
-      setLockTimeout: async (ms: number) => {
-        if (dialect !== 'postgres') return;
-        const set = `SET LOCAL lock_timeout = '${Math.max(1, Math.floor(ms))}ms'`;
-        if (!(await begin(set))) await runner.query(set);
-      },
+      // SQLite has no row locks and runs units one at a time: nothing to bound.
+      setLockTimeout: async () => undefined,
     };
   }
 
@@ -251,35 +261,4 @@ class TypeormStore implements Store {
     if (this.dialect === 'sqlite') await this.sqliteMutex.waitForUnlock();
     if (this.dataSource.isInitialized) await this.dataSource.destroy();
   }
-}
-
-/** `work` on a Tx that refuses a second statement (a unit of work run without a transaction). */
-function oneStatement<T>(name: string, work: (tx: Tx) => Promise<T>): (tx: Tx) => Promise<T> {
-  return (tx) => {
-    let ran = false;
-    const once = (): void => {
-      if (ran) throw new Error(`unit of work ${name} runs without a transaction and may run one statement only`);
-      ran = true;
-    };
-    return work({
-      ...tx,
-      query: (sql, params) => (once(), tx.query(sql, params)),
-      execute: (sql, params) => (once(), tx.execute(sql, params)),
-      setLockTimeout: async () => {
-        throw new Error(`unit of work ${name} runs without a transaction: no lock limit`);
-      },
-    });
-  };
-}
-
-/**
- * A PostgreSQL "data exception" (SQLSTATE class 22: U+0000 in text, a number past BIGINT, …) means
- * the request carried a value the store cannot hold, not that the store failed: it becomes a
- * `VALIDATION_ERROR` (400 at the edge; a report's attempt then fails with a code instead of
- * leaving its run running). The unit of work is already rolled back. Other errors are unchanged.
- */
-function unstorableValue(err: unknown): EngineError | undefined {
-  const code = (err as { driverError?: { code?: unknown }; code?: unknown } | null)?.driverError?.code ?? (err as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string' || !code.startsWith('22')) return undefined;
-  return new EngineError('VALIDATION_ERROR', `the store cannot hold a value of this request: ${(err as Error).message}`, { sqlstate: code });
 }

@@ -21,6 +21,7 @@ describe.each(STORES)('push dispatch [%s]', (dialect) => {
   let server: Server;
   let answer: { status: number; body: unknown };
   let calls: unknown[];
+  let endpoint: string;
 
   beforeEach(async () => {
     calls = [];
@@ -41,8 +42,9 @@ describe.each(STORES)('push dispatch [%s]', (dialect) => {
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as AddressInfo;
+    endpoint = `http://127.0.0.1:${port}/api/ironflow`;
     t = await openTestEngine(dialect, { dispatchPollMs: 20, maxPayloadBytes: 1024 });
-    await t.engine.api.registerFunction(SCOPE, { id: 'pushed', mode: 'push', endpointUrl: `http://127.0.0.1:${port}/api/ironflow`, triggers: [{ event: 'push.started' }] });
+    await t.engine.api.registerFunction(SCOPE, { id: 'pushed', mode: 'push', endpointUrl: endpoint, triggers: [{ event: 'push.started' }] });
   });
   afterEach(async () => {
     await t.close();
@@ -113,6 +115,32 @@ describe.each(STORES)('push dispatch [%s]', (dialect) => {
       expect(results).toEqual([expect.objectContaining({ status: 'completed', output: { ok: 2 } })]);
       expect(calls).toHaveLength(1);
       expect(await readLeases(t, results[0].runId)).toEqual([]);
+    });
+
+    it('a trigger whose statement fails gives its slot back; on PostgreSQL, a trigger of an event this node has seen claims its run as a one-statement unit', async () => {
+      await t.close();
+      t = await openTestEngine(dialect, { dispatchPollMs: 20, pushConcurrency: 1 });
+      await t.engine.api.registerFunction(SCOPE, { id: 'pushed', mode: 'push', endpointUrl: endpoint, triggers: [{ event: 'push.started' }] });
+      answer = { status: 200, body: { status: 'completed', result: { ok: 6 }, steps: [] } };
+      t.engine.start({ pushDispatch: true, scheduler: false });
+      // Every claim of the dispatcher's loop fails: with one slot, only a trigger holding it can dispatch.
+      t.faults.fail({ unit: (name) => name === 'claimSegments' });
+      const slotFree = () => waitFor('the one slot to be free', () => t.engine.push.reserve() && (t.engine.push.release(), true));
+      expect((await t.engine.api.triggerSync(SCOPE, { event: 'push.started', data: { n: 1 }, timeoutMs: 10_000 })).results).toEqual([expect.objectContaining({ status: 'completed' })]);
+      await slotFree();
+
+      // The trigger's first statement fails: on PostgreSQL the one statement, on SQLite the event's insert.
+      const first = dialect === 'postgres' ? /^\s*WITH simple AS/ : /^\s*INSERT INTO events/;
+      t.faults.fail({ query: (sql) => first.test(sql) }, 1);
+      await expect(t.engine.api.triggerSync(SCOPE, { event: 'push.started', data: { n: 2 }, timeoutMs: 10_000 })).rejects.toThrow('fault hook');
+      expect(t.faults.failures.filter((f) => f.includes('trigger'))).toEqual([expect.stringMatching(dialect === 'postgres' ? /^statement in trigger: WITH simple AS/ : /^statement in trigger: INSERT INTO events/)]);
+
+      const units = jest.spyOn(t.faults, 'unitOfWork');
+      const { results } = await t.engine.api.triggerSync(SCOPE, { event: 'push.started', data: { n: 3 }, timeoutMs: 10_000 });
+      expect(results).toEqual([expect.objectContaining({ status: 'completed', output: { ok: 6 } })]);
+      const triggers = units.mock.calls.filter(([name]) => name === 'trigger').map(([, , options]) => options);
+      expect(triggers).toEqual(dialect === 'postgres' ? [{ oneStatement: true, lockLimitMs: t.engine.resources.config.lockLimitMs }] : [{ lockLimitMs: t.engine.resources.config.lockLimitMs }]);
+      expect(calls).toHaveLength(2);
     });
 
     it('claims nothing while the instance is frozen: the run waits for the thaw, then the dispatcher runs it', async () => {

@@ -1,0 +1,138 @@
+import type { Pool, PoolClient, QueryResult } from 'pg';
+import { EngineError } from '@ironflow/contracts';
+import { StoreClock } from './clock';
+import { Tx, UnitOptions } from './tx';
+import { LockTimeoutError, isLockTimeout } from './lock-limit';
+import { PreparedStatementNames, isStalePreparedStatement } from './prepared-statements';
+
+/** A transactional unit: its BEGIN is sent with its first statement, with its own lock limit when it has one. */
+interface LazyBegin {
+  begun: boolean;
+  /** The unit's own lock limit, ms (undefined: the connection's). */
+  lockLimitMs?: number;
+}
+
+/**
+ * PostgreSQL units of work and reads, run straight on the clients of the `pg` pool (issue 11:
+ * TypeORM's query runner, with its events, logger and result objects on every statement, cost
+ * the dispatcher a few % of its CPU; TypeORM keeps the pool, the migrations and SQLite). A
+ * transactional unit's BEGIN is sent with its first statement, in one round trip with the unit's
+ * lock limit (`SET LOCAL lock_timeout`); a unit that runs no statement sends neither BEGIN nor
+ * COMMIT. A statement with parameters runs as a named prepared statement once its text is known
+ * ({@link PreparedStatementNames}). Errors: a lock wait past the limit rejects with
+ * `LockTimeoutError` (the unit's limit, else `lockTimeoutMs`, the connections' own); a data
+ * exception (SQLSTATE class 22) with `VALIDATION_ERROR`; others as the driver raised them. The
+ * unit is rolled back first. A connection whose prepared statement went stale, whose ROLLBACK
+ * failed or that broke while the unit held it is closed, not given back to the pool.
+ */
+export class PostgresUnits {
+  /** The statement texts that run as named prepared statements. */
+  readonly preparedStatements = new PreparedStatementNames();
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly clock: StoreClock,
+    /** The lock limit the pool's connections carry, ms (`StoreOptions.lockTimeoutMs`); null for none. */
+    private readonly lockTimeoutMs: number | null,
+  ) {}
+
+  /** `Store.unitOfWork` on PostgreSQL: in a transaction, or without one for a `oneStatement` unit at the connections' lock limit. */
+  unitOfWork<T>(name: string, work: (tx: Tx) => Promise<T>, { oneStatement: single, lockLimitMs }: UnitOptions = {}): Promise<T> {
+    // A one-statement unit needs a transaction only to hold a lock limit other than its connection's.
+    if (single && (lockLimitMs === undefined || lockLimitMs === this.lockTimeoutMs)) return this.run(name, oneStatement(name, work));
+    return this.run(name, single ? oneStatement(name, work) : work, { begun: false, lockLimitMs });
+  }
+
+  /** `Store.read` on PostgreSQL: its statements run without a transaction. */
+  read<T>(name: string, work: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.run(name, work);
+  }
+
+  private async run<T>(name: string, work: (tx: Tx) => Promise<T>, lazy?: LazyBegin): Promise<T> {
+    const client = await this.pool.connect();
+    // The connection breaking while the unit holds it (the server went away) rejects the statement
+    // under way; the listener keeps the client's 'error' event from going unhandled meanwhile.
+    let discard: unknown;
+    const onError = (err: Error) => (discard ??= err);
+    client.on('error', onError);
+    try {
+      const result = await work(this.txOn(client, lazy));
+      if (lazy?.begun) await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      if (isStalePreparedStatement(err)) discard ??= err;
+      if (lazy?.begun) await client.query('ROLLBACK').catch((rollback: unknown) => (discard ??= rollback));
+      if (isLockTimeout(err)) throw new LockTimeoutError(name, lazy?.lockLimitMs ?? this.lockTimeoutMs, err);
+      throw unstorableValue(err) ?? err;
+    } finally {
+      client.removeListener('error', onError);
+      // With an error, pg-pool closes the connection instead of reusing it: the next one prepares afresh.
+      client.release(discard === undefined ? undefined : discard instanceof Error ? discard : new Error(String(discard)));
+    }
+  }
+
+  private txOn(client: PoolClient, lazy?: LazyBegin): Tx {
+    const lockLimit = (ms: number) => `SET LOCAL lock_timeout = '${Math.max(1, Math.floor(ms))}ms'`;
+    /** Sends BEGIN, with the unit's lock limit when it has one, unless the transaction has begun. */
+    const begin = async (): Promise<void> => {
+      if (!lazy || lazy.begun) return;
+      lazy.begun = true;
+      await client.query(lazy.lockLimitMs === undefined ? 'START TRANSACTION' : `START TRANSACTION; ${lockLimit(lazy.lockLimitMs)}`);
+    };
+    const execute = async <R>(sql: string, params: readonly unknown[] = []) => {
+      await begin();
+      const name = this.preparedStatements.nameOf(sql, params.length);
+      const values = [...params];
+      // A text of several statements (no parameters: the simple protocol) answers with one result each.
+      const result: QueryResult | QueryResult[] = await client.query(name === undefined ? { text: sql, values } : { name, text: sql, values });
+      const rows = (Array.isArray(result) ? [] : result.rows) as R[];
+      return { rows, affected: (Array.isArray(result) ? null : result.rowCount) ?? rows.length };
+    };
+    return {
+      dialect: 'postgres',
+      now: this.clock.now(),
+      forUpdate: ' FOR UPDATE',
+      forUpdateSkipLocked: ' FOR UPDATE SKIP LOCKED',
+      execute,
+      query: async <R>(sql: string, params?: readonly unknown[]) => (await execute<R>(sql, params)).rows,
+      setLockTimeout: async (ms: number) => {
+        if (!lazy) throw new Error('setLockTimeout: a read runs without a transaction and holds no lock limit of its own');
+        // Before the first statement the limit goes with the BEGIN; after it, on its own.
+        const begun = lazy.begun;
+        lazy.lockLimitMs = ms;
+        if (begun) await client.query(lockLimit(ms));
+      },
+    };
+  }
+}
+
+/** `work` on a Tx that refuses a second statement (a unit of work run without a transaction). */
+function oneStatement<T>(name: string, work: (tx: Tx) => Promise<T>): (tx: Tx) => Promise<T> {
+  return (tx) => {
+    let ran = false;
+    const once = (): void => {
+      if (ran) throw new Error(`unit of work ${name} runs without a transaction and may run one statement only`);
+      ran = true;
+    };
+    return work({
+      ...tx,
+      query: (sql, params) => (once(), tx.query(sql, params)),
+      execute: (sql, params) => (once(), tx.execute(sql, params)),
+      setLockTimeout: async () => {
+        throw new Error(`unit of work ${name} runs one statement: its lock limit is UnitOptions.lockLimitMs`);
+      },
+    });
+  };
+}
+
+/**
+ * A PostgreSQL "data exception" (SQLSTATE class 22: U+0000 in text, a number past BIGINT, …) means
+ * the request carried a value the store cannot hold, not that the store failed: it becomes a
+ * `VALIDATION_ERROR` (400 at the edge; a report's attempt then fails with a code instead of
+ * leaving its run running). The unit of work is already rolled back. Other errors are unchanged.
+ */
+function unstorableValue(err: unknown): EngineError | undefined {
+  const code = (err as { driverError?: { code?: unknown }; code?: unknown } | null)?.driverError?.code ?? (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string' || !code.startsWith('22')) return undefined;
+  return new EngineError('VALIDATION_ERROR', `the store cannot hold a value of this request: ${(err as Error).message}`, { sqlstate: code });
+}
