@@ -226,6 +226,18 @@ export async function claimInsertedRun(tx: Tx, run: RunRecord, newToken: () => s
   return claimCandidate(tx, { id: run.id, function_id: run.functionId, concurrency_key: run.concurrencyKey, concurrency_limit: run.concurrencyLimit }, new Map(), newToken, thawedForRun(tx));
 }
 
+/**
+ * Claims `run`, queued by this unit of work (a parent its wake queued, a child its admission
+ * released), as {@link claimRuns} claims a candidate: lane limit checked, execution bumped, new
+ * lease token, and on PostgreSQL its segment's rows read by the claiming update. Null when its
+ * lane is full, the instance is frozen ({@link thawedForRun}), or the row is not queued, free and
+ * available now (the unit's write did not queue it: a paused run, a retry's backoff).
+ */
+export async function claimQueuedRun(tx: Tx, run: RunRecord, newToken: () => string): Promise<ClaimedRun | null> {
+  const candidate = { id: run.id, function_id: run.functionId, concurrency_key: run.concurrencyKey, concurrency_limit: run.concurrencyLimit };
+  return claimCandidate(tx, candidate, new Map(), newToken, `available_at <= $3 AND ${thawedForRun(tx)}`, tx.dialect === 'postgres');
+}
+
 async function claimCandidate(
   tx: Tx,
   candidate: { id: string; function_id: string; concurrency_key: string | null; concurrency_limit: unknown },
