@@ -333,11 +333,10 @@ interface AdmissionEffect {
  * ended (`parent-ended`), or the step was ended by something else (`invoke-result-won`).
  */
 async function unlinkedReason(tx: Tx, child: RunRecord): Promise<string | null> {
-  const step = await stepsSql.getStep(tx, child.parentRunId!, child.parentStepId!);
-  if (!step || step.childRunId !== child.id) return 'invoke-link-failed';
-  const parent = await runsSql.getRun(tx, child.parentRunId!);
-  if (!parent || isTerminalRunStatus(parent.status)) return 'parent-ended';
-  if (step.status !== 'waiting') return 'invoke-result-won';
+  const link = await stepsSql.getInvokeLink(tx, child.parentRunId!, child.parentStepId!);
+  if (!link || link.childRunId !== child.id) return 'invoke-link-failed';
+  if (link.runStatus === null || isTerminalRunStatus(link.runStatus)) return 'parent-ended';
+  if (link.status !== 'waiting') return 'invoke-result-won';
   return null;
 }
 

@@ -350,9 +350,9 @@ export class ReportSystem {
   }
 
   private async wait(tx: Tx, run: RunRecord): Promise<ReportResult> {
+    // The execution's lease goes with it.
     const status = await runsSql.markWaiting(tx, run);
     if (!status) throw new EngineError('STALE_EXECUTION', `run ${run.id} changed while the report was applied`);
-    await leasesSql.deleteLease(tx, run.id, run.executionSeq);
     await this.segmentEndedNormally(tx, run);
     return { effect: 'waiting', run: { ...run, status, ...(status === 'paused' ? { resumeStatus: 'waiting' as const } : {}) } };
   }

@@ -95,6 +95,7 @@ export class WakeSystem {
         const refusal = !failsParent && holdsOpenWait(parent) ? admissionRefusal(parent, fn) : null;
         // A refused resume writes nothing here: its failure commits below, guarded by this read.
         if (refusal) return { failedParent: null, queued: null, resolved: null, refused: { parent, reason: refusal } };
+        // Clears the child's wake_pending too, resolved or not.
         const resolved = await stepsSql.resolveInvokeStep(tx, parent.id, parentStepId, child.id, ...stepResult);
         let failedParent: RunRecord | null = null;
         let queued: RunRecord | null = null;
@@ -110,7 +111,6 @@ export class WakeSystem {
           if (status) queued = parent;
           if (status === 'waiting_for_capacity' && reserved && fn) claimed = await claimQueuedAtOnce(this.r, tx, fn, parent);
         }
-        await runsSql.clearWakePending(tx, child.id);
         return { failedParent, queued, resolved: resolved ? parent : null };
       });
     } catch (err) {
@@ -151,7 +151,6 @@ export class WakeSystem {
       const failed = await commitOutcome(tx, parent.id, { status: 'failed', error: refusalError(reason) }, { kind: 'version', status: parent.status, version: parent.version });
       if (!failed) return null;
       await stepsSql.resolveInvokeStep(tx, parent.id, child.parentStepId!, child.id, ...stepResult);
-      await runsSql.clearWakePending(tx, child.id);
       return failed;
     });
   }

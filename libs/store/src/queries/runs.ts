@@ -359,11 +359,20 @@ export async function fenceOffExecution(tx: Tx, runId: string, executionSeq: num
   await tx.execute(`UPDATE runs SET lease_token = NULL WHERE id = $1 AND execution_seq = $2`, [runId, executionSeq]);
 }
 
-/** A running execution yields at a wait: status `waiting` (or `paused`), fenced like `requeueForRetry`. */
+/**
+ * A running execution yields at a wait: status `waiting` (or `paused`), fenced like
+ * `requeueForRetry`, and its lease row deleted (on PostgreSQL by the same statement). The caller
+ * rolls its unit back when the fence fails (`null`).
+ */
 export async function markWaiting(tx: Tx, run: RunRecord): Promise<BoundaryStatus | null> {
   const fence = runningFence(run, 2);
   const params = [tx.now, ...fence.params];
-  const waiting = await tx.execute(`UPDATE runs SET status = 'waiting', version = version + 1, updated_at = $1 WHERE ${fence.sql} AND pause_requested = 0`, params);
+  const lease = `DELETE FROM leases WHERE run_id = $2 AND execution_seq = $3`;
+  if (tx.dialect !== 'postgres') await tx.execute(lease, params);
+  const waiting = await tx.execute(
+    `${tx.dialect === 'postgres' ? `WITH lease AS (${lease}) ` : ''}UPDATE runs SET status = 'waiting', version = version + 1, updated_at = $1 WHERE ${fence.sql} AND pause_requested = 0`,
+    params,
+  );
   if (waiting.affected === 1) return 'waiting';
   const parked = await tx.execute(
     `UPDATE runs SET status = 'paused', resume_status = 'waiting', version = version + 1, updated_at = $1 WHERE ${fence.sql} AND pause_requested = 1`,
