@@ -45,16 +45,17 @@ export async function claimAtOnce(r: EngineResources, tx: Tx, fn: FunctionRecord
 }
 
 /**
- * Claims `run` for this node when `tx` has just queued it for its next segment (issue 11: a parent
- * its wake queued, an invoked child its admission released), under the same conditions as
+ * Claims `run` for this node in the unit of work `tx` that ends its wait (issue 11): a parent its
+ * wake resumes (`from` `waiting`) or an invoked child its admission releases (`held`), moved
+ * straight to `running` instead of queued for a dispatcher's claim, under the same conditions as
  * {@link claimAtOnce}: a push run of a function (`fn`, as `tx` read it) that declares no secrets
- * and has an endpoint, queued and available now, its lane with room, the instance not frozen.
- * Bumps its execution and inserts its lease as a dispatcher's claim does, and loads its segment
- * (on PostgreSQL from the claiming update). Null when it stays queued for a dispatcher's claim.
+ * and has an endpoint, its lane with room. The caller's unit has found the instance thawed.
+ * Inserts its lease as a dispatcher's claim does and loads its segment (on PostgreSQL from the
+ * claiming update). Null when nothing was written: the caller queues the run as it would have.
  */
-export async function claimQueuedAtOnce(r: EngineResources, tx: Tx, fn: FunctionRecord, run: RunRecord): Promise<Segment | null> {
+export async function claimWaitEndAtOnce(r: EngineResources, tx: Tx, fn: FunctionRecord, run: RunRecord, from: runsSql.ClaimAtOnceFrom): Promise<Segment | null> {
   if (!claimableAtOnce(run, fn)) return null;
-  const claimed = await runsSql.claimQueuedRun(tx, run, () => randomUUID());
+  const claimed = await runsSql.claimRunAtOnce(tx, run, from, () => randomUUID());
   if (!claimed) return null;
   await leaseAtOnce(r, tx, fn, claimed);
   return loadSegment(tx, claimed);

@@ -3,7 +3,7 @@ import { commitOutcome } from '@ironflow/outcome';
 import { FunctionRecord, InvokeRow, RunRecord, Tx, functionsSql, invokesSql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
 import { CancelOnSystem } from './cancel-on-system';
 import { DispatchHints } from './dispatch-hints';
-import { DispatchAtOnce, claimQueuedAtOnce } from './dispatch-at-once';
+import { DispatchAtOnce, claimWaitEndAtOnce } from './dispatch-at-once';
 import { insertNewRun, newRunOf } from './new-run';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { holdsOpenWait } from './pause-announcer';
@@ -79,7 +79,7 @@ export type AdmissionOutcome = 'dispatched' | 'ended' | 'refused' | 'settled' | 
  * announced like any failure, which wakes its parent.
  *
  * An accepted report's admission on a node that dispatches push claims the child it releases in
- * the same unit of work when a push slot is free ({@link claimQueuedAtOnce}), and calls its
+ * the same unit of work when a push slot is free ({@link claimWaitEndAtOnce}), and calls its
  * endpoint after the commit: the child needs no hint and no claim of its own (issue 11).
  */
 export class InvokeAdmission {
@@ -275,10 +275,13 @@ export class InvokeAdmission {
             if (refused) {
               done.refused = refused;
               done.outcome = 'refused';
-            } else if (await runsSql.releaseHeld(tx, run.id)) {
-              done.dispatched = run;
-              done.outcome = 'dispatched';
-              if (reserved && fn) claimed = await claimQueuedAtOnce(this.r, tx, fn, run);
+            } else {
+              // Claimed straight from `held` when it can be, else released to the queue.
+              if (reserved && fn) claimed = await claimWaitEndAtOnce(this.r, tx, fn, run, 'held');
+              if (claimed || (await runsSql.releaseHeld(tx, run.id))) {
+                done.dispatched = run;
+                done.outcome = 'dispatched';
+              }
             }
           }
         } else if (run && !isTerminalRunStatus(run.status)) {

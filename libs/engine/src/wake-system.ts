@@ -3,7 +3,7 @@ import { RunError, isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
 import { RunRecord, authoritySql, functionsSql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
-import { DispatchAtOnce, claimQueuedAtOnce } from './dispatch-at-once';
+import { DispatchAtOnce, claimWaitEndAtOnce } from './dispatch-at-once';
 import { admissionRefusal, refusalError } from './invoke-admission';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
@@ -27,7 +27,7 @@ import { recordStepRow } from './step-audit';
  * nothing written, for the waiting-run pass to try again.
  *
  * A wake from a child's commit on a node that dispatches push claims the parent it queued in the
- * same unit of work when a push slot is free ({@link claimQueuedAtOnce}), and calls its endpoint
+ * same unit of work when a push slot is free ({@link claimWaitEndAtOnce}), and calls its endpoint
  * after the commit: the parent's next segment needs no hint and no claim of its own (issue 11).
  */
 export class WakeSystem {
@@ -107,9 +107,9 @@ export class WakeSystem {
             version: parent.version,
           });
         } else if (resolved) {
-          const status = await runsSql.queueContinuation(tx, parent.id);
-          if (status) queued = parent;
-          if (status === 'waiting_for_capacity' && reserved && fn) claimed = await claimQueuedAtOnce(this.r, tx, fn, parent);
+          // Claimed straight from `waiting` when it can be, else queued (a paused parent keeps its pause).
+          if (reserved && fn) claimed = await claimWaitEndAtOnce(this.r, tx, fn, parent, 'waiting');
+          if (claimed || (await runsSql.queueContinuation(tx, parent.id))) queued = parent;
         }
         return { failedParent, queued, resolved: resolved ? parent : null };
       });
