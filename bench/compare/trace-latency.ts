@@ -8,7 +8,11 @@
  * Prints p50 / mean / p90 of each part, ms. A part's figure is less noisy than the total under
  * load: compare parts before and after a change. See bench/README.md "compare".
  *
- *   node dist/bench/compare/trace-latency.js [--only single|cluster] [--calls 300]
+ * With `--workload parent`, the calls are parent+child runs (`bench.parent` invokes `bench.child`):
+ * no fixed milestones fit them, so it prints the median call's timeline instead (every traced
+ * event of every process, ms from the call's start) and the pg statements per call by process.
+ *
+ *   node dist/bench/compare/trace-latency.js [--only single|cluster] [--calls 300] [--workload one-step|parent]
  */
 import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -88,7 +92,6 @@ function readTrace(dir: string): { lines: Line[]; roles: Map<string, string> } {
 
 /** Each traced call's parts (ms), cut at `milestones`; a call missing a milestone skips that part. */
 function breakdown(lines: Line[], roles: Map<string, string>, milestones: Milestone[], latencies: number[]): Map<string, number[]> {
-  const client = String(process.pid);
   const parts = new Map<string, number[]>([
     ...milestones.map(([part]) => [part, []] as [string, number[]]),
     ['→ client has the answer', []],
@@ -96,16 +99,9 @@ function breakdown(lines: Line[], roles: Map<string, string>, milestones: Milest
     ['client before and after it (SDK, emitSync)', []],
     ['call (as bench/compare times it)', []],
   ]);
-  const begin = lines.findIndex((l) => l.event === 'MARK begin');
-  const end = lines.findIndex((l) => l.event === 'MARK end');
-  let call: Line[] | undefined;
-  for (const line of lines.slice(begin, end)) {
-    if (line.pid === client && /^und-create .*TriggerSync/.test(line.event)) call = [];
-    if (!call) continue;
-    call.push(line);
-    if (line.pid !== client || !/^und-done .*TriggerSync/.test(line.event)) continue;
+  for (const call of calls(lines)) {
     const t0 = call[0].end;
-    const t1 = line.end;
+    const t1 = call[call.length - 1].end;
     let previous = t0;
     const firstHit = ([, role, event, at]: Milestone, after: number) =>
       call!
@@ -129,13 +125,49 @@ function breakdown(lines: Line[], roles: Map<string, string>, milestones: Milest
       parts.get('client before and after it (SDK, emitSync)')!.push(latency - (t1 - t0));
       parts.get('call (as bench/compare times it)')!.push(latency);
     }
-    call = undefined;
   }
   return parts;
 }
 
+/** Each traced call's lines (all processes), from its `und-create` to its `und-done` in the client. */
+function calls(lines: Line[]): Line[][] {
+  const client = String(process.pid);
+  const out: Line[][] = [];
+  const begin = lines.findIndex((l) => l.event === 'MARK begin');
+  const end = lines.findIndex((l) => l.event === 'MARK end');
+  let call: Line[] | undefined;
+  for (const line of lines.slice(begin, end)) {
+    if (line.pid === client && /^und-create .*TriggerSync/.test(line.event)) call = [];
+    if (!call) continue;
+    call.push(line);
+    if (line.pid === client && /^und-done .*TriggerSync/.test(line.event)) {
+      out.push(call);
+      call = undefined;
+    }
+  }
+  return out;
+}
+
+/** The median call's timeline and the pg statements per call by process role. */
+function timeline(lines: Line[], roles: Map<string, string>): string {
+  const traced = calls(lines);
+  if (traced.length === 0) return 'no traced call';
+  const span = (c: Line[]) => c[c.length - 1].end - c[0].end;
+  const median = [...traced].sort((a, b) => span(a) - span(b))[Math.floor(traced.length / 2)];
+  const role = (pid: string) => (roles.get(pid) ?? 'client').replace(/^.*dist\//, '').slice(0, 28);
+  const t0 = median[0].end;
+  const out = [`median call: ${span(median).toFixed(1)} ms (of ${traced.length}; ms from its start, a pg line at its statement's start)`];
+  for (const l of [...median].sort((a, b) => a.start - b.start)) out.push(`${(l.start - t0).toFixed(2).padStart(9)} ${(l.end - l.start).toFixed(2).padStart(7)}  ${role(l.pid).padEnd(28)} ${l.event}`);
+  const perRole = new Map<string, number>();
+  for (const c of traced) for (const l of c) if (/^pg/.test(l.event)) perRole.set(role(l.pid), (perRole.get(role(l.pid)) ?? 0) + 1);
+  out.push('pg statements per call (inside the call\'s window): ' + [...perRole].map(([r, n]) => `${r} ${(n / traced.length).toFixed(2)}`).join(', '));
+  return out.join('\n');
+}
+
 async function main(): Promise<void> {
   const system = stringArg('only') ?? 'single';
+  const workload = stringArg('workload') ?? 'one-step';
+  if (workload !== 'one-step' && workload !== 'parent') throw new Error(`--workload: ${JSON.stringify(workload)} is not one-step or parent`);
   const milestones = MILESTONES[system];
   if (!milestones) throw new Error(`--only: ${JSON.stringify(system)} is not traced (single, cluster)`);
   const calls = intArg('calls', 300);
@@ -150,8 +182,9 @@ async function main(): Promise<void> {
   try {
     await sut.phase({ kind: 'closed', workload: 'one-step', inflight: 8, durationMs: 1000 });
     await sut.phase({ kind: 'sequential', workload: 'one-step', n: 50 });
+    if (workload === 'parent') await sut.phase({ kind: 'sequential', workload: 'parent-child', n: 20 });
     trace('MARK begin');
-    const result = await sut.phase({ kind: 'sequential', workload: 'one-step', n: calls });
+    const result = await sut.phase({ kind: 'sequential', workload: workload === 'parent' ? 'parent-child' : 'one-step', n: calls });
     trace('MARK end');
     if (result.failed > 0) throw new Error(`${result.failed} call(s) failed, first: ${result.firstError}`);
     latencies = result.latenciesMs;
@@ -160,6 +193,13 @@ async function main(): Promise<void> {
   }
   await new Promise((resolve) => setTimeout(resolve, 1500)); // every process's last lines flushed
   const { lines, roles } = readTrace(dir);
+  if (workload === 'parent') {
+    const sorted = [...latencies].sort((a, b) => a - b);
+    console.log(timeline(lines, roles));
+    console.log(`call latency ms: p50 ${sorted[Math.floor(sorted.length / 2)]?.toFixed(1)}, p90 ${sorted[Math.floor(sorted.length * 0.9)]?.toFixed(1)}`);
+    console.log(`trace: ${dir}`);
+    return;
+  }
   const parts = breakdown(lines, roles, milestones, latencies);
   const q = (values: number[], p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))];
   const f = (v: number | undefined) => (v === undefined ? '—' : v.toFixed(2));

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { WireEvent } from '@ironflow/contracts';
 import { FunctionRecord, RunRecord, Tx, leasesSql, runsSql } from '@ironflow/store';
 import { EngineResources } from './resources';
-import { Segment } from './segment-loader';
+import { Segment, loadSegment } from './segment-loader';
 
 /**
  * A push dispatch that takes a segment claimed in the unit of work that created its run, so a
@@ -37,10 +37,36 @@ export interface DispatchAtOnce {
  * does. Returns its segment, or null when it stays queued for a dispatcher.
  */
 export async function claimAtOnce(r: EngineResources, tx: Tx, fn: FunctionRecord, run: RunRecord, event: WireEvent): Promise<Segment | null> {
-  if (run.mode !== 'push' || (fn.definition.secrets?.length ?? 0) > 0 || !fn.definition.endpointUrl) return null;
+  if (!claimableAtOnce(run, fn)) return null;
   const claimed = await runsSql.claimInsertedRun(tx, run, () => randomUUID());
   if (!claimed) return null;
+  await leaseAtOnce(r, tx, fn, claimed);
+  return { run: claimed, definition: fn.definition, event, steps: [], nextSequence: 0 };
+}
+
+/**
+ * Claims `run` for this node in the unit of work `tx` that ends its wait (issue 11): a parent its
+ * wake resumes (`from` `waiting`) or an invoked child its admission releases (`held`), moved
+ * straight to `running` instead of queued for a dispatcher's claim, under the same conditions as
+ * {@link claimAtOnce}: a push run of a function (`fn`, as `tx` read it) that declares no secrets
+ * and has an endpoint, its lane with room. The caller's unit has found the instance thawed.
+ * Inserts its lease as a dispatcher's claim does and loads its segment (on PostgreSQL from the
+ * claiming update). Null when nothing was written: the caller queues the run as it would have.
+ */
+export async function claimWaitEndAtOnce(r: EngineResources, tx: Tx, fn: FunctionRecord, run: RunRecord, from: runsSql.ClaimAtOnceFrom): Promise<Segment | null> {
+  if (!claimableAtOnce(run, fn)) return null;
+  const claimed = await runsSql.claimRunAtOnce(tx, run, from, () => randomUUID());
+  if (!claimed) return null;
+  await leaseAtOnce(r, tx, fn, claimed);
+  return loadSegment(tx, claimed);
+}
+
+function claimableAtOnce(run: RunRecord, fn: FunctionRecord): boolean {
+  return run.mode === 'push' && (fn.definition.secrets?.length ?? 0) === 0 && !!fn.definition.endpointUrl;
+}
+
+/** The lease of an execution claimed at once: this node's, the function's timeout as its deadline. */
+async function leaseAtOnce(r: EngineResources, tx: Tx, fn: FunctionRecord, claimed: RunRecord): Promise<void> {
   const lane = runsSql.laneOf(claimed.functionId, claimed.concurrencyKey);
   await leasesSql.insertLease(tx, claimed.id, claimed.executionSeq, r.config.nodeId, lane, tx.now + r.config.leaseMs, tx.now + fn.definition.timeoutMs);
-  return { run: claimed, definition: fn.definition, event, steps: [], nextSequence: 0 };
 }

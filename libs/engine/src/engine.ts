@@ -187,6 +187,8 @@ export class Engine {
     this.pull = new PullWorkerSystem(r, this.dispatch, this.reports, this.releases);
     this.push = new PushDispatcher(r, this.dispatch, this.reports, hints, this.pushEndpoints);
     this.triggers.setDispatchAtOnce(this.push);
+    this.admissions.setDispatchAtOnce(this.push);
+    this.wakes.setDispatchAtOnce(this.push);
     this.streams = new StreamWorkerSystem(r, this.dispatch, this.reports, this.pull, hints, this.releases);
     metrics.countStreamConnections(() => this.streams.connectionCount);
     metrics.countAuditPending(() => r.audit.inFlight);

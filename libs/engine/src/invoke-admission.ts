@@ -3,6 +3,7 @@ import { commitOutcome } from '@ironflow/outcome';
 import { FunctionRecord, InvokeRow, RunRecord, Tx, functionsSql, invokesSql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
 import { CancelOnSystem } from './cancel-on-system';
 import { DispatchHints } from './dispatch-hints';
+import { DispatchAtOnce, claimWaitEndAtOnce } from './dispatch-at-once';
 import { insertNewRun, newRunOf } from './new-run';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { holdsOpenWait } from './pause-announcer';
@@ -11,6 +12,7 @@ import { stepNameOf } from './step-name';
 import { EngineResources } from './resources';
 import { recordRunCreated } from './run-created-audit';
 import { assertThawed } from './instance-control';
+import { Segment } from './segment-loader';
 
 type InvokeYield = Extract<YieldInfo, { type: 'invoke_function' | 'invoke_function_async' }>;
 
@@ -75,10 +77,15 @@ export type AdmissionOutcome = 'dispatched' | 'ended' | 'refused' | 'settled' | 
  * `invoke-result-won`, `parent-ended`: no frame, no audit row, and from a pass an `updated` run
  * event). A refusal no retry can change (`admissionRefusal`) fails the run it would have queued,
  * announced like any failure, which wakes its parent.
+ *
+ * An accepted report's admission on a node that dispatches push claims the child it releases in
+ * the same unit of work when a push slot is free ({@link claimWaitEndAtOnce}), and calls its
+ * endpoint after the commit: the child needs no hint and no claim of its own (issue 11).
  */
 export class InvokeAdmission {
   /** Runs whose admission is under way on this node: a pass does not start a second one. */
   private readonly inFlight = new Set<string>();
+  private atOnce?: DispatchAtOnce;
 
   constructor(
     private readonly r: EngineResources,
@@ -110,6 +117,11 @@ export class InvokeAdmission {
       async,
     });
     return { child, invoke, cancelOn: (target.definition.cancelOn ?? []).length > 0 };
+  }
+
+  /** Wired by the engine once its push dispatcher exists. */
+  setDispatchAtOnce(atOnce: DispatchAtOnce): void {
+    this.atOnce = atOnce;
   }
 
   /** After an accepted report's commit: the child's admission, as a tracked follow-up. */
@@ -229,55 +241,75 @@ export class InvokeAdmission {
    */
   private async dispatch(target: AdmissionTarget, path: AdmissionPath): Promise<{ outcome: AdmissionOutcome; announced: Promise<void>[] }> {
     const recovery = path === 'pass' || path === 'sweep';
-    const effect = await this.r.store.unitOfWork('admitRun', async (tx) => {
-      // A pass or the sweep gives up on a locked row (the store raises `LockTimeoutError`); the
-      // report path waits on the child's row like its report did.
-      if (recovery) await tx.setLockTimeout(this.r.config.lockLimitMs);
-      // A frozen instance admits nothing: the admission is left to the pass after the thaw.
-      await assertThawed(tx);
-      // A run (read here under its row lock) whose admission is refused for good fails, only if unchanged since that read.
-      const refuse = async (read: RunRecord): Promise<RunRecord | null> => {
-        const reason = admissionRefusal(read, await functionsSql.getFunction(tx, read.project, read.env, read.functionId));
-        if (!reason) return null;
-        return commitOutcome(tx, read.id, { status: 'failed', error: refusalError(reason) }, { kind: 'version', status: read.status, version: read.version });
-      };
-      const run = await runsSql.getRun(tx, target.run.id, { lock: true });
-      const done: AdmissionEffect = { outcome: 'ended' };
-      if (run && !isTerminalRunStatus(run.status) && run.held) {
-        const unlinked = target.invoke && !target.invoke.async ? await unlinkedReason(tx, run) : null;
-        if (unlinked) {
-          done.quiet = await commitOutcome(tx, run.id, { status: 'cancelled', error: { message: `${unlinked}: no parent waits on run ${run.id}`, code: 'CANCELLED', retryable: false } }, { kind: 'not-terminal' });
-          if (done.quiet) await runsSql.clearWakePending(tx, run.id);
-          done.outcome = 'settled';
-        } else {
-          const refused = await refuse(run);
-          if (refused) {
-            done.refused = refused;
-            done.outcome = 'refused';
-          } else if (await runsSql.releaseHeld(tx, run.id)) {
-            done.dispatched = run;
-            done.outcome = 'dispatched';
+    // A report's admission of an invoked child may claim the child it releases.
+    const reserved = path === 'report' && target.invoke !== null && this.atOnce?.reserve() === true;
+    let claimed: Segment | null = null;
+    let effect: AdmissionEffect;
+    try {
+      effect = await this.r.store.unitOfWork('admitRun', async (tx) => {
+        claimed = null;
+        // A pass or the sweep gives up on a locked row (the store raises `LockTimeoutError`); the
+        // report path waits on the child's row like its report did.
+        if (recovery) await tx.setLockTimeout(this.r.config.lockLimitMs);
+        // A frozen instance admits nothing: the admission is left to the pass after the thaw.
+        await assertThawed(tx);
+        // The function of a run read here under its row lock, as this unit reads it.
+        const functionOf = (read: RunRecord) => functionsSql.getFunction(tx, read.project, read.env, read.functionId);
+        // A run whose admission is refused for good fails, only if unchanged since that read.
+        const refuse = async (read: RunRecord, fn: FunctionRecord | null): Promise<RunRecord | null> => {
+          const reason = admissionRefusal(read, fn);
+          if (!reason) return null;
+          return commitOutcome(tx, read.id, { status: 'failed', error: refusalError(reason) }, { kind: 'version', status: read.status, version: read.version });
+        };
+        const run = await runsSql.getRun(tx, target.run.id, { lock: true });
+        const done: AdmissionEffect = { outcome: 'ended' };
+        if (run && !isTerminalRunStatus(run.status) && run.held) {
+          const unlinked = target.invoke && !target.invoke.async ? await unlinkedReason(tx, run) : null;
+          if (unlinked) {
+            done.quiet = await commitOutcome(tx, run.id, { status: 'cancelled', error: { message: `${unlinked}: no parent waits on run ${run.id}`, code: 'CANCELLED', retryable: false } }, { kind: 'not-terminal' });
+            if (done.quiet) await runsSql.clearWakePending(tx, run.id);
+            done.outcome = 'settled';
+          } else {
+            const fn = await functionOf(run);
+            const refused = await refuse(run, fn);
+            if (refused) {
+              done.refused = refused;
+              done.outcome = 'refused';
+            } else {
+              // Claimed straight from `held` when it can be, else released to the queue.
+              if (reserved && fn) claimed = await claimWaitEndAtOnce(this.r, tx, fn, run, 'held');
+              if (claimed || (await runsSql.releaseHeld(tx, run.id))) {
+                done.dispatched = run;
+                done.outcome = 'dispatched';
+              }
+            }
+          }
+        } else if (run && !isTerminalRunStatus(run.status)) {
+          done.outcome = 'dispatched'; // another admission released it
+        }
+        // Settled once; a fire-and-forget parent resumes (its admission) with the settle. The edge
+        // write and the resume have the lock limit on every path: past it the unit rolls back and the
+        // pass admits the child from the invocation, still pending.
+        if (target.invoke && !recovery) await tx.setLockTimeout(this.r.config.lockLimitMs);
+        if (target.invoke && (await invokesSql.settleInvoke(tx, target.invoke.parentRunId, target.invoke.parentStepId)) && target.invoke.async) {
+          const parent = await runsSql.getRun(tx, target.invoke.parentRunId, { lock: true });
+          if (parent && holdsOpenWait(parent)) {
+            const refused = await refuse(parent, await functionOf(parent));
+            if (refused) done.parentRefused = refused;
+            // A paused parent keeps its pause and is queued on resume.
+            else if ((await runsSql.queueContinuation(tx, parent.id)) === 'waiting_for_capacity') done.resumed = parent;
           }
         }
-      } else if (run && !isTerminalRunStatus(run.status)) {
-        done.outcome = 'dispatched'; // another admission released it
-      }
-      // Settled once; a fire-and-forget parent resumes (its admission) with the settle. The edge
-      // write and the resume have the lock limit on every path: past it the unit rolls back and the
-      // pass admits the child from the invocation, still pending.
-      if (target.invoke && !recovery) await tx.setLockTimeout(this.r.config.lockLimitMs);
-      if (target.invoke && (await invokesSql.settleInvoke(tx, target.invoke.parentRunId, target.invoke.parentStepId)) && target.invoke.async) {
-        const parent = await runsSql.getRun(tx, target.invoke.parentRunId, { lock: true });
-        if (parent && holdsOpenWait(parent)) {
-          const refused = await refuse(parent);
-          if (refused) done.parentRefused = refused;
-          // A paused parent keeps its pause and is queued on resume.
-          else if ((await runsSql.queueContinuation(tx, parent.id)) === 'waiting_for_capacity') done.resumed = parent;
-        }
-      }
-      return done;
-    });
-    if (effect.dispatched) this.hints.queued(effect.dispatched.project, effect.dispatched.env, effect.dispatched.mode);
+        return done;
+      });
+    } catch (err) {
+      claimed = null; // rolled back: nothing was claimed
+      throw err;
+    } finally {
+      if (reserved && !claimed) this.atOnce!.release();
+    }
+    if (claimed) this.atOnce!.take(claimed);
+    else if (effect.dispatched) this.hints.queued(effect.dispatched.project, effect.dispatched.env, effect.dispatched.mode);
     if (effect.resumed) this.hints.queued(effect.resumed.project, effect.resumed.env, effect.resumed.mode);
     const announced: Promise<void>[] = [];
     if (effect.refused) announced.push(this.announcer.announce(effect.refused, 'admission-refused'));
@@ -304,11 +336,10 @@ interface AdmissionEffect {
  * ended (`parent-ended`), or the step was ended by something else (`invoke-result-won`).
  */
 async function unlinkedReason(tx: Tx, child: RunRecord): Promise<string | null> {
-  const step = await stepsSql.getStep(tx, child.parentRunId!, child.parentStepId!);
-  if (!step || step.childRunId !== child.id) return 'invoke-link-failed';
-  const parent = await runsSql.getRun(tx, child.parentRunId!);
-  if (!parent || isTerminalRunStatus(parent.status)) return 'parent-ended';
-  if (step.status !== 'waiting') return 'invoke-result-won';
+  const link = await stepsSql.getInvokeLink(tx, child.parentRunId!, child.parentStepId!);
+  if (!link || link.childRunId !== child.id) return 'invoke-link-failed';
+  if (link.runStatus === null || isTerminalRunStatus(link.runStatus)) return 'parent-ended';
+  if (link.status !== 'waiting') return 'invoke-result-won';
   return null;
 }
 

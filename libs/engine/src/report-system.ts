@@ -298,7 +298,9 @@ export class ReportSystem {
   private async yieldAt(tx: Tx, run: RunRecord, fence: ExecutionFence, y: YieldInfo, report: SegmentReport): Promise<ReportResult & { accepted?: AcceptedInvoke }> {
     if (!y || typeof y !== 'object') throw new EngineError('VALIDATION_ERROR', 'a yielded report needs `yield`');
     if (typeof y.step_id !== 'string' || y.step_id === '') throw new EngineError('VALIDATION_ERROR', 'yield.step_id is required');
-    const sequence = await stepsSql.nextStepSequence(tx, run.id);
+    // The wait's step follows the report's steps; a push report knows where they start (its
+    // segment's steps are the run's), so only a report without `stepOffset` reads the last one.
+    const sequence = report.stepOffset !== undefined ? report.stepOffset + (report.steps?.length ?? 0) : await stepsSql.nextStepSequence(tx, run.id);
     const name = stepNameOf(run.id, y.step_id);
     switch (y.type) {
       case 'sleep': {
@@ -348,9 +350,9 @@ export class ReportSystem {
   }
 
   private async wait(tx: Tx, run: RunRecord): Promise<ReportResult> {
+    // The execution's lease goes with it.
     const status = await runsSql.markWaiting(tx, run);
     if (!status) throw new EngineError('STALE_EXECUTION', `run ${run.id} changed while the report was applied`);
-    await leasesSql.deleteLease(tx, run.id, run.executionSeq);
     await this.segmentEndedNormally(tx, run);
     return { effect: 'waiting', run: { ...run, status, ...(status === 'paused' ? { resumeStatus: 'waiting' as const } : {}) } };
   }

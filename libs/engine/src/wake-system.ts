@@ -3,10 +3,12 @@ import { RunError, isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
 import { RunRecord, authoritySql, functionsSql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
+import { DispatchAtOnce, claimWaitEndAtOnce } from './dispatch-at-once';
 import { admissionRefusal, refusalError } from './invoke-admission';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
 import { holdsOpenWait } from './pause-announcer';
+import { Segment } from './segment-loader';
 import { stepNameOf } from './step-name';
 import { recordStepRow } from './step-audit';
 
@@ -23,13 +25,24 @@ import { recordStepRow } from './step-audit';
  * parent is unchanged since the wake read it; the failure is announced like any other, which wakes
  * the parent's own parent. Any other error leaves the parent `waiting` and the wake pending, with
  * nothing written, for the waiting-run pass to try again.
+ *
+ * A wake from a child's commit on a node that dispatches push claims the parent it queued in the
+ * same unit of work when a push slot is free ({@link claimWaitEndAtOnce}), and calls its endpoint
+ * after the commit: the parent's next segment needs no hint and no claim of its own (issue 11).
  */
 export class WakeSystem {
+  private atOnce?: DispatchAtOnce;
+
   constructor(
     private readonly r: EngineResources,
     private readonly announcer: OutcomeAnnouncer,
     private readonly hints: DispatchHints,
   ) {}
+
+  /** Wired by the engine once its push dispatcher exists. */
+  setDispatchAtOnce(atOnce: DispatchAtOnce): void {
+    this.atOnce = atOnce;
+  }
 
   /**
    * The wake from a child's commit: waits for a slot, applies, and releases the slot before the
@@ -62,37 +75,51 @@ export class WakeSystem {
     const parentStepId = child.parentStepId;
     const failed = child.status !== 'completed';
     const stepResult = [failed ? 'failed' : 'completed', failed ? null : child.output, failed ? invokeStepError(child) : null] as const;
-    const effect = await unitWithLockLimit(this.r.store, 'wakeParent', this.r.config.lockLimitMs, async (tx): Promise<WakeEffect> => {
-      // A frozen instance resumes nothing: the wake stays pending for the pass after the thaw.
-      if (await authoritySql.isFrozen(tx)) return { failedParent: null, queued: null, resolved: null, frozen: true };
-      const parent = await runsSql.getRun(tx, parentRunId, { lock: true });
-      await this.r.pausePoints.reached('wake.afterRead', parentRunId);
-      if (!parent || isTerminalRunStatus(parent.status)) {
-        await runsSql.clearWakePending(tx, child.id);
-        return { failedParent: null, queued: null, resolved: null };
-      }
-      const failsParent = failed && parent.mode === 'pull' && holdsOpenWait(parent);
-      const refusal = !failsParent && holdsOpenWait(parent)
-        ? admissionRefusal(parent, await functionsSql.getFunction(tx, parent.project, parent.env, parent.functionId))
-        : null;
-      // A refused resume writes nothing here: its failure commits below, guarded by this read.
-      if (refusal) return { failedParent: null, queued: null, resolved: null, refused: { parent, reason: refusal } };
-      const resolved = await stepsSql.resolveInvokeStep(tx, parent.id, parentStepId, child.id, ...stepResult);
-      let failedParent: RunRecord | null = null;
-      let queued: RunRecord | null = null;
-      if (resolved && failsParent) {
-        // A paused parent still fails: its wait failed (the pause only holds its next segment).
-        failedParent = await commitOutcome(tx, parent.id, { status: 'failed', error: invokeFailure(child) }, {
-          kind: 'version',
-          status: parent.status,
-          version: parent.version,
-        });
-      } else if (resolved && (await runsSql.queueContinuation(tx, parent.id))) {
-        queued = parent;
-      }
-      await runsSql.clearWakePending(tx, child.id);
-      return { failedParent, queued, resolved: resolved ? parent : null };
-    });
+    // A wake from the commit may claim the parent it queues (a pass leaves it to the claim loop).
+    const reserved = path === 'commit' && this.atOnce?.reserve() === true;
+    let claimed: Segment | null = null;
+    let effect: WakeEffect;
+    try {
+      effect = await unitWithLockLimit(this.r.store, 'wakeParent', this.r.config.lockLimitMs, async (tx): Promise<WakeEffect> => {
+        claimed = null;
+        // A frozen instance resumes nothing: the wake stays pending for the pass after the thaw.
+        if (await authoritySql.isFrozen(tx)) return { failedParent: null, queued: null, resolved: null, frozen: true };
+        const parent = await runsSql.getRun(tx, parentRunId, { lock: true });
+        await this.r.pausePoints.reached('wake.afterRead', parentRunId);
+        if (!parent || isTerminalRunStatus(parent.status)) {
+          await runsSql.clearWakePending(tx, child.id);
+          return { failedParent: null, queued: null, resolved: null };
+        }
+        const failsParent = failed && parent.mode === 'pull' && holdsOpenWait(parent);
+        const fn = !failsParent && holdsOpenWait(parent) ? await functionsSql.getFunction(tx, parent.project, parent.env, parent.functionId) : null;
+        const refusal = !failsParent && holdsOpenWait(parent) ? admissionRefusal(parent, fn) : null;
+        // A refused resume writes nothing here: its failure commits below, guarded by this read.
+        if (refusal) return { failedParent: null, queued: null, resolved: null, refused: { parent, reason: refusal } };
+        // Clears the child's wake_pending too, resolved or not.
+        const resolved = await stepsSql.resolveInvokeStep(tx, parent.id, parentStepId, child.id, ...stepResult);
+        let failedParent: RunRecord | null = null;
+        let queued: RunRecord | null = null;
+        if (resolved && failsParent) {
+          // A paused parent still fails: its wait failed (the pause only holds its next segment).
+          failedParent = await commitOutcome(tx, parent.id, { status: 'failed', error: invokeFailure(child) }, {
+            kind: 'version',
+            status: parent.status,
+            version: parent.version,
+          });
+        } else if (resolved) {
+          // Claimed straight from `waiting` when it can be, else queued (a paused parent keeps its pause).
+          if (reserved && fn) claimed = await claimWaitEndAtOnce(this.r, tx, fn, parent, 'waiting');
+          if (claimed || (await runsSql.queueContinuation(tx, parent.id))) queued = parent;
+        }
+        return { failedParent, queued, resolved: resolved ? parent : null };
+      });
+    } catch (err) {
+      claimed = null; // rolled back: nothing was claimed
+      throw err;
+    } finally {
+      if (reserved && !claimed) this.atOnce!.release();
+    }
+    if (claimed) this.atOnce!.take(claimed);
     if (effect.frozen) {
       this.r.logger.warn('parent wake held by a frozen instance; the waiting-run pass applies it after the thaw', { ...runFields(child), parent_run_id: parentRunId });
       return null;
@@ -102,7 +129,7 @@ export class WakeSystem {
       effect.resolved = effect.failedParent ? effect.refused.parent : null;
     }
     if (effect.failedParent) void this.announcer.announce(effect.failedParent, effect.refused ? 'admission-refused' : 'invoke-failed');
-    if (effect.queued) this.hints.queued(effect.queued.project, effect.queued.env, effect.queued.mode);
+    if (effect.queued && !claimed) this.hints.queued(effect.queued.project, effect.queued.env, effect.queued.mode);
     if (effect.failedParent || effect.queued) this.r.metrics.parentWakes.inc({ path });
     return effect.resolved;
   }
@@ -124,7 +151,6 @@ export class WakeSystem {
       const failed = await commitOutcome(tx, parent.id, { status: 'failed', error: refusalError(reason) }, { kind: 'version', status: parent.status, version: parent.version });
       if (!failed) return null;
       await stepsSql.resolveInvokeStep(tx, parent.id, child.parentStepId!, child.id, ...stepResult);
-      await runsSql.clearWakePending(tx, child.id);
       return failed;
     });
   }

@@ -1,7 +1,8 @@
 import { AddressInfo } from 'node:net';
 import { Server, createServer } from 'node:http';
+import { PushRequest } from '@ironflow/contracts';
 import { SCOPE, STORES, TestEngine, openTestEngine, waitFor } from '@ironflow/testing';
-import { readLeases, readRun } from './engine-kit.test';
+import { readLeases, readRun, readSteps } from './engine-kit.test';
 
 /**
  * The push dispatcher applies an endpoint's answer as a fenced report; "a transport failure
@@ -19,7 +20,7 @@ import { readLeases, readRun } from './engine-kit.test';
 describe.each(STORES)('push dispatch [%s]', (dialect) => {
   let t: TestEngine;
   let server: Server;
-  let answer: { status: number; body: unknown };
+  let answer: { status: number; body: unknown } | ((request: PushRequest) => { status: number; body: unknown });
   let calls: unknown[];
   let endpoint: string;
 
@@ -35,9 +36,11 @@ describe.each(STORES)('push dispatch [%s]', (dialect) => {
           res.writeHead(404).end();
           return;
         }
-        calls.push(JSON.parse(body));
-        res.writeHead(answer.status, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(answer.body));
+        const request = JSON.parse(body) as PushRequest;
+        calls.push(request);
+        const { status, body: answered } = typeof answer === 'function' ? answer(request) : answer;
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(answered));
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -45,6 +48,7 @@ describe.each(STORES)('push dispatch [%s]', (dialect) => {
     endpoint = `http://127.0.0.1:${port}/api/ironflow`;
     t = await openTestEngine(dialect, { dispatchPollMs: 20, maxPayloadBytes: 1024 });
     await t.engine.api.registerFunction(SCOPE, { id: 'pushed', mode: 'push', endpointUrl: endpoint, triggers: [{ event: 'push.started' }] });
+    await t.engine.api.registerFunction(SCOPE, { id: 'pushed-child', mode: 'push', endpointUrl: endpoint });
   });
   afterEach(async () => {
     await t.close();
@@ -103,6 +107,28 @@ describe.each(STORES)('push dispatch [%s]', (dialect) => {
     const second = await t.engine.api.triggerSync(SCOPE, { event: 'push.started', data: { n: 2 }, timeoutMs: 10_000 });
     expect(second.results).toEqual([expect.objectContaining({ status: 'completed', output: { ok: 1 } })]);
     expect(t.faults.failures).toEqual([]);
+  });
+
+  it('a push parent\'s invoke: the admission claims the child and the wake claims the parent, each at once (issue 11)', async () => {
+    // The parent invokes `pushed-child` and completes with its output; the child completes at once.
+    answer = (request) => {
+      if (request.function_id === 'pushed-child') return { status: 200, body: { status: 'completed', result: { child: request.event.data }, steps: [] } };
+      const invoked = request.steps.find((step) => step.id === 'call');
+      if (invoked?.status === 'completed') return { status: 200, body: { status: 'completed', result: { parent: invoked.output }, steps: [] } };
+      return { status: 200, body: { status: 'yielded', steps: [], yield: { type: 'invoke_function', step_id: 'call', function_id: 'pushed-child', input: { n: 7 } } } };
+    };
+    t.engine.start({ pushDispatch: true, scheduler: false });
+    // Every claim of the dispatcher's loop fails: only the trigger, the admission and the wake can dispatch.
+    t.faults.fail({ unit: (name) => name === 'claimSegments' });
+    const { results } = await t.engine.api.triggerSync(SCOPE, { event: 'push.started', data: { n: 7 }, timeoutMs: 10_000 });
+    expect(results).toEqual([expect.objectContaining({ status: 'completed', output: { parent: { child: { n: 7 } } } })]);
+    expect(calls.map((call) => (call as PushRequest).function_id)).toEqual(['pushed', 'pushed-child', 'pushed']);
+    const child = (calls[1] as PushRequest).run_id;
+    expect(await readRun(t, child)).toMatchObject({ status: 'completed', parentRunId: results[0].runId, executionSeq: 1 });
+    expect(await readLeases(t, child)).toEqual([]);
+    expect(await readLeases(t, results[0].runId)).toEqual([]);
+    // The invoke step's sequence follows the report's steps (none) without a read of the last one.
+    expect(await readSteps(t, results[0].runId)).toEqual([expect.objectContaining({ stepId: 'call', type: 'invoke', status: 'completed', sequence: 0 })]);
   });
 
   describe('a sync trigger with a free push slot (claim at trigger, issue 11)', () => {

@@ -226,6 +226,38 @@ export async function claimInsertedRun(tx: Tx, run: RunRecord, newToken: () => s
   return claimCandidate(tx, { id: run.id, function_id: run.functionId, concurrency_key: run.concurrencyKey, concurrency_limit: run.concurrencyLimit }, new Map(), newToken, thawedForRun(tx));
 }
 
+/**
+ * Where a claim at once takes a run from, in the unit of work that ends the run's wait, and what
+ * it sets on the way to `running`: `waiting`, a parent its wake resumes, or `held`, a queued child
+ * its admission releases. Either way it becomes available now, as a queued segment would be.
+ */
+export type ClaimAtOnceFrom = 'waiting' | 'held';
+
+/** The row a claim at once moves: a `waiting` run is never held (`held` only holds a run before its first segment). */
+const CLAIM_AT_ONCE_FROM: Record<ClaimAtOnceFrom, string> = {
+  waiting: `status = 'waiting'`,
+  held: `status = 'waiting_for_capacity' AND held = 1`,
+};
+
+/**
+ * Claims `run` straight from `from` (a parent its wake resumes, a child its admission releases)
+ * in one statement instead of queueing it and claiming it after, as {@link claimRuns} claims a
+ * candidate: lane limit checked, execution bumped, new lease token, and on PostgreSQL its
+ * segment's rows read by the claiming update. The caller's unit of work has read the instance
+ * authority row (`FOR SHARE`: no freeze commits before it ends) and found it thawed. Null when its
+ * lane is full or the row is not in `from`: nothing was written, and the caller queues it instead.
+ */
+export async function claimRunAtOnce(tx: Tx, run: RunRecord, from: ClaimAtOnceFrom, newToken: () => string): Promise<ClaimedRun | null> {
+  if (!(await laneHasRoom(tx, { function_id: run.functionId, concurrency_key: run.concurrencyKey, concurrency_limit: run.concurrencyLimit }, new Map()))) return null;
+  const rows = await tx.query(
+    `UPDATE runs SET held = 0, available_at = $3, status = 'running', execution_seq = execution_seq + 1, lease_token = $2,
+       version = version + 1, started_at = COALESCE(started_at, $3), updated_at = $3
+     WHERE id = $1 AND ${CLAIM_AT_ONCE_FROM[from]} RETURNING *${tx.dialect === 'postgres' ? SEGMENT_COLUMNS : ''}`,
+    [run.id, newToken(), tx.now],
+  );
+  return rows.length ? claimedRunOf(rows[0]) : null;
+}
+
 async function claimCandidate(
   tx: Tx,
   candidate: { id: string; function_id: string; concurrency_key: string | null; concurrency_limit: unknown },
@@ -235,14 +267,7 @@ async function claimCandidate(
   withSegment = false,
 ): Promise<ClaimedRun | null> {
   const { id } = candidate;
-  if (candidate.concurrency_limit !== null && candidate.concurrency_limit !== undefined) {
-    const lane = laneOf(candidate.function_id, candidate.concurrency_key);
-    const occupancy = await laneOccupancy(tx, lane);
-    if (occupancy === null) return null; // another claimer holds the lane: skip it this round
-    const occupied = (taken.get(lane) ?? 0) + occupancy;
-    if (occupied >= Number(candidate.concurrency_limit)) return null;
-    taken.set(lane, (taken.get(lane) ?? 0) + 1);
-  }
+  if (!(await laneHasRoom(tx, candidate, taken))) return null;
   const rows = await tx.query(
     `UPDATE runs SET status = 'running', execution_seq = execution_seq + 1, lease_token = $2,
        version = version + 1, started_at = COALESCE(started_at, $3), updated_at = $3
@@ -250,6 +275,22 @@ async function claimCandidate(
     [id, newToken(), tx.now],
   );
   return rows.length ? claimedRunOf(rows[0]) : null;
+}
+
+/**
+ * Whether a candidate's lane has room for one more claim (`taken`: what this claim took in each
+ * lane so far, counted in): always for a run outside any lane; otherwise its lane is locked for
+ * the rest of the unit ({@link laneOccupancy}) and counted, and a lane another claimer holds has none.
+ */
+async function laneHasRoom(tx: Tx, candidate: { function_id: string; concurrency_key: string | null; concurrency_limit: unknown }, taken: Map<string, number>): Promise<boolean> {
+  if (candidate.concurrency_limit === null || candidate.concurrency_limit === undefined) return true;
+  const lane = laneOf(candidate.function_id, candidate.concurrency_key);
+  const occupancy = await laneOccupancy(tx, lane);
+  if (occupancy === null) return false; // another claimer holds the lane: skip it this round
+  const occupied = (taken.get(lane) ?? 0) + occupancy;
+  if (occupied >= Number(candidate.concurrency_limit)) return false;
+  taken.set(lane, (taken.get(lane) ?? 0) + 1);
+  return true;
 }
 
 /**
@@ -347,11 +388,20 @@ export async function fenceOffExecution(tx: Tx, runId: string, executionSeq: num
   await tx.execute(`UPDATE runs SET lease_token = NULL WHERE id = $1 AND execution_seq = $2`, [runId, executionSeq]);
 }
 
-/** A running execution yields at a wait: status `waiting` (or `paused`), fenced like `requeueForRetry`. */
+/**
+ * A running execution yields at a wait: status `waiting` (or `paused`), fenced like
+ * `requeueForRetry`, and its lease row deleted (on PostgreSQL by the same statement). The caller
+ * rolls its unit back when the fence fails (`null`).
+ */
 export async function markWaiting(tx: Tx, run: RunRecord): Promise<BoundaryStatus | null> {
   const fence = runningFence(run, 2);
   const params = [tx.now, ...fence.params];
-  const waiting = await tx.execute(`UPDATE runs SET status = 'waiting', version = version + 1, updated_at = $1 WHERE ${fence.sql} AND pause_requested = 0`, params);
+  const lease = `DELETE FROM leases WHERE run_id = $2 AND execution_seq = $3`;
+  if (tx.dialect !== 'postgres') await tx.execute(lease, params);
+  const waiting = await tx.execute(
+    `${tx.dialect === 'postgres' ? `WITH lease AS (${lease}) ` : ''}UPDATE runs SET status = 'waiting', version = version + 1, updated_at = $1 WHERE ${fence.sql} AND pause_requested = 0`,
+    params,
+  );
   if (waiting.affected === 1) return 'waiting';
   const parked = await tx.execute(
     `UPDATE runs SET status = 'paused', resume_status = 'waiting', version = version + 1, updated_at = $1 WHERE ${fence.sql} AND pause_requested = 1`,

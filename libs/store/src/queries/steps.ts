@@ -12,6 +12,18 @@ export async function getStep(tx: Tx, runId: string, stepId: string): Promise<St
   return rows.length ? mapStep(rows[0]) : null;
 }
 
+/**
+ * What an invoke step links, read with its run's status in one statement: the step's child run id
+ * and status, and its run's status (`null` when the run is gone). `null` when the step is gone.
+ */
+export async function getInvokeLink(tx: Tx, runId: string, stepId: string): Promise<{ childRunId: string | null; status: string; runStatus: string | null } | null> {
+  const rows = await tx.query<{ child_run_id: string | null; status: string; run_status: string | null }>(
+    `SELECT s.child_run_id, s.status, r.status AS run_status FROM steps s LEFT JOIN runs r ON r.id = s.run_id WHERE s.run_id = $1 AND s.step_id = $2`,
+    [runId, stepId],
+  );
+  return rows.length ? { childRunId: rows[0].child_run_id ?? null, status: rows[0].status, runStatus: rows[0].run_status ?? null } : null;
+}
+
 /** Sequence the next new step of a run takes: max over all its step rows + 1, 0 when none (3.7). */
 export async function nextStepSequence(tx: Tx, runId: string): Promise<number> {
   const rows = await tx.query<{ m: unknown }>(`SELECT MAX(sequence) AS m FROM steps WHERE run_id = $1`, [runId]);
@@ -102,7 +114,9 @@ export async function insertWaitStep(tx: Tx, step: NewWaitStep): Promise<boolean
 
 /**
  * Resolves a waiting invoke step with its child's outcome. Updates only while the step is
- * `waiting`, belongs to `runId` and links `childRunId` (the specification's wake guard).
+ * `waiting`, belongs to `runId` and links `childRunId` (the specification's wake guard). Either
+ * way the wake is applied: the child's `wake_pending` flag is cleared (on PostgreSQL by the same
+ * statement), so the waiting-run pass reads only lost wakes.
  */
 export async function resolveInvokeStep(
   tx: Tx,
@@ -113,8 +127,10 @@ export async function resolveInvokeStep(
   output: unknown,
   error: unknown,
 ): Promise<boolean> {
+  const wake = `UPDATE runs SET wake_pending = 0 WHERE id = $3 AND wake_pending = 1`;
+  if (tx.dialect !== 'postgres') await tx.execute(wake, [runId, stepId, childRunId]);
   const r = await tx.execute(
-    `UPDATE steps SET status = $4, output = $5, error = $6, ended_at = $7
+    `${tx.dialect === 'postgres' ? `WITH wake AS (${wake}) ` : ''}UPDATE steps SET status = $4, output = $5, error = $6, ended_at = $7
      WHERE run_id = $1 AND step_id = $2 AND child_run_id = $3 AND type = 'invoke' AND status = 'waiting'`,
     [runId, stepId, childRunId, status, toJson(output), toJson(error), tx.now],
   );
