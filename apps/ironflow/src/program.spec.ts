@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { FUNCTION_OPTIONS } from '@ironflow/engine';
 import { FakeReply, FakeServer, RecordedRequest, startFakeServer } from '@ironflow/sdk/testing';
 import { createClient } from '@ironflow/sdk';
-import { runCli } from './program';
+import { runCli, USAGE_HINT } from './program';
 import { secretCommand } from './security-commands';
 
 const PREFIX = '/ironflow.v1.IronflowService/';
@@ -380,10 +380,23 @@ describe('ironflow CLI', () => {
     it('a usage error from the argument parser is JSON too with --json', async () => {
       const res = await cli(server.url, 'invoke', 'pay', '--timeout', 'soon', '--json');
       expect(res.code).toBe(1);
-      expect(res.err.map((line) => JSON.parse(line))).toEqual([{ error: { code: 'INVALID_ARGUMENT', message: "option '--timeout <duration>' argument 'soon' is invalid. a duration: 30s, 5m, 1h or a number of ms, more than 0" } }]);
+      expect(res.err.map((line) => JSON.parse(line))).toEqual([{ error: { code: 'INVALID_ARGUMENT', message: "option '--timeout <duration>' argument 'soon' is invalid. Expected a duration: 30s, 5m, 1h or a number of ms, more than 0." } }]);
       const text = await cli(server.url, 'invoke', 'pay', '--timeout', 'soon');
-      expect(text.code).toBe(1);
-      expect(text.err[0]).toBe("error: option '--timeout <duration>' argument 'soon' is invalid. a duration: 30s, 5m, 1h or a number of ms, more than 0");
+      expect(text).toEqual({
+        code: 1,
+        out: [],
+        err: ["error [INVALID_ARGUMENT]: option '--timeout <duration>' argument 'soon' is invalid. Expected a duration: 30s, 5m, 1h or a number of ms, more than 0.", USAGE_HINT],
+      });
+    });
+
+    it.each([
+      [['run', 'list', '--bogus'], "unknown option '--bogus'"],
+      [['emit'], "missing required argument 'name'"],
+      [['frobnicate'], "unknown command 'frobnicate'"],
+      [['dev', '--port', 'abc'], "option '--port <port>' argument 'abc' is invalid. Expected a port number, 0 to 65535."],
+    ])('a usage error (%j) in text is "error [INVALID_ARGUMENT]: …" and a pointer to --help, not the whole help', async (args, message) => {
+      expect(await cli(server.url, ...args)).toEqual({ code: 1, out: [], err: [`error [INVALID_ARGUMENT]: ${message}`, USAGE_HINT] });
+      expect(server.requests).toEqual([]);
     });
 
     it.each([
