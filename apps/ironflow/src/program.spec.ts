@@ -255,7 +255,7 @@ describe('ironflow CLI', () => {
       try {
         const res = await cli(server.url, 'dev', '--port', new URL(server.url).port, '--db', join(dir, 'dev.db'));
         expect(res.code).toBe(1);
-        expect(res.err).toEqual([expect.stringMatching(/^error \[SETTINGS_ERROR\]: --port: cannot listen on .*: the port is in use$/)]);
+        expect(res.err).toEqual([expect.stringMatching(/^error \[SETTINGS_ERROR\]: --port: cannot listen on .*: the port is in use; stop what listens there or choose another port \(--port\)$/)]);
       } finally {
         if (saved !== undefined) process.env.IRONFLOW_DATABASE_URL = saved;
         rmSync(dir, { recursive: true, force: true });
