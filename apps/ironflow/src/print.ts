@@ -66,8 +66,8 @@ export function formatError(error: { code: string; message: string }, json: bool
 /**
  * How `emit --wait` and `invoke` end: the text (or JSON with `json`) for stdout and the exit
  * code. `completed` → the result, 0. Any other status (the run was still running, waiting… when
- * `timeoutMs` passed) → `timed out after <ms> ms: run <id> (<function>) is <status>` (JSON: the
- * result as is), 3.
+ * `timeoutMs` passed) → `timed out after <ms> ms: run <id> (<function>) is <status>` (a queued run,
+ * `waiting_for_capacity`, with a hint that no worker took it) (JSON: the result as is), 3.
  */
 export function runResultOutput(res: InvokeResult & { eventId?: string }, timeoutMs: number, json: boolean, indent: number = 2): { text: string; exitCode: number } {
   if (res.status === 'completed') {
@@ -77,10 +77,17 @@ export function runResultOutput(res: InvokeResult & { eventId?: string }, timeou
     };
   }
   return {
-    text: json ? JSON.stringify(res, null, indent) : `timed out after ${timeoutMs} ms: run ${res.runId} (${res.functionId}) is ${res.status}`,
+    text: json ? JSON.stringify(res, null, indent) : `timed out after ${timeoutMs} ms: run ${res.runId} (${res.functionId}) is ${res.status}${res.status === 'waiting_for_capacity' ? QUEUED_HINT(res.functionId) : ''}`,
     exitCode: EXIT_CODES.timedOut,
   };
 }
+
+/**
+ * Why a run still queued at the timeout may be: nothing has taken it. The common first-run case is
+ * a pull function with no worker running (or a function registered by a worker that has stopped).
+ */
+const QUEUED_HINT = (functionId: string) =>
+  `: queued, no worker or push endpoint has taken it (is a worker serving ${functionId} running? \`function list\` shows its mode)`;
 
 /**
  * A failed or cancelled run (exit code 2). Text: `run <id> (<function>) failed: [CODE] message` or
