@@ -84,10 +84,11 @@ export function runResultOutput(res: InvokeResult & { eventId?: string }, timeou
 
 /**
  * Why a run still queued at the timeout may be: nothing has taken it. The common first-run case is
- * a pull function with no worker running (or a function registered by a worker that has stopped).
+ * a pull function with no worker running (or a function registered by a worker that has stopped);
+ * a frozen instance holds queued runs too.
  */
 const QUEUED_HINT = (functionId: string) =>
-  `: queued, no worker or push endpoint has taken it (is a worker serving ${functionId} running? \`function list\` shows its mode)`;
+  `: queued, no worker or push endpoint has taken it (is a worker serving ${functionId} running? \`function list\` shows its mode, \`instance status\` a freeze)`;
 
 /**
  * A failed or cancelled run (exit code 2). Text: `run <id> (<function>) failed: [CODE] message` or

@@ -59,7 +59,7 @@ describe('ironflow CLI', () => {
       replies.InvokeFunctionSync = () => ({ status: 200, body: { runId: 'run-2', functionId: 'pay', status: 'waiting_for_capacity', durationMs: 500 } });
       expect(await cli(server.url, 'invoke', 'pay', '--timeout', '500')).toEqual({
         code: 3,
-        out: ['timed out after 500 ms: run run-2 (pay) is waiting_for_capacity: queued, no worker or push endpoint has taken it (is a worker serving pay running? `function list` shows its mode)'],
+        out: ['timed out after 500 ms: run run-2 (pay) is waiting_for_capacity: queued, no worker or push endpoint has taken it (is a worker serving pay running? `function list` shows its mode, `instance status` a freeze)'],
         err: [],
       });
     });
