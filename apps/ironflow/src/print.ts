@@ -154,8 +154,10 @@ export function printRun(run: RunView, detail: RunSteps, out: (text: string) => 
   if (detail.history.length) {
     lines.push('', 'history');
     for (const h of detail.history) {
+      // A retry's cause is already its error's message: shown once.
       const reason = reasonOf(h.data);
-      lines.push(`  ${h.ts} ${h.eventType}${h.cause ? `: ${h.cause}` : ''}${reason ? ` (${cut(reason, valueChars)})` : ''}`);
+      const why = reason && reason !== h.cause ? ` (${cut(reason, valueChars)})` : '';
+      lines.push(`  ${h.ts} ${h.eventType}${h.cause ? `: ${h.cause}` : ''}${why}`);
     }
   }
   out(lines.join('\n'));

@@ -177,6 +177,23 @@ describe('ironflow CLI', () => {
       expect(lines).toContain('  2025-01-01T00:00:09.000Z run.cancelled: user-cancel (customer called)');
     });
 
+    it('run get shows a retry\'s error once when the history row\'s cause is that message', async () => {
+      const message = "push endpoint did not answer within the function's timeout of 3000 ms";
+      replies.GetRun = () => ({ status: 200, body: { id: 'run-8', functionId: 'ship', functionVersion: 1, executionMode: 'push', eventId: 'evt-0', status: 'failed', attempt: 2, maxAttempts: 2, createdAt: 't', updatedAt: 't' } });
+      replies.GetRunSteps = () => ({
+        status: 200,
+        body: {
+          steps: [],
+          history: [
+            { eventType: 'run.retry_scheduled', cause: message, data: { error: { message, code: 'FUNCTION_TIMED_OUT' } }, ts: '2025-01-01T00:00:03.000Z' },
+            { eventType: 'run.status_changed', cause: 'report', data: { error: { message, code: 'FUNCTION_TIMED_OUT' } }, ts: '2025-01-01T00:00:07.000Z' },
+          ],
+        },
+      });
+      const lines = (await cli(server.url, 'run', 'get', 'run-8')).out[0].split('\n');
+      expect(lines.slice(lines.indexOf('history') + 1)).toEqual([`  2025-01-01T00:00:03.000Z run.retry_scheduled: ${message}`, `  2025-01-01T00:00:07.000Z run.status_changed: report (${message})`]);
+    });
+
     it('dev --help lists every function registration option with its semantics, refused ones as refused', async () => {
       const res = await cli(server.url, 'dev', '--help');
       expect(res.code).toBe(0);
