@@ -36,7 +36,7 @@ export function devCommand(): Command {
     .addHelpText('after', DEV_SECURITY_HELP)
     .option('--port <port>', 'port for REST, Connect, gRPC and the UI', (v) => {
       const n = Number(v);
-      if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('a port number');
+      if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('Expected a port number, 0 to 65535.');
       return n;
     })
     .option('--db <path>', 'SQLite file (refused when IRONFLOW_DATABASE_URL is set)', '.ironflow/dev.db')

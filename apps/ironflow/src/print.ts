@@ -66,8 +66,8 @@ export function formatError(error: { code: string; message: string }, json: bool
 /**
  * How `emit --wait` and `invoke` end: the text (or JSON with `json`) for stdout and the exit
  * code. `completed` → the result, 0. Any other status (the run was still running, waiting… when
- * `timeoutMs` passed) → `timed out after <ms> ms: run <id> (<function>) is <status>` (JSON: the
- * result as is), 3.
+ * `timeoutMs` passed) → `timed out after <ms> ms: run <id> (<function>) is <status>` (a queued run,
+ * `waiting_for_capacity`, with a hint that no worker took it) (JSON: the result as is), 3.
  */
 export function runResultOutput(res: InvokeResult & { eventId?: string }, timeoutMs: number, json: boolean, indent: number = 2): { text: string; exitCode: number } {
   if (res.status === 'completed') {
@@ -77,10 +77,18 @@ export function runResultOutput(res: InvokeResult & { eventId?: string }, timeou
     };
   }
   return {
-    text: json ? JSON.stringify(res, null, indent) : `timed out after ${timeoutMs} ms: run ${res.runId} (${res.functionId}) is ${res.status}`,
+    text: json ? JSON.stringify(res, null, indent) : `timed out after ${timeoutMs} ms: run ${res.runId} (${res.functionId}) is ${res.status}${res.status === 'waiting_for_capacity' ? QUEUED_HINT(res.functionId) : ''}`,
     exitCode: EXIT_CODES.timedOut,
   };
 }
+
+/**
+ * Why a run still queued at the timeout may be: nothing has taken it. The common first-run case is
+ * a pull function with no worker running (or a function registered by a worker that has stopped);
+ * a frozen instance holds queued runs too.
+ */
+const QUEUED_HINT = (functionId: string) =>
+  `: queued, no worker or push endpoint has taken it (is a worker serving ${functionId} running? \`function list\` shows its mode, \`instance status\` a freeze)`;
 
 /**
  * A failed or cancelled run (exit code 2). Text: `run <id> (<function>) failed: [CODE] message` or
@@ -146,8 +154,10 @@ export function printRun(run: RunView, detail: RunSteps, out: (text: string) => 
   if (detail.history.length) {
     lines.push('', 'history');
     for (const h of detail.history) {
+      // A retry's cause is already its error's message: shown once.
       const reason = reasonOf(h.data);
-      lines.push(`  ${h.ts} ${h.eventType}${h.cause ? `: ${h.cause}` : ''}${reason ? ` (${cut(reason, valueChars)})` : ''}`);
+      const why = reason && reason !== h.cause ? ` (${cut(reason, valueChars)})` : '';
+      lines.push(`  ${h.ts} ${h.eventType}${h.cause ? `: ${h.cause}` : ''}${why}`);
     }
   }
   out(lines.join('\n'));

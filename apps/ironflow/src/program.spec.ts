@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { FUNCTION_OPTIONS } from '@ironflow/engine';
 import { FakeReply, FakeServer, RecordedRequest, startFakeServer } from '@ironflow/sdk/testing';
 import { createClient } from '@ironflow/sdk';
-import { runCli } from './program';
+import { runCli, USAGE_HINT } from './program';
 import { secretCommand } from './security-commands';
 
 const PREFIX = '/ironflow.v1.IronflowService/';
@@ -56,6 +56,12 @@ describe('ironflow CLI', () => {
       const json = await cli(server.url, 'invoke', 'pay', '--timeout', '500', '--json');
       expect(json.code).toBe(3);
       expect(JSON.parse(json.out[0])).toEqual({ runId: 'run-2', functionId: 'pay', status: 'running', durationMs: 500 });
+      replies.InvokeFunctionSync = () => ({ status: 200, body: { runId: 'run-2', functionId: 'pay', status: 'waiting_for_capacity', durationMs: 500 } });
+      expect(await cli(server.url, 'invoke', 'pay', '--timeout', '500')).toEqual({
+        code: 3,
+        out: ['timed out after 500 ms: run run-2 (pay) is waiting_for_capacity: queued, no worker or push endpoint has taken it (is a worker serving pay running? `function list` shows its mode, `instance status` a freeze)'],
+        err: [],
+      });
     });
 
     const runView = (over: Record<string, unknown>) => ({
@@ -182,6 +188,23 @@ describe('ironflow CLI', () => {
       expect(lines).toContain('  2025-01-01T00:00:09.000Z run.cancelled: user-cancel (customer called)');
     });
 
+    it('run get shows a retry\'s error once when the history row\'s cause is that message', async () => {
+      const message = "push endpoint did not answer within the function's timeout of 3000 ms";
+      replies.GetRun = () => ({ status: 200, body: { id: 'run-8', functionId: 'ship', functionVersion: 1, executionMode: 'push', eventId: 'evt-0', status: 'failed', attempt: 2, maxAttempts: 2, createdAt: 't', updatedAt: 't' } });
+      replies.GetRunSteps = () => ({
+        status: 200,
+        body: {
+          steps: [],
+          history: [
+            { eventType: 'run.retry_scheduled', cause: message, data: { error: { message, code: 'FUNCTION_TIMED_OUT' } }, ts: '2025-01-01T00:00:03.000Z' },
+            { eventType: 'run.status_changed', cause: 'report', data: { error: { message, code: 'FUNCTION_TIMED_OUT' } }, ts: '2025-01-01T00:00:07.000Z' },
+          ],
+        },
+      });
+      const lines = (await cli(server.url, 'run', 'get', 'run-8')).out[0].split('\n');
+      expect(lines.slice(lines.indexOf('history') + 1)).toEqual([`  2025-01-01T00:00:03.000Z run.retry_scheduled: ${message}`, `  2025-01-01T00:00:07.000Z run.status_changed: report (${message})`]);
+    });
+
     it('dev --help lists every function registration option with its semantics, refused ones as refused', async () => {
       const res = await cli(server.url, 'dev', '--help');
       expect(res.code).toBe(0);
@@ -266,7 +289,7 @@ describe('ironflow CLI', () => {
       try {
         const res = await cli(server.url, 'dev', '--port', new URL(server.url).port, '--db', join(dir, 'dev.db'));
         expect(res.code).toBe(1);
-        expect(res.err).toEqual([expect.stringMatching(/^error \[SETTINGS_ERROR\]: --port: cannot listen on .*: the port is in use$/)]);
+        expect(res.err).toEqual([expect.stringMatching(/^error \[SETTINGS_ERROR\]: --port: cannot listen on .*: the port is in use; stop what listens there or choose another port \(--port\)$/)]);
       } finally {
         if (saved !== undefined) process.env.IRONFLOW_DATABASE_URL = saved;
         rmSync(dir, { recursive: true, force: true });
@@ -405,10 +428,23 @@ describe('ironflow CLI', () => {
     it('a usage error from the argument parser is JSON too with --json', async () => {
       const res = await cli(server.url, 'invoke', 'pay', '--timeout', 'soon', '--json');
       expect(res.code).toBe(1);
-      expect(res.err.map((line) => JSON.parse(line))).toEqual([{ error: { code: 'INVALID_ARGUMENT', message: "option '--timeout <duration>' argument 'soon' is invalid. a duration: 30s, 5m, 1h or a number of ms, more than 0" } }]);
+      expect(res.err.map((line) => JSON.parse(line))).toEqual([{ error: { code: 'INVALID_ARGUMENT', message: "option '--timeout <duration>' argument 'soon' is invalid. Expected a duration: 30s, 5m, 1h or a number of ms, more than 0." } }]);
       const text = await cli(server.url, 'invoke', 'pay', '--timeout', 'soon');
-      expect(text.code).toBe(1);
-      expect(text.err[0]).toBe("error: option '--timeout <duration>' argument 'soon' is invalid. a duration: 30s, 5m, 1h or a number of ms, more than 0");
+      expect(text).toEqual({
+        code: 1,
+        out: [],
+        err: ["error [INVALID_ARGUMENT]: option '--timeout <duration>' argument 'soon' is invalid. Expected a duration: 30s, 5m, 1h or a number of ms, more than 0.", USAGE_HINT],
+      });
+    });
+
+    it.each([
+      [['run', 'list', '--bogus'], "unknown option '--bogus'"],
+      [['emit'], "missing required argument 'name'"],
+      [['frobnicate'], "unknown command 'frobnicate'"],
+      [['dev', '--port', 'abc'], "option '--port <port>' argument 'abc' is invalid. Expected a port number, 0 to 65535."],
+    ])('a usage error (%j) in text is "error [INVALID_ARGUMENT]: …" and a pointer to --help, not the whole help', async (args, message) => {
+      expect(await cli(server.url, ...args)).toEqual({ code: 1, out: [], err: [`error [INVALID_ARGUMENT]: ${message}`, USAGE_HINT] });
+      expect(server.requests).toEqual([]);
     });
 
     it.each([

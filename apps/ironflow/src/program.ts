@@ -40,7 +40,8 @@ export interface CliState {
  * `{"error":{"code","message"}}`. Exit codes (set on `state`): 0 success, 1 error, and for
  * `emit --wait` / `invoke` 2 = run failed or cancelled, 3 = timed out, and for `run cancel` 4 = the
  * run had already completed or failed (not cancelled). Commander's own usage
- * errors are thrown as `CommanderError` (exit override); `json` makes them JSON as well.
+ * errors are thrown as `CommanderError` (exit override) and printed the same way, code
+ * `INVALID_ARGUMENT` (text: followed by {@link USAGE_HINT}); `json` makes them JSON as well.
  */
 export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode: 0 }, json = false): Command {
   const program = new Command('ironflow').description('Ironflow: durable functions');
@@ -50,9 +51,11 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
     .configureOutput({
       writeOut: (text) => io.out(text.replace(/\n$/, '')),
       writeErr: (text) => io.err(text.replace(/\n$/, '')),
-      outputError: (text, write) => write(json ? `${formatError({ code: 'INVALID_ARGUMENT', message: text.replace(/^error: /, '').trim() }, true)}\n` : text),
+      // Commander's usage errors get the code every other CLI error has, in text as in JSON.
+      outputError: (text, write) => write(`${formatError({ code: 'INVALID_ARGUMENT', message: text.replace(/^error: /, '').trim() }, json)}\n`),
     })
-    .showHelpAfterError(!json);
+    // A pointer to the help rather than the help itself: `dev --help` alone is some 60 lines, which buried the error.
+    .showHelpAfterError(json ? false : USAGE_HINT);
   program
     .option('--server <url>', 'engine URL (default $IRONFLOW_SERVER_URL or http://localhost:9123)')
     .option('--env <name>', 'environment (X-Ironflow-Environment)')
@@ -322,6 +325,9 @@ export async function runCli(argv: string[], io: CliIO = consoleIO): Promise<num
   return state.exitCode;
 }
 
+/** The line after a usage error in text mode. */
+export const USAGE_HINT = '(add --help to see the options and commands)';
+
 /** How `--data` reads its JSON from a file or stdin (curl's convention), for the options' help. */
 const DATA_FROM_FILE_HELP = '@path reads it from a file, @- from stdin';
 
@@ -381,12 +387,12 @@ function parseDurationOption(value: string): number {
   const trimmed = value.trim();
   const parsed = /^\d+(\.\d+)?$/.test(trimmed) ? Number(trimmed) : /^\d+(\.\d+)?\s*[a-z]+$/i.test(trimmed) ? ms(trimmed) : undefined;
   const rounded = typeof parsed === 'number' && Number.isFinite(parsed) ? Math.round(parsed) : 0;
-  if (rounded <= 0) throw new InvalidArgumentError('a duration: 30s, 5m, 1h or a number of ms, more than 0');
+  if (rounded <= 0) throw new InvalidArgumentError('Expected a duration: 30s, 5m, 1h or a number of ms, more than 0.');
   return rounded;
 }
 
 function parsePositiveInt(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError('a positive whole number');
+  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError('Expected a positive whole number.');
   return n;
 }

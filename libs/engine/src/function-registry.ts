@@ -26,7 +26,8 @@ const definitionSchema = z.object({
   id: z.string().regex(ID, 'function id: letters, digits, ".", "_", ":", "-" (at most 128)'),
   name: z.string().max(256).optional(),
   description: z.string().max(4096).optional(),
-  mode: z.enum(['push', 'pull']).default('pull'),
+  // Left out: push when an endpointUrl is given (the engine calls it), else pull.
+  mode: z.enum(['push', 'pull']).optional(),
   endpointUrl: z.string().url().refine((u) => /^https?:\/\//i.test(u), 'must be an http:// or https:// URL').optional(),
   triggers: z.array(z.object({ event: z.string().min(1).max(256).optional(), expression: z.string().optional(), cron: z.string().optional() }).strict()).default([]),
   // Integer ranges are the protobuf fields' (int32), so REST registration accepts exactly what Connect does.
@@ -84,6 +85,21 @@ function withModeAlias(input: RegisterFunctionInput): RegisterFunctionInput {
 }
 
 /**
+ * The function's mode: the one given, else `push` when it has an `endpointUrl` (a registration
+ * that names an endpoint but no mode was stored as pull, and its runs waited for workers that
+ * never came). A push function without an endpoint, and a pull function with one (which nothing
+ * would call), are `VALIDATION_ERROR`.
+ */
+function modeOf(d: { mode?: 'push' | 'pull'; endpointUrl?: string }): 'push' | 'pull' {
+  const mode = d.mode ?? (d.endpointUrl ? 'push' : 'pull');
+  if (mode === 'push' && !d.endpointUrl) throw new EngineError('VALIDATION_ERROR', 'endpointUrl: a push function needs the URL the engine calls');
+  if (mode === 'pull' && d.endpointUrl) {
+    throw new EngineError('VALIDATION_ERROR', 'endpointUrl: a pull function has no endpoint (its workers poll the engine); register it with mode "push" to be called there, or leave endpointUrl out');
+  }
+  return mode;
+}
+
+/**
  * The schema's issues as one message: unknown keys named with their full path (`retry.maxAttemps`),
  * the others as `path: message`.
  */
@@ -96,7 +112,8 @@ function describeIssues(issues: readonly z.ZodIssue[]): string {
 /**
  * Registers and reads functions. `register` validates the definition (throws `VALIDATION_ERROR`
  * listing the bad paths; integers within the protobuf `int32` range as over Connect; no U+0000 in
- * any string; a push function needs `endpointUrl`, which the push allow-list must admit; trigger
+ * any string; a push function needs `endpointUrl`, which the push allow-list must admit, a pull
+ * function has none, and a mode left out is push with an endpoint, else pull; trigger
  * event names are trimmed as at emit, a blank one refused; a trigger's cron schedule and CEL
  * expression must compile; debounce needs `periodMs` ≥ 1000 and `maxWaitMs` ≥ `periodMs`;
  * declared `secrets` need valid names and a secrets key, else `SECRETS_NOT_CONFIGURED`; an option
@@ -120,7 +137,7 @@ export class FunctionRegistry {
     const parsed = definitionSchema.safeParse(withModeAlias(input));
     if (!parsed.success) throw new EngineError('VALIDATION_ERROR', describeIssues(parsed.error.issues));
     const d = parsed.data;
-    if (d.mode === 'push' && !d.endpointUrl) throw new EngineError('VALIDATION_ERROR', 'endpointUrl: a push function needs the URL the engine calls');
+    const mode = modeOf(d);
     checkTriggers(d.triggers);
     checkCancelOnConditions(d.cancelOn);
     if (d.endpointUrl) await this.pushEndpoints.checkRegistration(d.endpointUrl);
@@ -132,7 +149,7 @@ export class FunctionRegistry {
       id: d.id,
       name: d.name ?? d.id,
       ...(d.description ? { description: d.description } : {}),
-      mode: d.mode,
+      mode,
       ...(d.endpointUrl ? { endpointUrl: d.endpointUrl } : {}),
       // Event names are trimmed here as at emit, so `"x.go "` fires on `x.go` (never a silent mismatch).
       triggers: d.triggers.map((t, i) => (t.event === undefined ? t : { ...t, event: checkName(`triggers.${i}.event`, t.event, 256) })),

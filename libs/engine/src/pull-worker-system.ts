@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { CallScope, EngineError, RUN_ERROR_CODES, parseEnvironment, JobAckBody, JobAssignment, JobUpdateBody, WorkerHeartbeatBody, WorkerRegisterBody, YieldInfo, isTerminalRunStatus } from '@ironflow/contracts';
-import { ExecutionFence, fenceMatches, parseJobId } from '@ironflow/fencing';
+import { ExecutionFence, MISMATCHED_EXECUTION_SEQ, fenceMatches, parseJobId } from '@ironflow/fencing';
 import { functionsSql, leasesSql, runsSql, workersSql } from '@ironflow/store';
 import { DispatchSystem } from './dispatch-system';
 import { ReportResult, ReportSystem, SegmentReport } from './report-system';
@@ -275,7 +275,7 @@ function fenceOf(body: { run_id?: unknown; execution_seq?: number; lease_token?:
   }
   const jobSeq = job.executionSeq;
   if (!body?.lease_token) return undefined;
-  if (body.execution_seq !== undefined && body.execution_seq !== jobSeq) return { executionSeq: -1, leaseToken: body.lease_token };
+  if (body.execution_seq !== undefined && body.execution_seq !== jobSeq) return { executionSeq: MISMATCHED_EXECUTION_SEQ, leaseToken: body.lease_token };
   return { executionSeq: jobSeq, leaseToken: body.lease_token };
 }
 

@@ -1,6 +1,6 @@
 import { BusMessage, subjects } from '@ironflow/bus';
 import { CallScope, EngineError, JobAssignment, RUN_ERROR_CODES, WorkerRegisterBody } from '@ironflow/contracts';
-import { ExecutionFence, parseJobId } from '@ironflow/fencing';
+import { ExecutionFence, MISMATCHED_EXECUTION_SEQ, parseJobId } from '@ironflow/fencing';
 import { RunRecord, leasesSql, runsSql, workersSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { DispatchSystem } from './dispatch-system';
@@ -619,7 +619,7 @@ function isLive(run: RunRecord, executionSeq: number, leaseToken: string | undef
 /** A report's fence: its token with the job id's execution; a different `execution_seq` never matches. */
 function reportFence(fence: StreamFence, jobSeq: number): ExecutionFence | undefined {
   if (!fence.leaseToken) return undefined;
-  if (fence.executionSeq !== undefined && fence.executionSeq !== 0 && fence.executionSeq !== jobSeq) return { executionSeq: -1, leaseToken: fence.leaseToken };
+  if (fence.executionSeq !== undefined && fence.executionSeq !== 0 && fence.executionSeq !== jobSeq) return { executionSeq: MISMATCHED_EXECUTION_SEQ, leaseToken: fence.leaseToken };
   return { executionSeq: jobSeq, leaseToken: fence.leaseToken };
 }
 

@@ -7,6 +7,12 @@ export interface ExecutionFence {
   leaseToken: string;
 }
 
+/**
+ * The `executionSeq` of a fence whose request named another execution than its job id's (its
+ * `execution_seq`): it matches no execution, and its refusal says so instead of naming this number.
+ */
+export const MISMATCHED_EXECUTION_SEQ = -1;
+
 export type ReportKind = 'progress' | 'completed' | 'failed' | 'yielded';
 
 /** What to do with a worker's report: apply it, answer success without effect, or reject it. */
@@ -38,23 +44,22 @@ export function judgeReport(run: RunRecord, fence: ExecutionFence | undefined, k
     return reject('RUN_NOT_RUNNING', `run ${run.id} is ${run.status}`, run);
   }
   if (!ownExecution) {
-    return reject(
-      'STALE_EXECUTION',
-      fence === undefined
-        ? `report for run ${run.id} carries no fencing token`
-        : !run.leaseToken
-          ? `run ${run.id} has no live execution (it is ${run.status}); execution ${(fence as ExecutionFence).executionSeq} was recovered or superseded`
-          : (fence as ExecutionFence).executionSeq !== run.executionSeq
-            ? `execution ${(fence as ExecutionFence).executionSeq} of run ${run.id} is stale: the live execution is ${run.executionSeq}`
-            : `the lease token does not match execution ${run.executionSeq} of run ${run.id}`,
-      run,
-    );
+    return reject('STALE_EXECUTION', staleMessage(run, fence), run);
   }
   if (run.status !== 'running') {
     if (kind === 'progress') return reject('RUN_NOT_RUNNING', `run ${run.id} is ${run.status}`, run);
     return { kind: 'duplicate' };
   }
   return { kind: 'apply' };
+}
+
+/** Why `fence` is not the live execution of `run`, for a `STALE_EXECUTION` refusal. */
+function staleMessage(run: RunRecord, fence: ExecutionFence | undefined): string {
+  if (fence === undefined) return `report for run ${run.id} carries no fencing token`;
+  if (fence.executionSeq === MISMATCHED_EXECUTION_SEQ) return `the report's execution_seq is not its job id's execution, so it matches no execution of run ${run.id}`;
+  if (!run.leaseToken) return `run ${run.id} has no live execution (it is ${run.status}); execution ${fence.executionSeq} was recovered or superseded`;
+  if (fence.executionSeq !== run.executionSeq) return `execution ${fence.executionSeq} of run ${run.id} is stale: the live execution is ${run.executionSeq}`;
+  return `the lease token does not match execution ${run.executionSeq} of run ${run.id}`;
 }
 
 function reject(code: 'STALE_EXECUTION' | 'RUN_NOT_RUNNING', message: string, run: RunRecord): FenceVerdict {

@@ -140,6 +140,20 @@ describe('createClient', () => {
     ]);
   });
 
+  it('a run read over Connect has the contracts\' executionMode (push / pull), not the enum name the JSON layer renders', async () => {
+    const wire = { id: 'run-1', functionId: 'f', functionVersion: 2, eventId: 'e', executionMode: 'EXECUTION_MODE_PULL', status: 'completed', attempt: 1, maxAttempts: 3, createdAt: 't', updatedAt: 't' };
+    replies.GetRun = () => ({ status: 200, body: wire });
+    replies.ListRuns = () => ({ status: 200, body: { runs: [{ ...wire, executionMode: 'EXECUTION_MODE_PUSH' }] } });
+    replies.GetRunSteps = () => ({ status: 200, body: { steps: [], children: [{ ...wire, id: 'child-1' }] } });
+    replies.CancelRun = () => ({ status: 200, body: { ...wire, executionMode: 'EXECUTION_MODE_PUSH' } });
+    const c = client();
+    expect(await c.getRun('run-1')).toEqual({ ...wire, executionMode: 'pull' });
+    expect((await c.waitForRun('run-1', { timeoutMs: 1000 })).status).toBe('completed');
+    expect((await c.listRuns()).runs.map((r) => r.executionMode)).toEqual(['push']);
+    expect((await c.getRunSteps('run-1')).children.map((r) => [r.id, r.executionMode])).toEqual([['child-1', 'pull']]);
+    expect((await c.cancelRun('run-1')).executionMode).toBe('push');
+  });
+
   it('registerFunction sends the set fields, the raw mode as preferredMode and the endpoint', async () => {
     replies.RegisterFunction = () => ({ status: 200, body: { created: true, function: { id: 'greet', version: 1 } } });
     const fn = createFunction(

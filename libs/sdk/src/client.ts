@@ -229,6 +229,16 @@ function fromJsonText(text: unknown): unknown {
 
 const SERVICE = 'ironflow.v1.IronflowService';
 
+/**
+ * A run of a Connect answer as {@link RunView}: the JSON layer renders `executionMode` as its enum
+ * name (`EXECUTION_MODE_PULL`; run statuses it already renders lowercase), read here as `pull` / `push`.
+ */
+function runView(raw: unknown): RunView {
+  const run = raw as RunView;
+  const mode: unknown = run?.executionMode;
+  return typeof mode === 'string' ? { ...run, executionMode: mode.replace(/^EXECUTION_MODE_/, '').toLowerCase() as RunView['executionMode'] } : run;
+}
+
 /** A RunResult's fields; throws for the two statuses the SDK turns into errors (5.2). */
 function runResult<T>(result: Record<string, unknown>): InvokeResult<T> {
   const runId = String(result.runId ?? '');
@@ -326,7 +336,7 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
     },
 
     async getRun(id) {
-      return (await call('GetRun', { id })) as unknown as RunView;
+      return runView(await call('GetRun', { id }));
     },
 
     async waitForRun<T = unknown>(runId: string, opts: WaitForRunOptions = {}): Promise<InvokeResult<T>> {
@@ -337,7 +347,7 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
       for (;;) {
         let unreachable: IronflowClientError | undefined;
         try {
-          run = (await call('GetRun', { id: runId }, Math.max(1000, Math.min(timeoutMs, deadline - Date.now())))) as unknown as RunView;
+          run = runView(await call('GetRun', { id: runId }, Math.max(1000, Math.min(timeoutMs, deadline - Date.now()))));
         } catch (err) {
           if (!(err instanceof IronflowClientError && RETRYABLE_READ_CODES.has(err.code))) throw err;
           if (err.status === 0) unreachable = err;
@@ -371,7 +381,7 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
       for (const key of ['functionId', 'status', 'limit', 'cursor'] as const) if (filter[key] !== undefined) body[key] = filter[key];
       const res = await call('ListRuns', body);
       return {
-        runs: Array.isArray(res.runs) ? (res.runs as RunView[]) : [],
+        runs: Array.isArray(res.runs) ? res.runs.map(runView) : [],
         nextCursor: typeof res.nextCursor === 'string' ? res.nextCursor : '',
         totalCount: Number(res.totalCount ?? 0),
       };
@@ -383,12 +393,12 @@ export function createClient(options: ClientOptions = {}): IronflowClient {
       return {
         steps: Array.isArray(res.steps) ? (res.steps as StepView[]) : [],
         history: Array.isArray(res.history) ? (res.history as RunHistoryEntry[]) : [],
-        children: Array.isArray(res.children) ? (res.children as RunView[]) : [],
+        children: Array.isArray(res.children) ? res.children.map(runView) : [],
       };
     },
 
     async cancelRun(id, reason = '') {
-      return (await call('CancelRun', { id, reason })) as unknown as RunView;
+      return runView(await call('CancelRun', { id, reason }));
     },
 
     async health() {

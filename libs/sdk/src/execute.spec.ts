@@ -279,6 +279,15 @@ describe('waits', () => {
     for (const timeout of [0, Number.POSITIVE_INFINITY]) {
       expect(expectFailed(await runOnce(async ({ step }) => step.waitForEvent('w', { event: 'e', timeout }))).error.code).toBe('INVALID_STEP');
     }
+    expect(expectFailed(await runOnce(async ({ step }) => step.waitForEvent('w', { event: 'e', timeout: 'forever' }))).error).toMatchObject({
+      code: 'INVALID_STEP',
+      retryable: false,
+      message: 'step.waitForEvent("w") timeout: invalid duration "forever"',
+    });
+    expect(expectFailed(await runOnce(async ({ step }) => step.waitForEvent('w', { event: 'e', timeout: '0s' }))).error).toMatchObject({
+      code: 'INVALID_STEP',
+      message: 'step.waitForEvent("w") timeout must be > 0 ms, got "0s"',
+    });
     expect(expectFailed(await runOnce(async ({ step }) => step.waitForEvent('w', { event: '   ' }))).error.code).toBe('INVALID_STEP');
   });
 

@@ -41,7 +41,8 @@ export interface RunStepOptions {
  * - `match`: JSON path (e.g. `"data.requestId"`): the awaited event's value there must equal the
  *   triggering event's.
  * - `timeout`: ms (must be finite and > 0; sent as the largest whole unit, floored: 90000 → "1m")
- *   or a duration string (sent as is). Default `"7d"`.
+ *   or a duration string (`"36h"`; sent as is once it parses to more than 0 ms, else
+ *   `INVALID_STEP`). Default `"7d"`.
  */
 export interface WaitForEventOptions {
   event: string;
@@ -287,6 +288,9 @@ export class StepSession implements StepTools {
       if (!Number.isFinite(options.timeout) || options.timeout <= 0) throw invalid(`step.waitForEvent("${name}"): timeout must be > 0 ms`);
       timeout = formatDuration(options.timeout);
     } else if (options.timeout !== undefined) {
+      // Checked here as step.sleep's is: a string the engine cannot read would otherwise fail the
+      // run later, as a rejected report, without naming the option.
+      this.positiveMs(`step.waitForEvent("${name}") timeout`, options.timeout);
       timeout = options.timeout;
     }
     const id = this.ids.next(name);

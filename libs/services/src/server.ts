@@ -115,7 +115,10 @@ export async function startServer(settings: IronflowSettings, services: readonly
     observeHttp1Requests(app.getHttpServer(), runtime.metrics);
     listener = await listenOnePort({ port: settings.port, host: settings.host, http1: app.getHttpServer(), http2Handler: observeHttp2Requests(http2Handler, runtime.metrics) }).catch((err: NodeJS.ErrnoException) => {
       throw err.code === 'EADDRINUSE' || err.code === 'EACCES'
-        ? new SettingsError(`${options.portSource ?? 'IRONFLOW_PORT'}: cannot listen on ${settings.host}:${settings.port}: ${err.code === 'EADDRINUSE' ? 'the port is in use' : 'permission denied'}`)
+        ? new SettingsError(
+            `${options.portSource ?? 'IRONFLOW_PORT'}: cannot listen on ${settings.host}:${settings.port}: ${err.code === 'EADDRINUSE' ? 'the port is in use' : 'permission denied'}; ` +
+              `stop what listens there or choose another port (${options.portSource ?? 'IRONFLOW_PORT'})`,
+          )
         : err;
     });
   } catch (err) {

@@ -43,6 +43,15 @@ describe.each(STORES)('bad input [%s]', (dialect) => {
     expect((await t.engine.api.listFunctions(SCOPE)).map((f) => f.id)).toEqual(['flow']);
   });
 
+  it('a job update whose execution_seq is not its job id\'s is STALE_EXECUTION saying so (not naming a made-up execution), and changes nothing', async () => {
+    const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: {} });
+    const job = await pollAndAck(t);
+    const err = await t.engine.pull.update(WORKER, job.job_id, { ...fenced(job, { status: 'completed', output: 1 }), execution_seq: job.execution_seq! + 1 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(EngineError);
+    expect(err).toMatchObject({ code: 'STALE_EXECUTION', message: `the report's execution_seq is not its job id's execution, so it matches no execution of run ${runIds[0]}` });
+    expect(await readRun(t, runIds[0])).toMatchObject({ status: 'running' });
+  });
+
   it('a yield that invokes an unregistered function fails the run with FUNCTION_NOT_FOUND and starts no child', async () => {
     const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: {} });
     const job = await pollAndAck(t);

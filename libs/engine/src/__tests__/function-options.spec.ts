@@ -68,6 +68,20 @@ describe.each(STORES)('function registration options [%s]', (dialect) => {
     await expect(t.engine.api.registerFunction(SCOPE, { id: 'opt-alias-bad', preferredMode: 'sideways' } as never)).rejects.toMatchObject({ code: 'VALIDATION_ERROR', message: 'preferredMode: "push" or "pull", not "sideways"' });
     await expect(t.engine.api.registerFunction(SCOPE, { id: 'opt-alias-both', mode: 'pull', preferredMode: 'push', ...push } as never)).rejects.toMatchObject({ code: 'VALIDATION_ERROR' });
   });
+
+  it('a mode left out is push when an endpointUrl is given (else pull); a pull function with an endpointUrl is refused, nothing stored', async () => {
+    const endpointUrl = 'http://127.0.0.1:1/fn';
+    const pushed = await t.engine.api.registerFunction(SCOPE, { id: 'opt-mode-inferred', triggers: [{ event: 'x' }], endpointUrl });
+    expect([pushed.function.mode, pushed.function.endpointUrl]).toEqual(['push', endpointUrl]);
+    expect((await t.engine.api.registerFunction(SCOPE, { id: 'opt-mode-none', triggers: [{ event: 'x' }] })).function.mode).toBe('pull');
+    for (const input of [{ id: 'opt-mode-pull-url', mode: 'pull' as const, endpointUrl }, { id: 'opt-mode-pull-url', preferredMode: 'EXECUTION_MODE_PULL', endpointUrl }]) {
+      await expect(t.engine.api.registerFunction(SCOPE, input as never)).rejects.toMatchObject({
+        code: 'VALIDATION_ERROR',
+        message: 'endpointUrl: a pull function has no endpoint (its workers poll the engine); register it with mode "push" to be called there, or leave endpointUrl out',
+      });
+    }
+    expect((await t.engine.api.listFunctions(SCOPE)).map((f) => f.id)).not.toContain('opt-mode-pull-url');
+  });
 });
 
 describe('README', () => {
