@@ -52,8 +52,54 @@ describe('NatsBus (real NATS JetStream)', () => {
     expect(received).toContainEqual({ subject: subjects.result(project, 'default', 'run-2'), data: { status: 'failed' } });
   });
 
+  it("answers each publish with the stream's acknowledgement: a repeated msg-id is a duplicate with the first one's sequence", async () => {
+    const subject = subjects.result(project, 'default', 'run-ack');
+    const first = await bus.publish(subject, { n: 1 }, { msgId: `result-run-ack-${project}` });
+    const again = await bus.publish(subject, { n: 2 }, { msgId: `result-run-ack-${project}` });
+    const other = await bus.publish(subject, { n: 3 });
+    expect(first).toEqual({ sequence: expect.any(Number), duplicate: false });
+    expect(first.sequence).toBeGreaterThan(0);
+    expect(again).toEqual({ sequence: first.sequence, duplicate: true });
+    expect(other.duplicate).toBe(false);
+    expect(other.sequence).toBeGreaterThan(first.sequence);
+  });
+
+  it('acknowledges many publishes in flight at once, each with its own sequence', async () => {
+    const acks = await Promise.all(Array.from({ length: 200 }, (_, i) => bus.publish(subjects.result(project, 'default', `many-${i}`), { i }, { msgId: `result-many-${i}-${project}` })));
+    expect(new Set(acks.map((a) => a.sequence)).size).toBe(200);
+    expect(acks.every((a) => !a.duplicate)).toBe(true);
+  });
+
   it('rejects a publish to a subject no stream captures', async () => {
-    await expect(bus.publish(`nostream.${project}.x`, {})).rejects.toThrow();
+    await expect(bus.publish(`nostream.${project}.x`, {})).rejects.toMatchObject({ code: '503' });
+  });
+
+  it('rejects a request nobody answers in time with TIMEOUT, and drops the late answer', async () => {
+    let answerLate: (() => void) | undefined;
+    // Answered on the requester's own connection, whose subscription the server has before the request.
+    const sub = bus.respond(`ironflow.${project}.e.slow`, 'slow', () => new Promise((resolve) => (answerLate = () => resolve({ late: true }))));
+    try {
+      await expect(bus.request(`ironflow.${project}.e.slow`, {}, 200)).rejects.toMatchObject({ code: 'TIMEOUT' });
+      answerLate!();
+      // The connection still answers later requests, and the late answer reached none of them.
+      const fast = bus.respond(`ironflow.${project}.e.fast`, 'fast', async (_s, data) => data);
+      try {
+        await expect(bus.request(`ironflow.${project}.e.fast`, { n: 7 }, 5000)).resolves.toEqual({ n: 7 });
+      } finally {
+        fast.unsubscribe();
+      }
+    } finally {
+      sub.unsubscribe();
+    }
+  });
+
+  it('rejects a request still waiting when the bus closes', async () => {
+    const other = await NatsBus.connect({ url: url() });
+    // Answered on the same connection, whose subscription the server has before the request.
+    other.respond(`ironflow.${project}.e.never`, 'never', () => new Promise(() => undefined));
+    const waiting = other.request(`ironflow.${project}.e.never`, {}, 60_000);
+    await other.close();
+    await expect(waiting).rejects.toMatchObject({ code: 'CONNECTION_CLOSED' });
   });
 });
 

@@ -1,9 +1,18 @@
-import { JSONCodec, JetStreamClient, NatsConnection, connect } from 'nats';
+import { ErrorCode, JSONCodec, NatsConnection, NatsError, connect, headers } from 'nats';
 import { Bus, BusMessage, PublishAck, PublishOptions, Subscription } from './bus';
 import { BusNamespace } from './bus-namespace';
+import { NatsReplies } from './nats-replies';
 import { streamsOf } from './streams';
 
 const codec = JSONCodec();
+
+/** A JetStream publish acknowledgement, or the stream's refusal. */
+interface JetStreamAck {
+  stream?: string;
+  seq?: number;
+  duplicate?: boolean;
+  error?: { code?: number; description?: string };
+}
 
 export interface NatsBusOptions {
   /** `nats://host:4222` (comma-separated for a cluster). */
@@ -21,9 +30,10 @@ export interface NatsBusOptions {
 
 /**
  * The NATS JetStream adapter of the bus port. Publishes go through JetStream and await the
- * acknowledgement (with `msgId` for de-duplication inside the stream's window), so a failure is
- * seen and can be counted; subscriptions are core NATS subscriptions, which see every message
- * published to the subject, stream or not.
+ * acknowledgement (with `msgId` for de-duplication inside the stream's window, the `Nats-Msg-Id`
+ * header), so a failure is seen and can be counted; subscriptions are core NATS subscriptions,
+ * which see every message published to the subject, stream or not. Acknowledgements and request
+ * answers come back through one reply subscription of the connection ({@link NatsReplies}).
  *
  * Callers speak logical subjects (`subjects.*`); this adapter puts each one in the deployment's
  * namespace on the way out (publish, subscribe, request) and takes it off the subjects it
@@ -33,7 +43,7 @@ export interface NatsBusOptions {
 export class NatsBus implements Bus {
   private constructor(
     private readonly nc: NatsConnection,
-    private readonly js: JetStreamClient,
+    private readonly replies: NatsReplies,
     private readonly publishTimeoutMs: number,
     /** The deployment namespace every subject and stream of this bus carries. */
     readonly namespace: BusNamespace,
@@ -45,8 +55,8 @@ export class NatsBus implements Bus {
    */
   static async connect(options: NatsBusOptions): Promise<NatsBus> {
     const namespace = options.namespace ?? new BusNamespace();
-    // `noAsyncTraces`: a request (every JetStream publish is one) captures no stack trace ahead of
-    // time for a timeout it rarely meets; a timeout's error still says TIMEOUT, without the caller's stack.
+    // `noAsyncTraces`: a request of nats.js's own (the stream management below) captures no stack
+    // trace ahead of time for a timeout it rarely meets.
     const nc = await connect({ servers: options.url.split(','), name: options.name ?? `ironflow-${namespace.clusterId}`, maxReconnectAttempts: -1, noAsyncTraces: true });
     const jsm = await nc.jetstreamManager();
     for (const stream of streamsOf(namespace)) {
@@ -63,19 +73,30 @@ export class NatsBus implements Bus {
         }
       }
     }
-    return new NatsBus(nc, nc.jetstream(), options.publishTimeoutMs ?? 5000, namespace);
+    return new NatsBus(nc, new NatsReplies(nc), options.publishTimeoutMs ?? 5000, namespace);
   }
 
+  /**
+   * Publishes `data` (JSON) to the logical `subject`. Acknowledged (the default): resolves with
+   * the stream's acknowledgement; rejects with a `NatsError` when no stream captures the subject
+   * (code `503`), the stream refuses the message (the stream's error code and description), or no
+   * acknowledgement comes within `publishTimeoutMs` (`TIMEOUT`). `unacked`: a core publish.
+   */
   async publish(subject: string, data: unknown, options: PublishOptions = {}): Promise<PublishAck> {
     if (options.unacked) {
       this.nc.publish(this.namespace.subject(subject), codec.encode(data ?? null));
       return { sequence: 0, duplicate: false };
     }
-    const ack = await this.js.publish(this.namespace.subject(subject), codec.encode(data ?? null), {
-      ...(options.msgId ? { msgID: options.msgId } : {}),
-      timeout: this.publishTimeoutMs,
-    });
-    return { sequence: ack.seq, duplicate: ack.duplicate };
+    let msgIdHeader;
+    if (options.msgId) {
+      msgIdHeader = headers();
+      msgIdHeader.set('Nats-Msg-Id', options.msgId);
+    }
+    const answer = await this.replies.request(this.namespace.subject(subject), codec.encode(data ?? null), this.publishTimeoutMs, msgIdHeader);
+    const ack = codec.decode(answer.data) as JetStreamAck;
+    if (ack.error) throw new NatsError(ack.error.description || 'JetStream refused the message', String(ack.error.code ?? ErrorCode.Unknown));
+    if (!ack.stream || typeof ack.seq !== 'number') throw NatsError.errorForCode(ErrorCode.JetStreamInvalidAck);
+    return { sequence: ack.seq, duplicate: ack.duplicate ?? false };
   }
 
   subscribe(pattern: string, handler: (message: BusMessage) => void): Subscription {
@@ -94,9 +115,13 @@ export class NatsBus implements Bus {
     return { unsubscribe: () => sub.unsubscribe() };
   }
 
-  /** Sends a core NATS request on the logical `subject` and awaits the reply (the audit writer's path), ms timeout. */
+  /**
+   * Sends a core NATS request on the logical `subject` and resolves with the decoded reply (the
+   * audit writer's and the forwarded trigger's path). Rejects with code `503` when nobody answers
+   * the subject, `TIMEOUT` after `timeoutMs` (ms) without an answer.
+   */
   async request(subject: string, data: unknown, timeoutMs: number): Promise<unknown> {
-    const reply = await this.nc.request(this.namespace.subject(subject), codec.encode(data ?? null), { timeout: timeoutMs });
+    const reply = await this.replies.request(this.namespace.subject(subject), codec.encode(data ?? null), timeoutMs);
     return codec.decode(reply.data);
   }
 
@@ -133,8 +158,13 @@ export class NatsBus implements Bus {
     return { unsubscribe: () => sub.unsubscribe() };
   }
 
+  /** Drains the connection (requests in flight may still be answered), then rejects any request still waiting. */
   async close(): Promise<void> {
     if (this.nc.isClosed()) return;
-    await this.nc.drain();
+    try {
+      await this.nc.drain();
+    } finally {
+      this.replies.close();
+    }
   }
 }
