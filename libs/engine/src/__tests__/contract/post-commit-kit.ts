@@ -6,7 +6,7 @@ import { Locker, TestEngine, TestStore, openLocker, waitFor, waitForAdmission } 
 
 /** Functions of the post-commit contract tests: a parent that invokes a pull child. */
 export async function registerParentAndChild(t: TestEngine, parentMode: 'push' | 'pull', engine: Engine = t.engine): Promise<void> {
-  await engine.api.registerFunction(t.scope, { id: 'parent', mode: parentMode, endpointUrl: 'http://127.0.0.1:9/never-called', triggers: [{ event: 'go' }] });
+  await engine.api.registerFunction(t.scope, { id: 'parent', mode: parentMode, ...(parentMode === 'push' ? { endpointUrl: 'http://127.0.0.1:9/never-called' } : {}), triggers: [{ event: 'go' }] });
   await engine.api.registerFunction(t.scope, { id: 'child', mode: 'pull', retry: { maxAttempts: 1, initialDelayMs: 1000, backoffFactor: 2, maxDelayMs: 300_000 } });
   await engine.pull.register(t.scope, 'w1', { worker_id: 'w1', function_ids: ['child', 'parent'] });
 }
