@@ -197,10 +197,11 @@ export class ReportSystem {
       if (err instanceof EngineError) this.r.metrics.reportsRejected.inc({ code: err.code });
       throw err;
     }
-    // The step events start with the outcome's announce, so their publishes share its NATS write.
-    const followedUp = this.followUp(result, options);
+    // The step events go out just ahead of the outcome's frame and run event (a subscriber to the
+    // run's events sees its steps end before the run does), in the same turn, so their publishes
+    // share one NATS write.
     this.announceSteps(result.run, result.effect === 'none' ? [] : report.steps ?? []);
-    await followedUp;
+    await this.followUp(result, options);
     if (result.effect === 'none' && report.kind === 'yielded' && report.yield?.type?.startsWith('invoke_function')) {
       this.admissions.afterRetriedYield(runId, report.yield.step_id);
     }
@@ -363,8 +364,9 @@ export class ReportSystem {
    */
   private announceSteps(run: RunRecord, steps: StepResult[]): void {
     if (steps.length === 0) return;
+    // All started at once, in order (one connection keeps it), ahead of the outcome's publishes.
     this.r.followUps.track('step-events', async () => {
-      for (const step of steps) await this.announcer.publishRunEvent(run, `step.${step.id}.${step.status}`);
+      await Promise.all(steps.map((step) => this.announcer.publishRunEvent(run, `step.${step.id}.${step.status}`)));
     });
   }
 
