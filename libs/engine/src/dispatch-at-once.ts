@@ -30,6 +30,35 @@ export interface DispatchAtOnce {
   take(segment: Segment): void;
 }
 
+/** The segment a unit of work claimed into the push slot its caller reserved (see {@link withReservedSlot}). */
+export interface SlotClaim {
+  segment: Segment | null;
+}
+
+/**
+ * Runs `unit`, a unit of work that may claim one segment into the push slot the caller reserved
+ * (`reserved`, from `atOnce.reserve()`), by setting `slot.segment` (a unit the store runs again
+ * starts by clearing it). When `unit` resolves with a segment set, the segment is dispatched at
+ * once (`atOnce.take`); when it set none, or threw (rolled back: nothing was claimed), the slot is
+ * given back (`atOnce.release`). Resolves with what `unit` resolved and whether a segment was
+ * dispatched; rejects as `unit` does. Shared by the trigger, an invoked child's admission and a
+ * parent's wake (issue 11).
+ */
+export async function withReservedSlot<T>(atOnce: DispatchAtOnce | undefined, reserved: boolean, unit: (slot: SlotClaim) => Promise<T>): Promise<{ result: T; dispatched: boolean }> {
+  const slot: SlotClaim = { segment: null };
+  let result: T;
+  try {
+    result = await unit(slot);
+  } catch (err) {
+    slot.segment = null;
+    throw err;
+  } finally {
+    if (reserved && !slot.segment) atOnce!.release();
+  }
+  if (slot.segment) atOnce!.take(slot.segment);
+  return { result, dispatched: slot.segment !== null };
+}
+
 /**
  * Claims `run` (just inserted by `tx`) for this node when it is a push run of a function that
  * declares no secrets, not held, its lane has room and the instance is not frozen: bumps its

@@ -3,7 +3,7 @@ import { commitOutcome } from '@ironflow/outcome';
 import { FunctionRecord, InvokeRow, RunRecord, Tx, functionsSql, invokesSql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
 import { CancelOnSystem } from './cancel-on-system';
 import { DispatchHints } from './dispatch-hints';
-import { DispatchAtOnce, claimWaitEndAtOnce } from './dispatch-at-once';
+import { DispatchAtOnce, claimWaitEndAtOnce, withReservedSlot } from './dispatch-at-once';
 import { insertNewRun, newRunOf } from './new-run';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { holdsOpenWait } from './pause-announcer';
@@ -12,7 +12,6 @@ import { stepNameOf } from './step-name';
 import { EngineResources } from './resources';
 import { recordRunCreated } from './run-created-audit';
 import { assertThawed } from './instance-control';
-import { Segment } from './segment-loader';
 
 type InvokeYield = Extract<YieldInfo, { type: 'invoke_function' | 'invoke_function_async' }>;
 
@@ -243,11 +242,9 @@ export class InvokeAdmission {
     const recovery = path === 'pass' || path === 'sweep';
     // A report's admission of an invoked child may claim the child it releases.
     const reserved = path === 'report' && target.invoke !== null && this.atOnce?.reserve() === true;
-    let claimed: Segment | null = null;
-    let effect: AdmissionEffect;
-    try {
-      effect = await this.r.store.unitOfWork('admitRun', async (tx) => {
-        claimed = null;
+    const { result: effect, dispatched } = await withReservedSlot(this.atOnce, reserved, (slot) =>
+      this.r.store.unitOfWork('admitRun', async (tx) => {
+        slot.segment = null;
         // A pass or the sweep gives up on a locked row (the store raises `LockTimeoutError`); the
         // report path waits on the child's row like its report did.
         if (recovery) await tx.setLockTimeout(this.r.config.lockLimitMs);
@@ -277,8 +274,8 @@ export class InvokeAdmission {
               done.outcome = 'refused';
             } else {
               // Claimed straight from `held` when it can be, else released to the queue.
-              if (reserved && fn) claimed = await claimWaitEndAtOnce(this.r, tx, fn, run, 'held');
-              if (claimed || (await runsSql.releaseHeld(tx, run.id))) {
+              if (reserved && fn) slot.segment = await claimWaitEndAtOnce(this.r, tx, fn, run, 'held');
+              if (slot.segment || (await runsSql.releaseHeld(tx, run.id))) {
                 done.dispatched = run;
                 done.outcome = 'dispatched';
               }
@@ -301,15 +298,9 @@ export class InvokeAdmission {
           }
         }
         return done;
-      });
-    } catch (err) {
-      claimed = null; // rolled back: nothing was claimed
-      throw err;
-    } finally {
-      if (reserved && !claimed) this.atOnce!.release();
-    }
-    if (claimed) this.atOnce!.take(claimed);
-    else if (effect.dispatched) this.hints.queued(effect.dispatched.project, effect.dispatched.env, effect.dispatched.mode);
+      }),
+    );
+    if (!dispatched && effect.dispatched) this.hints.queued(effect.dispatched.project, effect.dispatched.env, effect.dispatched.mode);
     if (effect.resumed) this.hints.queued(effect.resumed.project, effect.resumed.env, effect.resumed.mode);
     const announced: Promise<void>[] = [];
     if (effect.refused) announced.push(this.announcer.announce(effect.refused, 'admission-refused'));

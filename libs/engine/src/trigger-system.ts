@@ -14,7 +14,7 @@ import { eventFieldsOf } from './event-fields';
 import { toWireEvent } from './segment-loader';
 import { CancelOnSystem } from './cancel-on-system';
 import { InvokeAdmission } from './invoke-admission';
-import { DispatchAtOnce, claimAtOnce } from './dispatch-at-once';
+import { DispatchAtOnce, claimAtOnce, withReservedSlot } from './dispatch-at-once';
 import { Segment } from './segment-loader';
 import { ForwardedTrigger, ForwardedTriggerReply, TriggerForwarder, errorReply } from './trigger-forwarding';
 import { EventFunctionsCache } from './event-functions-cache';
@@ -133,21 +133,19 @@ export class TriggerSystem {
     const { reserved } = options;
     // Bounded: a waiting step's row or any other lock held past the lock limit fails the trigger with
     // UNAVAILABLE (retry), storing nothing; a locked correlation row alone does not (see satisfyWaits).
-    let claimed: Segment | null = null;
-    let result: TriggerWrites | undefined;
     const eventId = options.eventId ?? randomUUID();
-    try {
+    const { result, dispatched } = await withReservedSlot(this.atOnce, reserved, async (slot): Promise<TriggerWrites> => {
       // The common case first: one statement, atomic on its own, one round trip (issue 11). When it
       // wrote nothing (not that case, or it found the case changed), the general trigger runs in a
       // unit of its own.
       const expected = this.oneStatementCase(scope, input.event.trim());
       const simple = expected && await unitWithLockLimit(this.r.store, 'trigger', this.r.config.lockLimitMs, (tx) => this.triggerInOneStatement(tx, expected.fn, scope, input, { version, metadata }, eventId, reserved), { oneStatement: true });
       if (simple) {
-        claimed = simple.claimed;
-        result = simple.writes;
+        slot.segment = simple.claimed;
+        return simple.writes;
       }
-      result ??= await unitWithLockLimit(this.r.store, 'trigger', this.r.config.lockLimitMs, async (tx): Promise<TriggerWrites> => {
-        claimed = null;
+      return unitWithLockLimit(this.r.store, 'trigger', this.r.config.lockLimitMs, async (tx): Promise<TriggerWrites> => {
+        slot.segment = null;
         const { event, duplicate } = await eventsSql.insertEvent(tx, {
           id: eventId,
           project: scope.project,
@@ -181,19 +179,12 @@ export class TriggerSystem {
           runIds.push(run.id);
           created.push(run);
           this.r.metrics.runsCreated.inc({ function_id: fn.definition.id });
-          if (reserved && !claimed && (claimed = await claimAtOnce(this.r, tx, fn, run, wireEvent))) continue;
+          if (reserved && !slot.segment && (slot.segment = await claimAtOnce(this.r, tx, fn, run, wireEvent))) continue;
           if (!run.held) modes.push(run.mode);
         }
         return { event, duplicate, runIds, debounced, modes, created };
       });
-    } catch (err) {
-      claimed = null; // rolled back: nothing was claimed
-      throw err;
-    } finally {
-      if (reserved && !claimed) this.atOnce!.release();
-    }
-    const dispatched = claimed !== null;
-    if (claimed) this.atOnce!.take(claimed);
+    });
     for (const mode of new Set(result.modes)) this.hints.queued(scope.project, scope.env, mode);
     for (const run of result.created) afterNewRun(this.r, this.hints, this.admissions, run, true);
     if (!result.duplicate) {

@@ -3,12 +3,11 @@ import { RunError, isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
 import { RunRecord, authoritySql, functionsSql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
-import { DispatchAtOnce, claimWaitEndAtOnce } from './dispatch-at-once';
+import { DispatchAtOnce, claimWaitEndAtOnce, withReservedSlot } from './dispatch-at-once';
 import { admissionRefusal, refusalError } from './invoke-admission';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
 import { holdsOpenWait } from './pause-announcer';
-import { Segment } from './segment-loader';
 import { stepNameOf } from './step-name';
 import { recordStepRow } from './step-audit';
 
@@ -77,11 +76,9 @@ export class WakeSystem {
     const stepResult = [failed ? 'failed' : 'completed', failed ? null : child.output, failed ? invokeStepError(child) : null] as const;
     // A wake from the commit may claim the parent it queues (a pass leaves it to the claim loop).
     const reserved = path === 'commit' && this.atOnce?.reserve() === true;
-    let claimed: Segment | null = null;
-    let effect: WakeEffect;
-    try {
-      effect = await unitWithLockLimit(this.r.store, 'wakeParent', this.r.config.lockLimitMs, async (tx): Promise<WakeEffect> => {
-        claimed = null;
+    const { result: effect, dispatched } = await withReservedSlot(this.atOnce, reserved, (slot) =>
+      unitWithLockLimit(this.r.store, 'wakeParent', this.r.config.lockLimitMs, async (tx): Promise<WakeEffect> => {
+        slot.segment = null;
         // A frozen instance resumes nothing: the wake stays pending for the pass after the thaw.
         if (await authoritySql.isFrozen(tx)) return { failedParent: null, queued: null, resolved: null, frozen: true };
         const parent = await runsSql.getRun(tx, parentRunId, { lock: true });
@@ -108,18 +105,12 @@ export class WakeSystem {
           });
         } else if (resolved) {
           // Claimed straight from `waiting` when it can be, else queued (a paused parent keeps its pause).
-          if (reserved && fn) claimed = await claimWaitEndAtOnce(this.r, tx, fn, parent, 'waiting');
-          if (claimed || (await runsSql.queueContinuation(tx, parent.id))) queued = parent;
+          if (reserved && fn) slot.segment = await claimWaitEndAtOnce(this.r, tx, fn, parent, 'waiting');
+          if (slot.segment || (await runsSql.queueContinuation(tx, parent.id))) queued = parent;
         }
         return { failedParent, queued, resolved: resolved ? parent : null };
-      });
-    } catch (err) {
-      claimed = null; // rolled back: nothing was claimed
-      throw err;
-    } finally {
-      if (reserved && !claimed) this.atOnce!.release();
-    }
-    if (claimed) this.atOnce!.take(claimed);
+      }),
+    );
     if (effect.frozen) {
       this.r.logger.warn('parent wake held by a frozen instance; the waiting-run pass applies it after the thaw', { ...runFields(child), parent_run_id: parentRunId });
       return null;
@@ -129,7 +120,7 @@ export class WakeSystem {
       effect.resolved = effect.failedParent ? effect.refused.parent : null;
     }
     if (effect.failedParent) void this.announcer.announce(effect.failedParent, effect.refused ? 'admission-refused' : 'invoke-failed');
-    if (effect.queued && !claimed) this.hints.queued(effect.queued.project, effect.queued.env, effect.queued.mode);
+    if (effect.queued && !dispatched) this.hints.queued(effect.queued.project, effect.queued.env, effect.queued.mode);
     if (effect.failedParent || effect.queued) this.r.metrics.parentWakes.inc({ path });
     return effect.resolved;
   }

@@ -185,7 +185,7 @@ describe.each(STORES)('run and step events [%s]', (dialect) => {
     await t.engine.pull.update('w1', job.job_id, {
       status: 'completed',
       output: { ok: true },
-      steps: stepIds.map((id, i) => ({ id, name: id.split(':')[1], type: 'run', status: 'completed', output: i })),
+      steps: stepIds.map((id, i) => ({ id, name: id.split(':')[1], type: 'invoke' as const, status: 'completed' as const, output: i })),
       execution_seq: job.execution_seq,
       lease_token: job.lease_token,
     });
