@@ -2,6 +2,14 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { LockTimeoutError, OpenedStore, openStore, unitWithLockLimit } from '@ironflow/store';
 import { Locker, TestStore, openLocker, openTestStore, testDatabaseUrl, waitFor } from '@ironflow/testing';
 
+/** A PostgreSQL test store (pool of 2) with a table `table` holding the row (1, 'a'), and a locker on the same database. */
+async function storeWithRow(table: string): Promise<{ db: TestStore; locker: Locker }> {
+  const db = await openTestStore('postgres', 2);
+  await db.store.unitOfWork('test.setup', (tx) => tx.query(`CREATE TABLE ${table} (id INT PRIMARY KEY, v TEXT)`));
+  await db.store.unitOfWork('test.setup', (tx) => tx.query(`INSERT INTO ${table} (id, v) VALUES (1, 'a')`));
+  return { db, locker: await openLocker(db) };
+}
+
 /**
  * The PostgreSQL unit of work begins its transaction with its first statement, in one round trip
  * with the lock limit when that comes first (issue 11): the unit is still one transaction, the
@@ -11,10 +19,7 @@ describe('TypeormStore units of work [postgres]', () => {
   let db: TestStore;
   let locker: Locker;
   beforeEach(async () => {
-    db = await openTestStore('postgres', 2);
-    await db.store.unitOfWork('test.setup', (tx) => tx.query(`CREATE TABLE lazy_begin (id INT PRIMARY KEY, v TEXT)`));
-    await db.store.unitOfWork('test.setup', (tx) => tx.query(`INSERT INTO lazy_begin (id, v) VALUES (1, 'a')`));
-    locker = await openLocker(db);
+    ({ db, locker } = await storeWithRow('lazy_begin'));
   });
   afterEach(async () => {
     await locker.close();
@@ -105,11 +110,8 @@ describe('the connections\' lock limit [postgres]', () => {
   let locker: Locker;
   let schema: string;
   beforeEach(async () => {
-    db = await openTestStore('postgres', 2);
-    await db.store.unitOfWork('test.setup', (tx) => tx.query(`CREATE TABLE locked (id INT PRIMARY KEY, v TEXT)`));
-    await db.store.unitOfWork('test.setup', (tx) => tx.query(`INSERT INTO locked (id, v) VALUES (1, 'a')`));
+    ({ db, locker } = await storeWithRow('locked'));
     schema = (await db.store.read('test.schema', (tx) => tx.query<{ s: string }>(`SELECT current_schema() AS s`)))[0].s;
-    locker = await openLocker(db);
   });
   afterEach(async () => {
     await locker.close();
