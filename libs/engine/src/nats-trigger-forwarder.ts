@@ -1,3 +1,4 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { TriggerOutput } from '@ironflow/contracts';
 import { NatsBus, Subscription } from '@ironflow/bus';
 import { EngineLogger, EngineMetrics } from '@ironflow/observability';
@@ -54,9 +55,14 @@ export type TriggerResponder = Pick<NatsBus, 'respond'>;
  */
 export function answerForwardedTriggers(bus: TriggerResponder, triggers: Pick<TriggerSystem, 'triggerForwarded'>, logger: EngineLogger): Subscription {
   return bus.respond(FORWARDED_TRIGGER_PATTERN, FORWARDED_TRIGGER_QUEUE, (_subject, data) =>
-    triggers.triggerForwarded(data as ForwardedTrigger).catch((err: unknown) => {
-      logger.warn('forwarded trigger failed; the gateway triggers it itself', { error: String(err) });
-      throw err;
-    }),
+    triggers.triggerForwarded(data as ForwardedTrigger).then(
+      // Answered on the next turn: a push dispatched at once is written first (undici writes from
+      // the check phase), the gateway's answer being off the run's path (its frame is on it).
+      (reply) => nextTurn(reply),
+      (err: unknown) => {
+        logger.warn('forwarded trigger failed; the gateway triggers it itself', { error: String(err) });
+        throw err;
+      },
+    ),
   );
 }
