@@ -79,15 +79,14 @@ export async function claimAtOnce(r: EngineResources, tx: Tx, fn: FunctionRecord
  * straight to `running` instead of queued for a dispatcher's claim, under the same conditions as
  * {@link claimAtOnce}: a push run of a function (`fn`, as `tx` read it) that declares no secrets
  * and has an endpoint, its lane with room. The caller's unit has found the instance thawed.
- * Inserts its lease as a dispatcher's claim does and loads its segment (on PostgreSQL from the
- * claiming update). Null when nothing was written: the caller queues the run as it would have.
+ * Inserts its lease as a dispatcher's claim does, on PostgreSQL in the claiming statement, and
+ * loads its segment (on PostgreSQL from that statement's rows). Null when nothing was written: the caller queues the run as it would have.
  */
 export async function claimWaitEndAtOnce(r: EngineResources, tx: Tx, fn: FunctionRecord, run: RunRecord, from: runsSql.ClaimAtOnceFrom): Promise<Segment | null> {
   if (!claimableAtOnce(run, fn)) return null;
-  const claimed = await runsSql.claimRunAtOnce(tx, run, from, () => randomUUID());
-  if (!claimed) return null;
-  await leaseAtOnce(r, tx, fn, claimed);
-  return loadSegment(tx, claimed);
+  const lease = { holder: r.config.nodeId, lane: runsSql.laneOf(run.functionId, run.concurrencyKey), expiresAt: tx.now + r.config.leaseMs, deadlineAt: tx.now + fn.definition.timeoutMs };
+  const claimed = await runsSql.claimRunAtOnce(tx, run, from, () => randomUUID(), lease);
+  return claimed && loadSegment(tx, claimed);
 }
 
 function claimableAtOnce(run: RunRecord, fn: FunctionRecord): boolean {

@@ -97,10 +97,11 @@ export class PostgresUnits {
       query: async <R>(sql: string, params?: readonly unknown[]) => (await execute<R>(sql, params)).rows,
       setLockTimeout: async (ms: number) => {
         if (!lazy) throw new Error('setLockTimeout: a read runs without a transaction and holds no lock limit of its own');
-        // Before the first statement the limit goes with the BEGIN; after it, on its own.
-        const begun = lazy.begun;
+        // Before the first statement the limit goes with the BEGIN; after it, on its own, unless it
+        // is the limit the transaction already has (no round trip for nothing).
+        const current = lazy.lockLimitMs ?? this.lockTimeoutMs;
         lazy.lockLimitMs = ms;
-        if (begun) await client.query(lockLimit(ms));
+        if (lazy.begun && current !== ms) await client.query(lockLimit(ms));
       },
     };
   }

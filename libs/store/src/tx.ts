@@ -18,7 +18,8 @@ export interface Tx {
   /**
    * Bounds how long this unit of work waits for any row lock (PostgreSQL `SET LOCAL lock_timeout`;
    * nothing on SQLite, where units run one at a time), in place of the connection's default
-   * (`StoreOptions.lockTimeoutMs`, 1000 ms). A wait past it throws, and the unit rolls back.
+   * (`StoreOptions.lockTimeoutMs`, 1000 ms). A wait past it throws, and the unit rolls back. Setting
+   * the limit the unit already has sends nothing.
    */
   setLockTimeout(ms: number): Promise<void>;
 }

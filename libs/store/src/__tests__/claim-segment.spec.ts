@@ -78,4 +78,20 @@ describe.each(STORES)('a claim and its segment [%s]', (dialect) => {
       ['c', 1, 'h', 'f:c', 1001, 7000],
     ]);
   });
+
+  it('a claim at once with a lease inserts it for the claimed execution (one statement on PostgreSQL), and a run no longer held gets neither', async () => {
+    const held = await db.store.unitOfWork('setup', async (tx) => {
+      await functionsSql.upsertFunction(tx, 'p', 'e', definition('f'));
+      await leasesSql.insertLease(tx, 'child', 0, 'old-holder', 'old-lane', 1, null);
+      return runsSql.insertRun(tx, { id: 'child', project: 'p', env: 'e', functionId: 'f', functionVersion: 1, mode: 'push', eventId: null, maxAttempts: 3, input: { n: 1 }, held: true });
+    });
+    const lease = { holder: 'node-1', lane: 'f', expiresAt: 9000, deadlineAt: 12000 };
+    const claimed = await db.store.unitOfWork('claim', (tx) => runsSql.claimRunAtOnce(tx, held, 'held', () => 'token-1', lease));
+    expect([claimed?.status, claimed?.executionSeq, claimed?.leaseToken, claimed?.held]).toEqual(['running', 1, 'token-1', false]);
+    if (dialect === 'postgres') expect(claimed?.segmentRows?.fn?.definition.id).toBe('f');
+    const again = await db.store.unitOfWork('again', (tx) => runsSql.claimRunAtOnce(tx, held, 'held', () => 'token-2', { ...lease, holder: 'node-2' }));
+    expect(again).toBeNull();
+    const rows = await db.store.read('leases', (tx) => tx.query<Record<string, unknown>>(`SELECT run_id, execution_seq, holder, lane, expires_at, deadline_at FROM leases`));
+    expect(rows.map((r) => [r.run_id, Number(r.execution_seq), r.holder, r.lane, Number(r.expires_at), Number(r.deadline_at)])).toEqual([['child', 1, 'node-1', 'f', 9000, 12000]]);
+  });
 });

@@ -3,6 +3,7 @@ import { EventRecord, FunctionRecord, RunRecord, StepRecord, mapEvent, mapFuncti
 import { placeholders } from '../sql';
 import { Tx } from '../tx';
 import { thawedForRun } from './authority';
+import { NewLease, insertLease } from './leases';
 
 /**
  * SQL over the `runs` table that never writes a terminal status: those writes live in
@@ -244,19 +245,39 @@ const CLAIM_AT_ONCE_FROM: Record<ClaimAtOnceFrom, string> = {
  * in one statement instead of queueing it and claiming it after, as {@link claimRuns} claims a
  * candidate: lane limit checked, execution bumped, new lease token, and on PostgreSQL its
  * segment's rows read by the claiming update. The caller's unit of work has read the instance
- * authority row (`FOR SHARE`: no freeze commits before it ends) and found it thawed. Null when its
- * lane is full or the row is not in `from`: nothing was written, and the caller queues it instead.
+ * authority row (`FOR SHARE`: no freeze commits before it ends) and found it thawed. With `lease`
+ * (the claimer's: holder, lane, expiry and deadline, store-clock ms) the claimed execution's lease
+ * is inserted as `insertLease` inserts it, on PostgreSQL by the same statement (issue 11: one round
+ * trip fewer in a wake and an admission). Null when its lane is full or the row is not in `from`:
+ * nothing was written, and the caller queues it instead.
  */
-export async function claimRunAtOnce(tx: Tx, run: RunRecord, from: ClaimAtOnceFrom, newToken: () => string): Promise<ClaimedRun | null> {
+export async function claimRunAtOnce(tx: Tx, run: RunRecord, from: ClaimAtOnceFrom, newToken: () => string, lease?: LeaseOfClaim): Promise<ClaimedRun | null> {
   if (!(await laneHasRoom(tx, { function_id: run.functionId, concurrency_key: run.concurrencyKey, concurrency_limit: run.concurrencyLimit }, new Map()))) return null;
-  const rows = await tx.query(
-    `UPDATE runs SET held = 0, available_at = $3, status = 'running', execution_seq = execution_seq + 1, lease_token = $2,
+  const claim = `UPDATE runs SET held = 0, available_at = $3, status = 'running', execution_seq = execution_seq + 1, lease_token = $2,
        version = version + 1, started_at = COALESCE(started_at, $3), updated_at = $3
-     WHERE id = $1 AND ${CLAIM_AT_ONCE_FROM[from]} RETURNING *${tx.dialect === 'postgres' ? SEGMENT_COLUMNS : ''}`,
-    [run.id, newToken(), tx.now],
-  );
-  return rows.length ? claimedRunOf(rows[0]) : null;
+     WHERE id = $1 AND ${CLAIM_AT_ONCE_FROM[from]}`;
+  if (tx.dialect === 'postgres' && lease) {
+    const rows = await tx.query(
+      `WITH claimed AS (${claim} RETURNING *),
+       lease AS (
+         INSERT INTO leases (run_id, execution_seq, holder, lane, expires_at, deadline_at) SELECT id, execution_seq, $4::text, $5::text, $6::bigint, $7::bigint FROM claimed
+         ON CONFLICT (run_id) DO UPDATE SET execution_seq = excluded.execution_seq, holder = excluded.holder,
+           lane = excluded.lane, expires_at = excluded.expires_at, deadline_at = excluded.deadline_at
+       )
+       SELECT runs.*${SEGMENT_COLUMNS} FROM claimed runs`,
+      [run.id, newToken(), tx.now, lease.holder, lease.lane, lease.expiresAt, lease.deadlineAt],
+    );
+    return rows.length ? claimedRunOf(rows[0]) : null;
+  }
+  const rows = await tx.query(`${claim} RETURNING *${tx.dialect === 'postgres' ? SEGMENT_COLUMNS : ''}`, [run.id, newToken(), tx.now]);
+  if (!rows.length) return null;
+  const claimed = claimedRunOf(rows[0]);
+  if (lease) await insertLease(tx, claimed.id, claimed.executionSeq, lease.holder, lease.lane, lease.expiresAt, lease.deadlineAt);
+  return claimed;
 }
+
+/** The lease a claim at once inserts ({@link claimRunAtOnce}): the claimer, the run's lane, expiry and deadline (store-clock ms). */
+export type LeaseOfClaim = Omit<NewLease, 'runId' | 'executionSeq'>;
 
 async function claimCandidate(
   tx: Tx,
