@@ -5,7 +5,10 @@ import { Tx, UnitOptions } from './tx';
 import { LockTimeoutError, isLockTimeout } from './lock-limit';
 import { PreparedStatementNames, isStalePreparedStatement } from './prepared-statements';
 
-/** A transactional unit: its BEGIN is sent with its first statement, with its own lock limit when it has one. */
+/**
+ * A transactional unit: its BEGIN is sent when its first statement is, with its own lock limit when
+ * it has one, in the same round trip when that statement has no parameters.
+ */
 interface LazyBegin {
   begun: boolean;
   /** The unit's own lock limit, ms (undefined: the connection's). */
@@ -17,7 +20,8 @@ interface LazyBegin {
  * TypeORM's query runner, with its events, logger and result objects on every statement, cost
  * the dispatcher a few % of its CPU; TypeORM keeps the pool, the migrations and SQLite). A
  * transactional unit's BEGIN is sent with its first statement, in one round trip with the unit's
- * lock limit (`SET LOCAL lock_timeout`); a unit that runs no statement sends neither BEGIN nor
+ * lock limit (`SET LOCAL lock_timeout`) and with that statement too when it has no parameters (the
+ * instance authority's `FOR SHARE` read that begins a wake or an admission); a unit that runs no statement sends neither BEGIN nor
  * COMMIT. A statement with parameters runs as a named prepared statement once its text is known
  * ({@link PreparedStatementNames}). Errors: a lock wait past the limit rejects with
  * `LockTimeoutError` (the unit's limit, else `lockTimeoutMs`, the connections' own); a data
@@ -73,14 +77,21 @@ export class PostgresUnits {
 
   private txOn(client: PoolClient, lazy?: LazyBegin): Tx {
     const lockLimit = (ms: number) => `SET LOCAL lock_timeout = '${Math.max(1, Math.floor(ms))}ms'`;
-    /** Sends BEGIN, with the unit's lock limit when it has one, unless the transaction has begun. */
-    const begin = async (): Promise<void> => {
-      if (!lazy || lazy.begun) return;
-      lazy.begun = true;
-      await client.query(lazy.lockLimitMs === undefined ? 'START TRANSACTION' : `START TRANSACTION; ${lockLimit(lazy.lockLimitMs)}`);
-    };
+    /** The BEGIN of `lazy`, with the unit's lock limit when it is not the connection's. */
+    const beginText = (unit: LazyBegin) =>
+      unit.lockLimitMs === undefined || unit.lockLimitMs === this.lockTimeoutMs ? 'START TRANSACTION' : `START TRANSACTION; ${lockLimit(unit.lockLimitMs)}`;
     const execute = async <R>(sql: string, params: readonly unknown[] = []) => {
-      await begin();
+      if (lazy && !lazy.begun) {
+        lazy.begun = true;
+        if (params.length === 0 && !sql.includes(';')) {
+          // A first statement without parameters goes with the BEGIN, in one round trip (the
+          // simple protocol answers each statement; this one's result is the last).
+          const results = (await client.query(`${beginText(lazy)}; ${sql}`)) as unknown as QueryResult[];
+          const last = results[results.length - 1];
+          return { rows: last.rows as R[], affected: last.rowCount ?? last.rows.length };
+        }
+        await client.query(beginText(lazy));
+      }
       const name = this.preparedStatements.nameOf(sql, params.length);
       const values = [...params];
       // A text of several statements (no parameters: the simple protocol) answers with one result each.

@@ -12,7 +12,8 @@ async function storeWithRow(table: string): Promise<{ db: TestStore; locker: Loc
 
 /**
  * The PostgreSQL unit of work begins its transaction with its first statement, in one round trip
- * with the lock limit when that comes first (issue 11): the unit is still one transaction, the
+ * with the lock limit when that comes first, and with the statement itself when it has no
+ * parameters (issue 11): the unit is still one transaction, the
  * limit still bounds its lock waits, and a unit that runs nothing leaves its connection clean.
  */
 describe('TypeormStore units of work [postgres]', () => {
@@ -51,7 +52,8 @@ describe('TypeormStore units of work [postgres]', () => {
   it('a one-statement unit with a lock limit other than the connection\'s runs in a transaction holding it; at the connection\'s limit, without one', async () => {
     const open = `SELECT current_setting('lock_timeout') AS lock_timeout, now() <> statement_timestamp() AS open`;
     const run = (lockLimitMs: number) => unitWithLockLimit(db.store, 'test.one', lockLimitMs, async (tx) => (await tx.query<{ lock_timeout: string; open: boolean }>(open))[0], { oneStatement: true });
-    expect(await run(1234)).toEqual({ lock_timeout: '1234ms', open: true });
+    // SET LOCAL holds only in a transaction (its statement goes with the BEGIN, so `open` cannot tell here; the rollback below does).
+    expect((await run(1234)).lock_timeout).toBe('1234ms');
     expect(await run(1000)).toEqual({ lock_timeout: '1s', open: false });
     await expect(
       unitWithLockLimit(db.store, 'test.one', 1234, async (tx) => {
@@ -60,6 +62,26 @@ describe('TypeormStore units of work [postgres]', () => {
       }, { oneStatement: true }),
     ).rejects.toThrow('one statement');
     expect((await rows()).map((r) => r.id)).toEqual([1]); // in a transaction, the first insert rolled back too
+  });
+
+  it('a first statement without parameters goes with the BEGIN, in the unit: its rows come back, its lock wait has the unit\'s limit, a later one the new limit', async () => {
+    const read = `SELECT v FROM lazy_begin WHERE id = 1 FOR UPDATE`;
+    expect(await unitWithLockLimit(db.store, 'test.unit', 1234, async (tx) => [await tx.query<{ v: string }>(read), await lockTimeout(tx)])).toEqual([[{ v: 'a' }], '1234ms']);
+    await locker.lockRows(`SELECT id FROM lazy_begin WHERE id = 1 FOR UPDATE`);
+    const began = Date.now();
+    await expect(unitWithLockLimit(db.store, 'test.unit', 50, (tx) => tx.query(read))).rejects.toBeInstanceOf(LockTimeoutError);
+    expect(Date.now() - began).toBeLessThan(900); // not the connection's 1 s
+    await expect(
+      db.store.unitOfWork('test.unit', async (tx) => {
+        await tx.query(`SELECT 1 AS one`);
+        await tx.setLockTimeout(1000); // the limit it has: nothing sent
+        expect(await lockTimeout(tx)).toBe('1s');
+        await tx.setLockTimeout(60);
+        await tx.query(read);
+      }),
+    ).rejects.toBeInstanceOf(LockTimeoutError);
+    await locker.release();
+    expect(await rows()).toEqual([{ id: 1, v: 'a' }]);
   });
 
   it('a lock wait past the limit rolls the unit back with LockTimeoutError', async () => {
