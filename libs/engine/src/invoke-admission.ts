@@ -4,7 +4,7 @@ import { FunctionRecord, InvokeRow, RunRecord, Tx, functionsSql, invokesSql, run
 import { CancelOnSystem } from './cancel-on-system';
 import { DispatchHints } from './dispatch-hints';
 import { DispatchAtOnce, claimWaitEndAtOnce, withReservedSlot } from './dispatch-at-once';
-import { insertNewRun, newRunOf } from './new-run';
+import { insertCancelOnSpecs, newRunOf } from './new-run';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { holdsOpenWait } from './pause-announcer';
 import { recordStepRow } from './step-audit';
@@ -99,22 +99,19 @@ export class InvokeAdmission {
    * and the pending invocation. The caller moves the parent to `waiting`.
    */
   async accept(tx: Tx, parent: RunRecord, y: InvokeYield, target: FunctionRecord, step: { name: string; sequence: number; timeoutAt: number | null }): Promise<AcceptedInvoke> {
-    const child = await insertNewRun(tx, target, newRunOf(parent, target, null, y.input, { runId: parent.id, stepId: y.step_id }), true);
-    this.r.metrics.runsCreated.inc({ function_id: target.definition.id });
+    const row = { ...newRunOf(parent, target, null, y.input, { runId: parent.id, stepId: y.step_id }), held: true };
     const async = y.type === 'invoke_function_async';
-    await stepsSql.insertWaitStep(tx, async
-      ? { runId: parent.id, stepId: y.step_id, name: step.name, type: 'invoke', status: 'completed', childRunId: child.id, output: { run_id: child.id }, sequence: step.sequence }
-      : { runId: parent.id, stepId: y.step_id, name: step.name, type: 'invoke', status: 'waiting', childRunId: child.id, timeoutAt: step.timeoutAt, sequence: step.sequence });
-    const invoke = await invokesSql.insertInvoke(tx, {
-      parentRunId: parent.id,
-      parentStepId: y.step_id,
-      childRunId: child.id,
-      project: parent.project,
-      env: parent.env,
-      parentFunctionId: parent.functionId,
-      childFunctionId: child.functionId,
-      async,
-    });
+    // The child, the parent's step and the invocation: one statement on PostgreSQL.
+    const { run: child, invoke } = await invokesSql.insertInvokedChild(
+      tx,
+      row,
+      async
+        ? { runId: parent.id, stepId: y.step_id, name: step.name, type: 'invoke', status: 'completed', childRunId: row.id, output: { run_id: row.id }, sequence: step.sequence }
+        : { runId: parent.id, stepId: y.step_id, name: step.name, type: 'invoke', status: 'waiting', childRunId: row.id, timeoutAt: step.timeoutAt, sequence: step.sequence },
+      { parentRunId: parent.id, parentStepId: y.step_id, childRunId: row.id, project: parent.project, env: parent.env, parentFunctionId: parent.functionId, childFunctionId: row.functionId, async },
+    );
+    await insertCancelOnSpecs(tx, target, child);
+    this.r.metrics.runsCreated.inc({ function_id: target.definition.id });
     return { child, invoke, cancelOn: (target.definition.cancelOn ?? []).length > 0 };
   }
 
@@ -258,7 +255,9 @@ export class InvokeAdmission {
           if (!reason) return null;
           return commitOutcome(tx, read.id, { status: 'failed', error: refusalError(reason) }, { kind: 'version', status: read.status, version: read.version });
         };
-        const run = await runsSql.getRun(tx, target.run.id, { lock: true });
+        // The run's function comes with its row (one statement on PostgreSQL).
+        const locked = await runsSql.getRunWithFunction(tx, target.run.id, { lock: true });
+        const run = locked?.run ?? null;
         const done: AdmissionEffect = { outcome: 'ended' };
         if (run && !isTerminalRunStatus(run.status) && run.held) {
           const unlinked = target.invoke && !target.invoke.async ? await unlinkedReason(tx, run) : null;
@@ -267,7 +266,7 @@ export class InvokeAdmission {
             if (done.quiet) await runsSql.clearWakePending(tx, run.id);
             done.outcome = 'settled';
           } else {
-            const fn = await functionOf(run);
+            const fn = locked!.fn;
             const refused = await refuse(run, fn);
             if (refused) {
               done.refused = refused;

@@ -39,8 +39,13 @@ export function newRunOf(
  * before the run existed must reach it before any worker does.
  */
 export async function insertNewRun(tx: Tx, fn: FunctionRecord, row: NewRun, hold = false): Promise<RunRecord> {
-  const specs = fn.definition.cancelOn ?? [];
-  const run = await runsSql.insertRun(tx, { ...row, held: hold || specs.length > 0 });
-  if (specs.length) await cancelOnSql.insertSpecs(tx, run.project, run.env, cancelOnSpecRows(run.id, specs, run.input));
+  const run = await runsSql.insertRun(tx, { ...row, held: hold || (fn.definition.cancelOn ?? []).length > 0 });
+  await insertCancelOnSpecs(tx, fn, run);
   return run;
+}
+
+/** The `cancel_on_specs` rows of `run`, a new run of `fn` inserted held by `tx` (none when `fn` declares no `cancelOn`). */
+export async function insertCancelOnSpecs(tx: Tx, fn: FunctionRecord, run: RunRecord): Promise<void> {
+  const specs = fn.definition.cancelOn ?? [];
+  if (specs.length) await cancelOnSql.insertSpecs(tx, run.project, run.env, cancelOnSpecRows(run.id, specs, run.input));
 }

@@ -1,7 +1,7 @@
 import { runFields } from '@ironflow/observability';
 import { RunError, isTerminalRunStatus } from '@ironflow/contracts';
 import { commitOutcome } from '@ironflow/outcome';
-import { RunRecord, authoritySql, functionsSql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
+import { RunRecord, authoritySql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { DispatchAtOnce, claimWaitEndAtOnce, withReservedSlot } from './dispatch-at-once';
 import { admissionRefusal, refusalError } from './invoke-admission';
@@ -81,14 +81,16 @@ export class WakeSystem {
         slot.segment = null;
         // A frozen instance resumes nothing: the wake stays pending for the pass after the thaw.
         if (await authoritySql.isFrozen(tx)) return { failedParent: null, queued: null, resolved: null, frozen: true };
-        const parent = await runsSql.getRun(tx, parentRunId, { lock: true });
+        // The parent's function comes with its row (one statement on PostgreSQL).
+        const read = await runsSql.getRunWithFunction(tx, parentRunId, { lock: true });
+        const parent = read?.run ?? null;
         await this.r.pausePoints.reached('wake.afterRead', parentRunId);
         if (!parent || isTerminalRunStatus(parent.status)) {
           await runsSql.clearWakePending(tx, child.id);
           return { failedParent: null, queued: null, resolved: null };
         }
         const failsParent = failed && parent.mode === 'pull' && holdsOpenWait(parent);
-        const fn = !failsParent && holdsOpenWait(parent) ? await functionsSql.getFunction(tx, parent.project, parent.env, parent.functionId) : null;
+        const fn = !failsParent && holdsOpenWait(parent) ? read!.fn : null;
         const refusal = !failsParent && holdsOpenWait(parent) ? admissionRefusal(parent, fn) : null;
         // A refused resume writes nothing here: its failure commits below, guarded by this read.
         if (refusal) return { failedParent: null, queued: null, resolved: null, refused: { parent, reason: refusal } };

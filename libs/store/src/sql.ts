@@ -24,3 +24,24 @@ function toSqliteValue(value: unknown): unknown {
 export function placeholders(start: number, count: number): string {
   return Array.from({ length: count }, (_v, i) => `$${start + i}`).join(', ');
 }
+
+/** A statement's text (numbered placeholders from `$1`) with its parameters. */
+export interface Statement {
+  sql: string;
+  params: unknown[];
+}
+
+/**
+ * `statements` as parts of one statement (PostgreSQL CTEs, issue 11): each one's placeholders are
+ * renumbered to follow the parameters of those before it. Returns the renumbered texts, in order,
+ * and all the parameters.
+ */
+export function numberedTogether(statements: Statement[]): { texts: string[]; params: unknown[] } {
+  const params: unknown[] = [];
+  const texts = statements.map(({ sql, params: own }) => {
+    const offset = params.length;
+    params.push(...own);
+    return sql.replace(/\$(\d+)/g, (_m, n: string) => `$${Number(n) + offset}`);
+  });
+  return { texts, params };
+}

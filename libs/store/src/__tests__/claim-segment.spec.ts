@@ -79,6 +79,24 @@ describe.each(STORES)('a claim and its segment [%s]', (dialect) => {
     ]);
   });
 
+  it('a run read with its function, under its row lock: the function as getFunction reads it, null when it is gone, no run when none', async () => {
+    await db.store.unitOfWork('setup', async (tx) => {
+      await functionsSql.upsertFunction(tx, 'p', 'e', definition('f'));
+      await newRun(tx, 'r1', 'f', null);
+      await newRun(tx, 'r2', 'gone', null);
+    });
+    const [withFn, gone, none, fn] = await db.store.unitOfWork('read', async (tx) => [
+      await runsSql.getRunWithFunction(tx, 'r1', { lock: true }),
+      await runsSql.getRunWithFunction(tx, 'r2', { lock: true }),
+      await runsSql.getRunWithFunction(tx, 'missing'),
+      await functionsSql.getFunction(tx, 'p', 'e', 'f'),
+    ] as const);
+    expect(withFn).toEqual({ run: await db.store.read('r1', (tx) => runsSql.getRun(tx, 'r1')), fn });
+    expect(fn?.definition.metadata).toEqual({ owner: 'team' });
+    expect([gone?.run.id, gone?.fn]).toEqual(['r2', null]);
+    expect(none).toBeNull();
+  });
+
   it('a claim at once with a lease inserts it for the claimed execution (one statement on PostgreSQL), and a run no longer held gets neither', async () => {
     const held = await db.store.unitOfWork('setup', async (tx) => {
       await functionsSql.upsertFunction(tx, 'p', 'e', definition('f'));

@@ -1,4 +1,8 @@
+import { RunRecord, mapRun } from '../rows';
+import { Statement, numberedTogether } from '../sql';
 import { Tx } from '../tx';
+import { NewRun, insertRun, insertRunStatement } from './runs';
+import { NewWaitStep, insertWaitStep, insertWaitStepStatement } from './steps';
 
 /**
  * One accepted `step.invoke` (DESIGN.md `function_invokes`): the flow map's edge from the parent's
@@ -36,14 +40,44 @@ function mapInvoke(r: Record<string, unknown>): InvokeRow {
   };
 }
 
+/** An accepted invoke as {@link insertInvoke} records it. */
+export type NewInvoke = Omit<InvokeRow, 'createdRow' | 'createdAt' | 'settledAt'>;
+
 /** Records an accepted invoke, pending, in the report's unit of work. */
-export async function insertInvoke(tx: Tx, row: Omit<InvokeRow, 'createdRow' | 'createdAt' | 'settledAt'>): Promise<InvokeRow> {
-  const rows = await tx.query(
-    `INSERT INTO function_invokes (parent_run_id, parent_step_id, child_run_id, project, env, parent_function_id, child_function_id, async, created_row, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9) RETURNING *`,
-    [row.parentRunId, row.parentStepId, row.childRunId, row.project, row.env, row.parentFunctionId, row.childFunctionId, row.async ? 1 : 0, tx.now],
-  );
+export async function insertInvoke(tx: Tx, row: NewInvoke): Promise<InvokeRow> {
+  const { sql, params } = insertInvokeStatement(row, tx.now);
+  const rows = await tx.query(sql, params);
   return mapInvoke(rows[0]);
+}
+
+function insertInvokeStatement(row: NewInvoke, now: number): Statement {
+  return {
+    sql: `INSERT INTO function_invokes (parent_run_id, parent_step_id, child_run_id, project, env, parent_function_id, child_function_id, async, created_row, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9) RETURNING *`,
+    params: [row.parentRunId, row.parentStepId, row.childRunId, row.project, row.env, row.parentFunctionId, row.childFunctionId, row.async ? 1 : 0, now],
+  };
+}
+
+/**
+ * The writes of an accepted `step.invoke` in the report's unit of work: the child run (`child`,
+ * inserted as `insertRun` inserts it), the parent's invoke step (`step`, as `insertWaitStep`) and
+ * the pending invocation (`invoke`, as {@link insertInvoke}); on PostgreSQL in one statement
+ * (issue 11: two round trips fewer while the report holds the parent's row), on SQLite in three.
+ * Returns the child's row and the invocation's.
+ */
+export async function insertInvokedChild(tx: Tx, child: NewRun, step: NewWaitStep, invoke: NewInvoke): Promise<{ run: RunRecord; invoke: InvokeRow }> {
+  if (tx.dialect !== 'postgres') {
+    const run = await insertRun(tx, child);
+    await insertWaitStep(tx, step);
+    return { run, invoke: await insertInvoke(tx, invoke) };
+  }
+  const { texts: [runSql, stepSql, invokeSql], params } = numberedTogether([insertRunStatement(child, tx.now), insertWaitStepStatement(step, tx.now), insertInvokeStatement(invoke, tx.now)]);
+  const rows = await tx.query(
+    `WITH child AS (${runSql}), step AS (${stepSql}), invoke AS (${invokeSql})
+     SELECT child.*, (SELECT row_to_json(invoke) FROM invoke) AS invoke_row FROM child`,
+    params,
+  );
+  return { run: mapRun(rows[0]), invoke: mapInvoke(rows[0].invoke_row as Record<string, unknown>) };
 }
 
 export async function getInvoke(tx: Tx, parentRunId: string, parentStepId: string): Promise<InvokeRow | null> {

@@ -1,6 +1,7 @@
 import { StepResult, StepStatus, StepType } from '@ironflow/contracts';
 import { StepRecord, mapStep, toJson } from '../rows';
 import { Tx } from '../tx';
+import { Statement } from '../sql';
 
 export async function listSteps(tx: Tx, runId: string): Promise<StepRecord[]> {
   const rows = await tx.query(`SELECT * FROM steps WHERE run_id = $1 ORDER BY sequence, created_at`, [runId]);
@@ -102,14 +103,20 @@ export interface NewWaitStep {
 
 /** Inserts the row of the wait a segment yielded at; a repeated yield inserts nothing. */
 export async function insertWaitStep(tx: Tx, step: NewWaitStep): Promise<boolean> {
-  const r = await tx.execute(
-    `INSERT INTO steps (run_id, step_id, name, type, status, output, wake_at, timeout_at, child_run_id, sequence, created_at, ended_at)
+  const { sql, params } = insertWaitStepStatement(step, tx.now);
+  const r = await tx.execute(sql, params);
+  return r.affected === 1;
+}
+
+/** The statement of {@link insertWaitStep}, `now` the store clock's ms. */
+export function insertWaitStepStatement(step: NewWaitStep, now: number): Statement {
+  return {
+    sql: `INSERT INTO steps (run_id, step_id, name, type, status, output, wake_at, timeout_at, child_run_id, sequence, created_at, ended_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
      ON CONFLICT (run_id, step_id) DO NOTHING`,
-    [step.runId, step.stepId, step.name, step.type, step.status, toJson(step.output), step.wakeAt ?? null,
-      step.timeoutAt ?? null, step.childRunId ?? null, step.sequence, tx.now, step.status === 'waiting' ? null : tx.now],
-  );
-  return r.affected === 1;
+    params: [step.runId, step.stepId, step.name, step.type, step.status, toJson(step.output), step.wakeAt ?? null,
+      step.timeoutAt ?? null, step.childRunId ?? null, step.sequence, now, step.status === 'waiting' ? null : now],
+  };
 }
 
 /**
