@@ -9,7 +9,7 @@ import { ServiceProcess, devApp, freePort } from '../support/service-processes';
 
 /**
  * `ironflow dev` killed (SIGKILL) while a push call is in flight, then started again on the same
- * SQLite file (README "Crash recovery"): the new process holds the file alone, so the push lease
+ * SQLite file (README "Using it"): the new process holds the file alone, so the push lease
  * the dead one left is expired at start and the first capacity scan recovers the run; the push
  * endpoint gets the call again and the run completes, long before the 90 s lease would have run
  * out (the wait's deadline is half of it).
