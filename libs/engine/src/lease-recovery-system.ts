@@ -55,14 +55,13 @@ export class LeaseRecoverySystem {
    * any expired lease — instead of after their full lease (`leaseMs`). Leases of pull and stream
    * jobs are kept: their worker is a process of its own that may have outlived the engine and goes
    * on heartbeating (a stream worker's jobs are adopted when it reconnects); expiring them would
-   * start a second execution while the first still runs. Logs how many executions it expired and
-   * returns that number. Never call it on a shared store: it would expire the live leases of other nodes.
+   * start a second execution while the first still runs. Logs a warning with how many executions
+   * it expired (none: no line) and returns that number. Never call it on a shared store: it would
+   * expire the live leases of other nodes.
    */
   async expireLeftoverPushLeases(): Promise<number> {
     const expired = await this.r.store.unitOfWork('expirePushLeases', (tx) => leaseRecoverySql.expirePushLeases(tx));
-    const message = `${expired} push execution(s) left running by a process that is gone: their leases expired at start, the capacity scanner recovers them`;
-    if (expired > 0) this.r.logger.warn(message, { count: expired });
-    else this.r.logger.log(message, { count: expired });
+    if (expired > 0) this.r.logger.warn(`${expired} push execution(s) left running by a process that is gone: their leases expired at start, the capacity scanner recovers them`, { count: expired });
     return expired;
   }
 

@@ -57,7 +57,9 @@ describe('EngineRuntime.open: leases a killed process left [sqlite]', () => {
    * anything: no loop ran, so nothing released them.
    */
   async function leaveRunningExecutions(): Promise<{ pushRun: string; pullRun: string; leases: LeaseRow[] }> {
-    const dead = await open(true);
+    const logger = recordingLogger();
+    const dead = await open(true, logger);
+    expect(logger.lines).toEqual([]); // a fresh file: nothing left, nothing said
     const { engine } = dead;
     await engine.api.registerFunction(SCOPE, { id: 'pushed', mode: 'push', endpointUrl: 'http://127.0.0.1:9/', triggers: [{ event: 'push.go' }] });
     await engine.api.registerFunction(SCOPE, { id: 'pulled', mode: 'pull', triggers: [{ event: 'pull.go' }] });
@@ -123,7 +125,7 @@ describe('EngineRuntime.open: leases a killed process left [sqlite]', () => {
     expect(await readRun(runtime, pushRun)).toEqual({ status: 'running', recoveries: 0, execution_seq: 1 });
   });
 
-  it('the store an exclusive open holds cannot be opened by a second process (the premise of the expiry)', async () => {
+  it('while an exclusive open holds the file, a second open of it fails (the premise of the expiry)', async () => {
     const first = await open(true);
     await expect(openStore({ url, exclusive: true })).rejects.toThrow(/locked|busy/i);
     expect(first.store.dialect).toBe('sqlite');
