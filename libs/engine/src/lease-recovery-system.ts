@@ -46,6 +46,25 @@ export class LeaseRecoverySystem {
     return effects;
   }
 
+  /**
+   * For a store this process holds alone (`OpenedStore.exclusive`: `ironflow dev` on SQLite), at
+   * start, before any loop runs: no other live process can hold a lease there, so every push lease
+   * found was left by an engine that is gone (killed, crashed). Expires them all in one statement
+   * (`leaseRecoverySql.expirePushLeases`), so the capacity scanner's first scan recovers their
+   * executions through {@link scan} — recovery count, ceiling, fencing, events and audit rows as for
+   * any expired lease — instead of after their full lease (`leaseMs`). Leases of pull and stream
+   * jobs are kept: their worker is a process of its own that may have outlived the engine and goes
+   * on heartbeating (a stream worker's jobs are adopted when it reconnects); expiring them would
+   * start a second execution while the first still runs. Logs a warning with how many executions
+   * it expired (none: no line) and returns that number. Never call it on a shared store: it would
+   * expire the live leases of other nodes.
+   */
+  async expireLeftoverPushLeases(): Promise<number> {
+    const expired = await this.r.store.unitOfWork('expirePushLeases', (tx) => leaseRecoverySql.expirePushLeases(tx));
+    if (expired > 0) this.r.logger.warn(`${expired} push execution(s) left running by a process that is gone: their leases expired at start, the capacity scanner recovers them`, { count: expired });
+    return expired;
+  }
+
   private async recover(runId: string, executionSeq: number): Promise<RecoveryEffect | 'frozen'> {
     const result = await unitWithLockLimit(this.r.store, 'recoverLease', this.r.config.lockLimitMs, async (tx) => {
       // During a freeze the recovery changes nothing; the lease is recovered after the thaw.

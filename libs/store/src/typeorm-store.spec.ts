@@ -170,3 +170,24 @@ describe('the connections\' lock limit [postgres]', () => {
     await expect(openStore({ url: testDatabaseUrl(), schema, lockTimeoutMs: 1.5 })).rejects.toMatchObject({ code: 'VALIDATION_ERROR', details: { field: 'lockTimeoutMs' } });
   });
 });
+
+/**
+ * `OpenedStore.exclusive`: whether this process holds the database alone, which lets `ironflow dev`
+ * treat every push lease it finds at start as a dead process's. Only SQLite opened with `exclusive`;
+ * PostgreSQL never (other nodes may share it, whatever the option says).
+ */
+describe('OpenedStore.exclusive', () => {
+  it('is true for SQLite opened exclusive, false for SQLite otherwise and for PostgreSQL even when asked', async () => {
+    const sqlite = await openTestStore('sqlite');
+    const exclusive = await openStore({ url: 'sqlite::memory:', exclusive: true });
+    const postgres = await openTestStore('postgres', 2);
+    const schema = (await postgres.store.read('test.schema', (tx) => tx.query<{ s: string }>(`SELECT current_schema() AS s`)))[0].s;
+    const shared = await openStore({ url: testDatabaseUrl(), schema, poolSize: 1, exclusive: true });
+    try {
+      expect([sqlite.exclusive, exclusive.exclusive, postgres.exclusive, shared.exclusive]).toEqual([false, true, false, false]);
+    } finally {
+      await Promise.all([exclusive.store.close(), shared.store.close()]);
+      await Promise.all([sqlite.dispose(), postgres.dispose()]);
+    }
+  });
+});

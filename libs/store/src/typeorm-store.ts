@@ -73,6 +73,12 @@ export interface StoreOptions {
 export interface OpenedStore {
   store: Store;
   clock: StoreClock;
+  /**
+   * True when this process holds the database alone: SQLite opened with `exclusive`, whose file no
+   * other process can open while this one has it. False otherwise, PostgreSQL always (`exclusive`
+   * does not apply there: other nodes may share the database).
+   */
+  exclusive: boolean;
 }
 
 /**
@@ -91,7 +97,7 @@ export async function openStore(options: StoreOptions): Promise<OpenedStore> {
   const store = new TypeormStore(dataSource, dialect, clock, dialect === 'postgres' && lockTimeoutMs > 0 ? lockTimeoutMs : null);
   await store.syncClock();
   store.startClockResync(options.clockResyncMs ?? 30_000);
-  return { store, clock };
+  return { store, clock, exclusive: dialect === 'sqlite' && options.exclusive === true };
 }
 
 /** The `-c` connection parameters of a PostgreSQL connection: the schema, and the lock limit when given. */

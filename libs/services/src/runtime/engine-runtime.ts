@@ -27,13 +27,15 @@ export class EngineRuntime {
 
   /**
    * Opens the store (running migrations), the bus (NATS JetStream when `natsUrl` is set, creating
-   * its streams; else in-process) and builds the engine. Throws when either cannot be opened.
+   * its streams; else in-process) and builds the engine. On a store held exclusively
+   * (`exclusiveStore` on SQLite), expires the push leases a killed process left
+   * (`LeaseRecoverySystem.expireLeftoverPushLeases`). Throws when either cannot be opened.
    */
   static async open(settings: IronflowSettings, logger: EngineLogger): Promise<EngineRuntime> {
     if (settings.databaseUrl.startsWith('sqlite:') && !settings.databaseUrl.includes(':memory:')) {
       mkdirSync(dirname(settings.databaseUrl.slice('sqlite:'.length)) || '.', { recursive: true });
     }
-    const { store, clock } = await openStore({ url: settings.databaseUrl, poolSize: settings.poolSize, exclusive: settings.exclusiveStore }).catch((err: unknown) => {
+    const { store, clock, exclusive } = await openStore({ url: settings.databaseUrl, poolSize: settings.poolSize, exclusive: settings.exclusiveStore }).catch((err: unknown) => {
       const reason = err instanceof Error ? err.message : String(err);
       const hint = /locked|busy/i.test(reason) ? ' (is another ironflow dev using this file? stop it, or use --db)' : '';
       throw new SettingsError(`IRONFLOW_DATABASE_URL: cannot open the store at ${redactDatabaseUrl(settings.databaseUrl)}: ${reason}${hint}`);
@@ -79,6 +81,10 @@ export class EngineRuntime {
         ...(settings.signingKey ? { signingKey: settings.signingKey } : {}),
       },
     });
+    // A store this process holds alone (`ironflow dev` on SQLite) has no other live node: push leases
+    // left in it are a killed process's, recovered by the first capacity scan, not after `leaseMs`.
+    // Before any loop starts (the services start theirs after `open`), so no lease of ours is there yet.
+    if (exclusive) await engine.recovery.expireLeftoverPushLeases();
     return new EngineRuntime(settings, engine, store, bus, metrics, auditWriter, auditReads);
   }
 

@@ -15,6 +15,23 @@ export async function listExpiredLeases(tx: Tx, limit: number): Promise<ExpiredL
 }
 
 /**
+ * Expires at once every live lease of a push execution (`expires_at` set to the store's now, ms):
+ * the leases an engine node holds (a dispatcher's claim, a claim at trigger or at a wait's end),
+ * never a worker's (pull and stream runs: their worker may outlive the engine and go on
+ * heartbeating). One statement; returns how many leases it expired. For a store one process holds
+ * alone (`OpenedStore.exclusive`), at its start: every such lease was left by a process that is
+ * gone, and the capacity scanner's next scan recovers it as any expired lease.
+ */
+export async function expirePushLeases(tx: Tx): Promise<number> {
+  // Per lease row, its run by primary key: the cost follows the leases, not the runs.
+  const r = await tx.execute(
+    `UPDATE leases SET expires_at = $1 WHERE expires_at > $1 AND EXISTS (SELECT 1 FROM runs WHERE runs.id = leases.run_id AND runs.mode = 'push')`,
+    [tx.now],
+  );
+  return r.affected;
+}
+
+/**
  * Queues again the execution whose lease expired (DESIGN.md `capacity-scanner`): status
  * `waiting_for_capacity` with the same attempt, `recoveries + 1`, the lease token cleared so a
  * late report of the lost execution is stale, and the lease row deleted. A run with a pause
