@@ -166,9 +166,10 @@ async function openSqlite(options: StoreOptions): Promise<DataSource> {
     migrations: MIGRATIONS,
     migrationsTableName: 'ironflow_migrations',
     prepareDatabase: (db: { pragma(s: string): unknown }) => {
+      // The file-lock wait first: switching to WAL is the first pragma to take the lock.
+      db.pragma(`busy_timeout = ${options.exclusive ? 500 : 5000}`);
       if (options.exclusive) db.pragma('locking_mode = EXCLUSIVE');
       db.pragma('journal_mode = WAL');
-      db.pragma(`busy_timeout = ${options.exclusive ? 500 : 5000}`);
       db.pragma('foreign_keys = OFF');
     },
   });
