@@ -1,6 +1,7 @@
 import { RunError, WireEvent, isTerminalRunStatus } from '@ironflow/contracts';
 import { EventRecord, PassCursor, RunRecord, Tx, cancelOnSql, eventsSql, passCursorsSql, runsSql, unitWithLockLimit } from '@ironflow/store';
 import { commitOutcome } from '@ironflow/outcome';
+import { CancelOnPathReads } from './cancel-on-path-reads';
 import { CancelSystem, closeWaitsOfCancelled } from './cancel-system';
 import { cancelOnConditions, matchValueAt } from './cancel-on-specs';
 import { OutcomeAnnouncer } from './outcome-announcer';
@@ -19,8 +20,10 @@ import { runEventOf, toWireEvent } from './segment-loader';
  * `cancel_on_specs` rows in the run's creating transaction.
  *
  * Three paths reach a run:
- * - the live match (`matchEvent`), run after the event's commit off the emitter's path, finds the
- *   runs whose specs the event matches;
+ * - the live match (`matchEvent`), run after the event's commit off the emitter's path (its first
+ *   read, which `match` paths the event's name has, shared by the matches of one event-loop turn:
+ *   `CancelOnPathReads`), finds the runs whose specs the event matches, created by its time
+ *   plus the replay window, as the reconcile does;
  * - the reconcile (`reconcile`, a scheduler pass), for a live match lost between the event's
  *   commit and its announce (the node died): it matches again every logged event of a name some
  *   live run has a spec for, once it is `RECONCILE_SETTLE_MS` old (a live match normally ran by
@@ -47,20 +50,30 @@ export const RECONCILE_SETTLE_MS = 2000;
 export const RECONCILE_CURSOR = 'cancel_on_reconcile';
 
 export class CancelOnSystem {
+  /** The matches' first reads, shared by the matches of one turn. */
+  private readonly pathReads: CancelOnPathReads;
+
   constructor(
     private readonly r: EngineResources,
     private readonly announcer: OutcomeAnnouncer,
     private readonly cancels: CancelSystem,
-  ) {}
+  ) {
+    this.pathReads = new CancelOnPathReads(r.store);
+  }
 
   /**
-   * The live match of a committed event: cancels every run its specs match (one unit of work a
-   * run, so a bad row costs only itself; a failed one is logged), only runs created by
-   * `createdUpTo` (store clock ms) when given. Returns the runs cancelled.
+   * The match of a committed event, live or by the reconcile: cancels every run its specs match
+   * (one unit of work a run, so a bad row costs only itself; a failed one is logged), only runs
+   * created by the event's time plus `cancelOnReplayWindowMs` (the runs its live match or their
+   * replay could have cancelled: a match that starts late, its read shared with the matches of its
+   * turn, cancels no run created after them). Returns the runs cancelled.
    */
-  async matchEvent(event: EventRecord, createdUpTo?: number): Promise<number> {
+  async matchEvent(event: EventRecord): Promise<number> {
+    const createdUpTo = event.ts + this.r.config.cancelOnReplayWindowMs;
+    const paths = await this.pathReads.pathsOf({ project: event.project, env: event.env, eventName: event.name });
+    if (paths.length === 0) return 0;
     const matched = await this.r.store.read('cancelOnMatch', (tx) =>
-      cancelOnSql.listMatchingRuns(tx, event.project, event.env, event.name, (path) => matchValueAt(event.data, path), createdUpTo),
+      cancelOnSql.listMatchingRuns(tx, event.project, event.env, event.name, paths, (path) => matchValueAt(event.data, path), createdUpTo),
     );
     let cancelled = 0;
     for (const { runId, conditions } of matched) {
@@ -168,7 +181,7 @@ export class CancelOnSystem {
         const after: PassCursor = this.reconcileCursor;
         const events: EventRecord[] = await this.r.store.read('cancelOnReconcile', (tx) => cancelOnSql.listReconcileEvents(tx, after.ts, after.id, upTo, this.r.config.passPageSize));
         for (const event of events) {
-          const count = await this.matchEvent(event, event.ts + window);
+          const count = await this.matchEvent(event);
           if (count > 0) this.r.logger.warn('cancel_on reconcile cancelled runs a live match had missed', { event_id: event.id, event_name: event.name, cancelled: count });
           cancelled += count;
           this.reconcileCursor = { ts: event.ts, id: event.id };

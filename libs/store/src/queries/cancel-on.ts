@@ -46,30 +46,67 @@ export async function listSpecsOfRun(tx: Tx, runId: string): Promise<CancelOnSpe
   }));
 }
 
+/** An event's project, env and name: what its specs are found by. */
+export interface SpecKey {
+  project: string;
+  env: string;
+  eventName: string;
+}
+
+/** The map key of a {@link SpecKey} (see {@link listMatchPaths}). */
+export const specKeyOf = (k: SpecKey): string => `${k.project}\u0000${k.env}\u0000${k.eventName}`;
+
 /**
- * Runs whose specs an event named `eventName` matches (the live match): for each distinct `match`
- * path of that event name, `valueAt(path)` gives the JSON text of the event's value there, and a
- * spec matches when the run's value is the same text; a spec without a path matches any event of
- * the name. With `createdUpTo` (store clock ms), only runs whose specs were written by then (the
- * reconcile: runs the event could have cancelled live or by its replay). Returns the runs, sorted
- * by id, each with its matched specs' conditions.
+ * The distinct `match` paths of the specs of each event name among `keys` (`null`: a spec without
+ * a path), by {@link specKeyOf}; a key no spec names is absent. On PostgreSQL one statement for
+ * all the keys (issue 11: the live matches of the events a node committed together share one
+ * read), on SQLite one a key.
+ */
+export async function listMatchPaths(tx: Tx, keys: SpecKey[]): Promise<Map<string, (string | null)[]>> {
+  const paths = new Map<string, (string | null)[]>();
+  const add = (key: string, path: unknown) => paths.set(key, [...(paths.get(key) ?? []), path === null ? null : String(path)]);
+  if (tx.dialect === 'postgres') {
+    if (keys.length === 0) return paths;
+    const rows = await tx.query<{ project: string; env: string; event_name: string; match_path: string | null }>(
+      `SELECT DISTINCT s.project, s.env, s.event_name, s.match_path FROM cancel_on_specs s
+       JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(project, env, event_name) ON s.project = k.project AND s.env = k.env AND s.event_name = k.event_name`,
+      [keys.map((k) => k.project), keys.map((k) => k.env), keys.map((k) => k.eventName)],
+    );
+    for (const r of rows) add(specKeyOf({ project: r.project, env: r.env, eventName: r.event_name }), r.match_path);
+    return paths;
+  }
+  for (const key of new Map(keys.map((k) => [specKeyOf(k), k])).values()) {
+    const rows = await tx.query<{ match_path: string | null }>(
+      `SELECT DISTINCT match_path FROM cancel_on_specs WHERE project = $1 AND env = $2 AND event_name = $3`,
+      [key.project, key.env, key.eventName],
+    );
+    for (const r of rows) add(specKeyOf(key), r.match_path);
+  }
+  return paths;
+}
+
+/**
+ * Runs whose specs an event named `eventName` matches (the live match), given the distinct
+ * `match` paths of that name's specs (`paths`, from {@link listMatchPaths}): for each path,
+ * `valueAt(path)` gives the JSON text of the event's value there, and a spec matches when the
+ * run's value is the same text; a spec without a path matches any event of the name. With
+ * `createdUpTo` (store clock ms), only runs whose specs were written by then (the reconcile: runs
+ * the event could have cancelled live or by its replay). Returns the runs, sorted by id, each with
+ * its matched specs' conditions.
  */
 export async function listMatchingRuns(
   tx: Tx,
   project: string,
   env: string,
   eventName: string,
+  paths: (string | null)[],
   valueAt: (path: string) => string,
   createdUpTo?: number,
 ): Promise<MatchedRun[]> {
-  const paths = await tx.query<{ match_path: string | null }>(
-    `SELECT DISTINCT match_path FROM cancel_on_specs WHERE project = $1 AND env = $2 AND event_name = $3`,
-    [project, env, eventName],
-  );
   const bound = createdUpTo === undefined ? '' : ' AND created_at <= $4';
   const bounded = createdUpTo === undefined ? [] : [createdUpTo];
   const runs = new Map<string, (string | null)[]>();
-  for (const { match_path: path } of paths) {
+  for (const path of paths) {
     const rows = path === null
       ? await tx.query<{ run_id: string; condition: string | null }>(
         `SELECT run_id, condition FROM cancel_on_specs WHERE project = $1 AND env = $2 AND event_name = $3 AND match_path IS NULL${bound}`,
