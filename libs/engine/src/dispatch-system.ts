@@ -24,6 +24,11 @@ export class DispatchSystem {
     private readonly reports: ReportSystem,
   ) {}
 
+  /** Whether a claim for `filter` would find a queued segment now (`runsSql.hasClaimable`: one read, no lock). Rejects with the store's error. */
+  anyClaimable(filter: ClaimFilter): Promise<boolean> {
+    return this.r.store.read('hasClaimable', (tx) => runsSql.hasClaimable(tx, filter));
+  }
+
   async claim(filter: ClaimFilter, holder: string): Promise<Segment[]> {
     if (filter.limit <= 0) return [];
     const undeliverable: { segment: Segment; error: InvocationError }[] = [];

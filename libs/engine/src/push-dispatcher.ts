@@ -197,17 +197,24 @@ export class PushDispatcher implements DispatchAtOnce {
    * hint came during it; when a claim began (on this node's estimate of the store clock) before
    * the latest hint's `at`, it claims again once that time has come. Otherwise it idles until a
    * hint, a freed slot (only when every slot was taken) or the poll period: no empty claim follows
-   * every invocation.
+   * every invocation. After an empty claim, unless a hint came, it reads whether anything is queued
+   * before it claims again (`DispatchSystem.anyClaimable`).
    */
   private async run(): Promise<void> {
     const max = this.r.config.pushConcurrency;
+    let lastEmpty = false;
     while (this.running) {
       let claimed = 0;
       const room = max - this.inFlight.size - this.reserved;
+      // After an empty claim, and with no hint since, a read looks first: an empty claim is a
+      // transaction of three round trips, the read one (a freed slot wakes the loop at 64 in flight).
+      const look: boolean = lastEmpty && !this.hinted;
       this.hinted = false;
       const claimedAt = this.r.clock.now();
       try {
-        const segments = await this.dispatch.claim({ mode: 'push', limit: room }, this.r.config.nodeId);
+        const filter = { mode: 'push' as const, limit: room };
+        const segments: Segment[] = room <= 0 || (look && !(await this.dispatch.anyClaimable(filter))) ? [] : await this.dispatch.claim(filter, this.r.config.nodeId);
+        lastEmpty = segments.length === 0;
         claimed = segments.length;
         for (const segment of segments) this.track(segment);
       } catch (err) {

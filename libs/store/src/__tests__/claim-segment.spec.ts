@@ -6,7 +6,7 @@
  */
 import { FunctionDefinition } from '@ironflow/contracts';
 import { STORES, TestStore, openTestStore } from '@ironflow/testing';
-import { ClaimedRun, NewLease, Tx, eventsSql, functionsSql, leasesSql, runsSql, stepsSql } from '@ironflow/store';
+import { ClaimedRun, NewLease, Tx, authoritySql, eventsSql, functionsSql, leasesSql, runsSql, stepsSql } from '@ironflow/store';
 
 const definition = (id: string): FunctionDefinition => ({
   id,
@@ -95,6 +95,26 @@ describe.each(STORES)('a claim and its segment [%s]', (dialect) => {
     expect(fn?.definition.metadata).toEqual({ owner: 'team' });
     expect([gone?.run.id, gone?.fn]).toEqual(['r2', null]);
     expect(none).toBeNull();
+  });
+
+  it('hasClaimable says whether a claim would find a queued segment: not for held, later, other-mode or filtered-out runs, nor while frozen', async () => {
+    const has = (filter: Parameters<typeof runsSql.hasClaimable>[1]) => db.store.read('look', (tx) => runsSql.hasClaimable(tx, filter));
+    await db.store.unitOfWork('setup', async (tx) => {
+      await runsSql.insertRun(tx, { id: 'held', project: 'p', env: 'e', functionId: 'f', functionVersion: 1, mode: 'push', eventId: null, maxAttempts: 1, input: null, held: true });
+      await runsSql.insertRun(tx, { id: 'pull', project: 'p', env: 'e', functionId: 'f', functionVersion: 1, mode: 'pull', eventId: null, maxAttempts: 1, input: null });
+    });
+    expect(await has({ mode: 'push', limit: 5 })).toBe(false);
+    expect(await has({ mode: 'pull', limit: 5 })).toBe(true);
+    expect(await has({ mode: 'pull', limit: 5, functionIds: [] })).toBe(false);
+    expect(await has({ mode: 'pull', limit: 5, functionIds: ['other'] })).toBe(false);
+    expect(await has({ mode: 'pull', limit: 5, project: 'p', env: 'e', functionIds: ['f'] })).toBe(true);
+    await db.store.unitOfWork('later', (tx) => tx.execute(`UPDATE runs SET available_at = $1 WHERE id = 'pull'`, [tx.now + 60_000]));
+    expect(await has({ mode: 'pull', limit: 5 })).toBe(false);
+    await db.store.unitOfWork('now', (tx) => tx.execute(`UPDATE runs SET available_at = 0 WHERE id = 'pull'`));
+    await db.store.unitOfWork('freeze', (tx) => authoritySql.transitionAuthority(tx, 'frozen', 'test', 'test'));
+    expect(await has({ mode: 'pull', limit: 5 })).toBe(false);
+    await db.store.unitOfWork('thaw', (tx) => authoritySql.transitionAuthority(tx, 'thawed', 'test', 'test'));
+    expect(await has({ mode: 'pull', limit: 5 })).toBe(true);
   });
 
   it('a claim at once with a lease inserts it for the claimed execution (one statement on PostgreSQL), and a run no longer held gets neither', async () => {
