@@ -21,9 +21,9 @@ import { runEventOf, toWireEvent } from './segment-loader';
  *
  * Three paths reach a run:
  * - the live match (`matchEvent`), run after the event's commit off the emitter's path (its first
- *   read, which `match` paths the event's name has, shared by the matches of one event-loop turn:
- *   `CancelOnPathReads`), finds the runs whose specs the event matches, created by its time
- *   plus the replay window, as the reconcile does;
+ *   read, which `match` paths the event's name has, shared by the matches asked for while another
+ *   such read was under way: `CancelOnPathReads`), finds the runs whose specs the event matches,
+ *   created by its time plus the replay window, as the reconcile does;
  * - the reconcile (`reconcile`, a scheduler pass), for a live match lost between the event's
  *   commit and its announce (the node died): it matches again every logged event of a name some
  *   live run has a spec for, once it is `RECONCILE_SETTLE_MS` old (a live match normally ran by
@@ -50,7 +50,7 @@ export const RECONCILE_SETTLE_MS = 2000;
 export const RECONCILE_CURSOR = 'cancel_on_reconcile';
 
 export class CancelOnSystem {
-  /** The matches' first reads, shared by the matches of one turn. */
+  /** The matches' first reads, shared by the matches asked for during one. */
   private readonly pathReads: CancelOnPathReads;
 
   constructor(
@@ -65,8 +65,7 @@ export class CancelOnSystem {
    * The match of a committed event, live or by the reconcile: cancels every run its specs match
    * (one unit of work a run, so a bad row costs only itself; a failed one is logged), only runs
    * created by the event's time plus `cancelOnReplayWindowMs` (the runs its live match or their
-   * replay could have cancelled: a match that starts late, its read shared with the matches of its
-   * turn, cancels no run created after them). Returns the runs cancelled.
+   * replay could have cancelled: a match that starts late cancels no run created after them). Returns the runs cancelled.
    */
   async matchEvent(event: EventRecord): Promise<number> {
     const createdUpTo = event.ts + this.r.config.cancelOnReplayWindowMs;
