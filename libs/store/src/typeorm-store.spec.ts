@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { LockTimeoutError, OpenedStore, openStore, unitWithLockLimit } from '@ironflow/store';
 import { Locker, TestStore, openLocker, openTestStore, testDatabaseUrl, waitFor } from '@ironflow/testing';
@@ -188,6 +191,24 @@ describe('OpenedStore.exclusive', () => {
     } finally {
       await Promise.all([exclusive.store.close(), shared.store.close()]);
       await Promise.all([sqlite.dispose(), postgres.dispose()]);
+    }
+  });
+
+  it('an exclusive SQLite open holds the file from the start, even when it writes nothing: a second open fails', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ironflow-exclusive-'));
+    const url = `sqlite:${join(dir, 'dev.db')}`;
+    try {
+      await (await openStore({ url, exclusive: true })).store.close(); // migrated: the next open writes nothing
+      const first = await openStore({ url, exclusive: true });
+      try {
+        await expect(openStore({ url, exclusive: true })).rejects.toThrow(/locked|busy/i);
+        await expect(openStore({ url })).rejects.toThrow(/locked|busy/i);
+      } finally {
+        await first.store.close();
+      }
+      await (await openStore({ url, exclusive: true })).store.close(); // free again once it closed
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
