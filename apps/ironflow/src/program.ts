@@ -40,7 +40,7 @@ export interface CliState {
  * `{"error":{"code","message"}}`. Exit codes (set on `state`): 0 success, 1 error, and for
  * `emit --wait` / `invoke` 2 = run failed or cancelled, 3 = timed out, and for `run cancel` 4 = the
  * run had already completed or failed (not cancelled). Commander's own usage
- * errors are thrown as `CommanderError` (exit override) and printed the same way, code
+ * errors (an unknown command or option, a missing argument or one too many) are thrown as `CommanderError` (exit override) and printed the same way, code
  * `INVALID_ARGUMENT` (text: followed by {@link USAGE_HINT}); `json` makes them JSON as well.
  */
 export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode: 0 }, json = false): Command {
@@ -48,6 +48,9 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
   // Set before the subcommands are created: they inherit output, exit override and help-after-error.
   program
     .exitOverride()
+    // An argument no command takes is a usage error, not dropped: `emit x '{"a":1}'` without --data
+    // would otherwise emit x with {}.
+    .allowExcessArguments(false)
     .configureOutput({
       writeOut: (text) => io.out(text.replace(/\n$/, '')),
       writeErr: (text) => io.err(text.replace(/\n$/, '')),
