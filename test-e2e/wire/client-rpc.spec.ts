@@ -200,6 +200,26 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     expect(page.json.runs.length).toBeLessThanOrEqual(2);
   });
 
+  it('REST refuses a query parameter on the routes that read none, by name, and acts on nothing', async () => {
+    const event = uid('query.event');
+    const emitted = await rest(engine.url, 'POST', `/api/v1/events?name=${event}`, { name: event, data: {} });
+    expect([emitted.status, emitted.json]).toEqual([400, { code: 'VALIDATION_ERROR', message: 'unknown query parameter(s): name (this route takes none)' }]);
+    expect((await rest(engine.url, 'GET', `/api/v1/events?name=${event}`)).json.events).toEqual([]);
+    const fnId = uid('query.fn');
+    const registered = await rest(engine.url, 'POST', '/api/v1/functions?dryRun=true', { id: fnId, triggers: [{ event }] });
+    expect([registered.status, registered.json]).toEqual([400, { code: 'VALIDATION_ERROR', message: 'unknown query parameter(s): dryRun (this route takes none)' }]);
+    expect((await rest(engine.url, 'GET', '/api/v1/functions')).json.functions.map((f: { id: string }) => f.id)).not.toContain(fnId);
+    for (const [method, path, named] of [
+      ['GET', '/api/v1/functions?mode=push', 'mode'],
+      ['GET', `/api/v1/runs/${uid('run')}?full=1`, 'full'],
+      ['GET', `/api/v1/runs/${uid('run')}/steps?limit=5`, 'limit'],
+      ['POST', '/api/v1/runs/resume?from_step=s1', 'from_step'],
+    ] as const) {
+      const res = await rest(engine.url, method, path, method === 'POST' ? { run_id: uid('run') } : undefined);
+      expect([path, res.status, res.json]).toEqual([path, 400, { code: 'VALIDATION_ERROR', message: `unknown query parameter(s): ${named} (this route takes none)` }]);
+    }
+  });
+
   it('InvokeFunctionSync (ours) runs one function with its input and answers a RunResult with lowercase status', async () => {
     const fnId = uid('fn');
     await registerPush(fnId, uid('unused.event'), (req) => ({ status: 'completed', result: { got: req.event.data, name: req.event.name }, steps: [] }));

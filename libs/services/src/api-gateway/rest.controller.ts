@@ -8,7 +8,8 @@ import { scopeOf } from '../http/scope';
 
 /**
  * REST routes of the client API (WIRE-PROTOCOL.md 5.6): functions, events, runs. Bodies are JSON;
- * errors are `{"code","message"}` with the code's HTTP status.
+ * errors are `{"code","message"}` with the code's HTTP status. A query parameter a route does not
+ * read (every one, on the routes other than the two lists) is `VALIDATION_ERROR` naming it.
  */
 @Controller('api/v1')
 export class RestController {
@@ -16,19 +17,22 @@ export class RestController {
 
   /** → `{functions: Function[]}` */
   @Get('functions')
-  async listFunctions(@Req() req: Request) {
+  async listFunctions(@Req() req: Request, @Query() q: Record<string, unknown>) {
+    refuseUnknownKeys('unknown query parameter(s)', q, []);
     return { functions: await this.runtime.engine.api.listFunctions(scopeOf(req)) };
   }
 
   /** Body: a function definition (`id`, `mode`, `endpointUrl`, `triggers`, `retry`…) → `{function, created}`. */
   @Post('functions')
-  async registerFunction(@Req() req: Request, @Body() body: Buffer) {
+  async registerFunction(@Req() req: Request, @Body() body: Buffer, @Query() q: Record<string, unknown>) {
+    refuseUnknownKeys('unknown query parameter(s)', q, []);
     return this.runtime.engine.api.registerFunction(scopeOf(req), parseJsonBody<RegisterFunctionInput>(body));
   }
 
   /** Body: `{name, data, idempotencyKey?, version?, metadata?}` → `{eventId, runIds}`; any other key → `VALIDATION_ERROR` naming it. */
   @Post('events')
-  async emit(@Req() req: Request, @Body() body: Buffer) {
+  async emit(@Req() req: Request, @Body() body: Buffer, @Query() q: Record<string, unknown>) {
+    refuseUnknownKeys('unknown query parameter(s)', q, []);
     const input = parseJsonBody<{ name?: unknown; data?: unknown; idempotencyKey?: unknown; idempotency_key?: unknown; version?: unknown; metadata?: unknown }>(body);
     refuseUnknownKeys('unknown field(s)', input, EMIT_FIELDS);
     if (typeof input.name !== 'string') throw new EngineError('VALIDATION_ERROR', 'name: the event name is required');
@@ -74,13 +78,15 @@ export class RestController {
   }
 
   @Get('runs/:id')
-  async getRun(@Req() req: Request, @Param('id') id: string) {
+  async getRun(@Req() req: Request, @Param('id') id: string, @Query() q: Record<string, unknown>) {
+    refuseUnknownKeys('unknown query parameter(s)', q, []);
     return this.runtime.engine.api.getRun(scopeOf(req), id);
   }
 
   /** Body: `{run_id, from_step?}` (WIRE-PROTOCOL.md 5.6) → the run. Resumes a paused run; `from_step` and any other key are refused. */
   @Post('runs/resume')
-  async resumeRun(@Req() req: Request, @Body() body: Buffer) {
+  async resumeRun(@Req() req: Request, @Body() body: Buffer, @Query() q: Record<string, unknown>) {
+    refuseUnknownKeys('unknown query parameter(s)', q, []);
     const input = parseJsonBody<{ run_id?: unknown; runId?: unknown; from_step?: unknown; fromStep?: unknown }>(body);
     refuseUnknownKeys('unknown field(s)', input, ['run_id', 'runId', 'from_step', 'fromStep']);
     const runId = input.run_id ?? input.runId;
@@ -92,7 +98,8 @@ export class RestController {
 
   /** → `{steps, history, children}` */
   @Get('runs/:id/steps')
-  async getRunSteps(@Req() req: Request, @Param('id') id: string) {
+  async getRunSteps(@Req() req: Request, @Param('id') id: string, @Query() q: Record<string, unknown>) {
+    refuseUnknownKeys('unknown query parameter(s)', q, []);
     return this.runtime.engine.api.getRunSteps(scopeOf(req), id);
   }
 }
@@ -110,7 +117,7 @@ const EMIT_FIELDS = ['name', 'data', 'idempotencyKey', 'idempotency_key', 'versi
 /** Refuses, with `VALIDATION_ERROR` naming each, the keys of `input` not in `known`: what a route does not act on is not silently dropped. */
 function refuseUnknownKeys(what: string, input: Record<string, unknown>, known: readonly string[]): void {
   const unknown = Object.keys(input).filter((k) => !known.includes(k));
-  if (unknown.length > 0) throw new EngineError('VALIDATION_ERROR', `${what}: ${unknown.join(', ')} (this route takes ${known.join(', ')})`);
+  if (unknown.length > 0) throw new EngineError('VALIDATION_ERROR', `${what}: ${unknown.join(', ')} (this route takes ${known.length > 0 ? known.join(', ') : 'none'})`);
 }
 
 /** The `limit` query parameter: absent, or a whole number ≥ 1 (`VALIDATION_ERROR` otherwise; the engine caps a page at 500). */
