@@ -4,6 +4,7 @@ import { EngineError, RegisterFunctionInput, RunStatus } from '@ironflow/contrac
 import { EngineRuntime } from '../runtime/engine-runtime';
 import { ENGINE_RUNTIME } from '../runtime/tokens';
 import { parseJsonBody } from '../http/json-body';
+import { refuseUnknownKeys } from '../http/refuse-unknown-keys';
 import { scopeOf } from '../http/scope';
 
 /**
@@ -113,12 +114,6 @@ function queryParam(q: Record<string, unknown>, key: string): string | undefined
 
 /** The keys `POST /api/v1/events` acts on (WIRE-PROTOCOL.md 5.6, plus `version` and `metadata`). */
 const EMIT_FIELDS = ['name', 'data', 'idempotencyKey', 'idempotency_key', 'version', 'metadata'];
-
-/** Refuses, with `VALIDATION_ERROR` naming each, the keys of `input` not in `known`: what a route does not act on is not silently dropped. */
-function refuseUnknownKeys(what: string, input: Record<string, unknown>, known: readonly string[]): void {
-  const unknown = Object.keys(input).filter((k) => !known.includes(k));
-  if (unknown.length > 0) throw new EngineError('VALIDATION_ERROR', `${what}: ${unknown.join(', ')} (this route takes ${known.length > 0 ? known.join(', ') : 'none'})`);
-}
 
 /** The `limit` query parameter: absent, or a whole number ≥ 1 (`VALIDATION_ERROR` otherwise; the engine caps a page at 500). */
 function limitParam(q: Record<string, unknown>): number | undefined {
