@@ -166,6 +166,13 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     expect(await restAnswer.json()).toMatchObject({ code: 'VALIDATION_ERROR' });
   });
 
+  it('REST POST /api/v1/events names its own key `name` when the event name is missing, not a string or blank', async () => {
+    for (const body of [{ data: {} }, { name: 5 }, { name: '  ' }, { name: '' }]) {
+      const res = await rest(engine.url, 'POST', '/api/v1/events', body);
+      expect([body, res.status, res.json]).toEqual([body, 400, { code: 'VALIDATION_ERROR', message: 'name: the event name is required (a non-empty string)' }]);
+    }
+  });
+
   it('REST POST /api/v1/events refuses data that is not an object and a non-string idempotencyKey, like Trigger', async () => {
     for (const body of [{ name: 'x', data: 'hello' }, { name: 'x', data: [1, 2] }, { name: 'x', data: null }, { name: 'x', data: {}, idempotencyKey: 123 }]) {
       const res = await rest(engine.url, 'POST', '/api/v1/events', body);

@@ -36,7 +36,8 @@ export class RestController {
     refuseUnknownKeys('unknown query parameter(s)', q, []);
     const input = parseJsonBody<{ name?: unknown; data?: unknown; idempotencyKey?: unknown; idempotency_key?: unknown; version?: unknown; metadata?: unknown }>(body);
     refuseUnknownKeys('unknown field(s)', input, EMIT_FIELDS);
-    if (typeof input.name !== 'string') throw new EngineError('VALIDATION_ERROR', 'name: the event name is required');
+    // Checked here, not only by the engine, whose message names Trigger's field (`event`).
+    if (typeof input.name !== 'string' || input.name.trim() === '') throw new EngineError('VALIDATION_ERROR', 'name: the event name is required (a non-empty string)');
     if (input.data !== undefined && (input.data === null || typeof input.data !== 'object' || Array.isArray(input.data))) {
       throw new EngineError('VALIDATION_ERROR', 'data: a JSON object (as Trigger takes it)');
     }
