@@ -53,7 +53,7 @@ export const FUNCTION_OPTIONS: readonly FunctionOption[] = [
   {
     name: 'cancelOn',
     status: 'acted on',
-    semantics: '[{event, match?, if?}]: an event of that name whose value at `match` (a path into the data, as the run\'s own) equals the run\'s cancels every run of the function not ended (cause cancel-on-event); a cancel up to 30 s older than a new run is replayed before its dispatch',
+    semantics: '[{event, match?, if?}]: an event of that name whose value at `match` (a path into the event data: `orderId`, `data.orderId` or `event.data.orderId`) equals the run\'s own cancels that run, a value missing on either side matching nothing; without `match`, every run of the function not ended (cause cancel-on-event); a cancel up to 30 s older than a new run is replayed before its dispatch',
     example: { cancelOn: [{ event: 'order.cancelled', match: 'data.orderId' }] },
   },
   {

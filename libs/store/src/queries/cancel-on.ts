@@ -48,8 +48,8 @@ export async function listSpecsOfRun(tx: Tx, runId: string): Promise<CancelOnSpe
 
 /**
  * Runs whose specs an event named `eventName` matches (the live match): for each distinct `match`
- * path of that event name, `valueAt(path)` gives the JSON text of the event's value there, and a
- * spec matches when the run's value is the same text; a spec without a path matches any event of
+ * path of that event name, `valueAt(path)` gives the JSON text of the event's value there (`null`
+ * when it has none: no spec of that path matches), and a spec matches when the run's value is the same text; a spec without a path matches any event of
  * the name. With `createdUpTo` (store clock ms), only runs whose specs were written by then (the
  * reconcile: runs the event could have cancelled live or by its replay). Returns the runs, sorted
  * by id, each with its matched specs' conditions.
@@ -59,7 +59,7 @@ export async function listMatchingRuns(
   project: string,
   env: string,
   eventName: string,
-  valueAt: (path: string) => string,
+  valueAt: (path: string) => string | null,
   createdUpTo?: number,
 ): Promise<MatchedRun[]> {
   const paths = await tx.query<{ match_path: string | null }>(
@@ -70,6 +70,9 @@ export async function listMatchingRuns(
   const bounded = createdUpTo === undefined ? [] : [createdUpTo];
   const runs = new Map<string, (string | null)[]>();
   for (const { match_path: path } of paths) {
+    const value = path === null ? null : valueAt(path);
+    // An event without a value at the path matches no spec of that path.
+    if (path !== null && value === null) continue;
     const rows = path === null
       ? await tx.query<{ run_id: string; condition: string | null }>(
         `SELECT run_id, condition FROM cancel_on_specs WHERE project = $1 AND env = $2 AND event_name = $3 AND match_path IS NULL${bound}`,
@@ -77,7 +80,7 @@ export async function listMatchingRuns(
       )
       : await tx.query<{ run_id: string; condition: string | null }>(
         `SELECT run_id, condition FROM cancel_on_specs WHERE project = $1 AND env = $2 AND event_name = $3${bound} AND match_path = $${4 + bounded.length} AND match_value = $${5 + bounded.length}`,
-        [project, env, eventName, ...bounded, path, valueAt(path)],
+        [project, env, eventName, ...bounded, path, value],
       );
     for (const r of rows) {
       const id = String(r.run_id);
