@@ -173,6 +173,17 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     }
   });
 
+  it('REST refuses a key given under both its names with two values, by name, instead of keeping one (events, resume)', async () => {
+    const event = uid('both.names');
+    const emitted = await rest(engine.url, 'POST', '/api/v1/events', { name: event, data: {}, idempotencyKey: 'k-1', idempotency_key: 'k-2' });
+    expect([emitted.status, emitted.json]).toEqual([400, { code: 'VALIDATION_ERROR', message: 'idempotencyKey and idempotency_key: two values for one key ("k-1", "k-2"): give one' }]);
+    expect((await rest(engine.url, 'GET', `/api/v1/events?name=${event}`)).json.events).toEqual([]);
+    const same = await rest(engine.url, 'POST', '/api/v1/events', { name: event, data: {}, idempotencyKey: 'k-3', idempotency_key: 'k-3' });
+    expect(same.status).toBe(201);
+    const resumed = await rest(engine.url, 'POST', '/api/v1/runs/resume', { run_id: 'run-a', runId: 'run-b' });
+    expect([resumed.status, resumed.json]).toEqual([400, { code: 'VALIDATION_ERROR', message: 'run_id and runId: two values for one key ("run-a", "run-b"): give one' }]);
+  });
+
   it('REST POST /api/v1/events refuses data that is not an object and a non-string idempotencyKey, like Trigger', async () => {
     for (const body of [{ name: 'x', data: 'hello' }, { name: 'x', data: [1, 2] }, { name: 'x', data: null }, { name: 'x', data: {}, idempotencyKey: 123 }]) {
       const res = await rest(engine.url, 'POST', '/api/v1/events', body);

@@ -41,7 +41,7 @@ export class RestController {
     if (input.data !== undefined && (input.data === null || typeof input.data !== 'object' || Array.isArray(input.data))) {
       throw new EngineError('VALIDATION_ERROR', 'data: a JSON object (as Trigger takes it)');
     }
-    const key = input.idempotencyKey ?? input.idempotency_key;
+    const key = eitherName(input, 'idempotencyKey', 'idempotency_key');
     if (key !== undefined && typeof key !== 'string') throw new EngineError('VALIDATION_ERROR', 'idempotencyKey: a string');
     return this.runtime.engine.api.trigger(scopeOf(req), {
       event: input.name,
@@ -91,8 +91,8 @@ export class RestController {
     refuseUnknownKeys('unknown query parameter(s)', q, []);
     const input = parseJsonBody<{ run_id?: unknown; runId?: unknown; from_step?: unknown; fromStep?: unknown }>(body);
     refuseUnknownKeys('unknown field(s)', input, ['run_id', 'runId', 'from_step', 'fromStep']);
-    const runId = input.run_id ?? input.runId;
-    const fromStep = input.from_step ?? input.fromStep;
+    const runId = eitherName(input, 'run_id', 'runId');
+    const fromStep = eitherName(input, 'from_step', 'fromStep');
     if (typeof runId !== 'string') throw new EngineError('VALIDATION_ERROR', 'run_id: a run id is required');
     if (fromStep !== undefined && typeof fromStep !== 'string') throw new EngineError('VALIDATION_ERROR', 'from_step: a string');
     return this.runtime.engine.api.resumeRun(scopeOf(req), runId, fromStep || undefined);
@@ -111,6 +111,18 @@ function queryParam(q: Record<string, unknown>, key: string): string | undefined
   const value = q[key];
   if (value === undefined || typeof value === 'string') return value;
   throw new EngineError('VALIDATION_ERROR', `${key}: one value is expected`);
+}
+
+/**
+ * A body key the route takes under two names (`idempotencyKey` / `idempotency_key`): the one given,
+ * or `VALIDATION_ERROR` naming both when both are given with different values (one would be dropped).
+ */
+function eitherName(input: Record<string, unknown>, first: string, second: string): unknown {
+  const [a, b] = [input[first], input[second]];
+  if (a !== undefined && b !== undefined && JSON.stringify(a) !== JSON.stringify(b)) {
+    throw new EngineError('VALIDATION_ERROR', `${first} and ${second}: two values for one key (${JSON.stringify(a)}, ${JSON.stringify(b)}): give one`);
+  }
+  return a ?? b;
 }
 
 /** The keys `POST /api/v1/events` acts on (WIRE-PROTOCOL.md 5.6, plus `version` and `metadata`). */
