@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import ms from 'ms';
-import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { RUN_STATUSES } from '@ironflow/contracts';
 import { createClient, IronflowClient, IronflowClientError, RunCancelledError, RunFailedError } from '@ironflow/sdk';
 import { devCommand } from './dev-command';
 import { apikeyCommand, secretCommand } from './security-commands';
@@ -181,7 +182,7 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
     .command('list')
     .description('list runs, newest first')
     .option('--function <id>', 'only runs of this function')
-    .option('--status <status>', 'only runs in this status (running, completed, failed…)')
+    .addOption(new Option('--status <status>', 'only runs in this status').choices(RUN_STATUSES))
     .option('--limit <n>', 'page size', parsePositiveInt, 20)
     .option('--cursor <cursor>', 'the nextCursor of the previous page')
     .option('--json', 'print JSON')
