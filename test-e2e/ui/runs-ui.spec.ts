@@ -201,8 +201,14 @@ describe('runs UI in a browser', () => {
     expect(await injectedRow.textContent()).toContain('"price": 12');
     const { steps } = await client.getRunSteps(runId);
     const nap = steps.find((s) => s.name === 'long-nap')!;
-    const local = await page.evaluate((iso) => { const d = new Date(iso); return `${d.toLocaleDateString()} ${d.toLocaleTimeString()}`; }, nap.startedAt);
-    expect(await page.locator('[data-testid=steps-table] tbody tr:has-text("long-nap")').textContent()).toContain(local);
+    // The milliseconds stand where the locale puts fractional seconds ("10:52:50.018 PM" in en-US), not after "PM".
+    const local = await page.evaluate(
+      (iso) => { const d = new Date(iso); return `${d.toLocaleDateString()} ${d.toLocaleTimeString(undefined, { hour: 'numeric', minute: '2-digit', second: '2-digit', fractionalSecondDigits: 3 })}`; },
+      nap.startedAt,
+    );
+    const napRow = await page.locator('[data-testid=steps-table] tbody tr:has-text("long-nap")').textContent();
+    expect(napRow).toContain(local);
+    expect(napRow).not.toMatch(/[AP]M\.\d{3}/);
     await page.locator('[data-testid=resume-run]').click();
     await waitFor('the page to show it waiting again', async () => (await page.locator('[data-testid=run-status] [data-status]').getAttribute('data-status')) === 'waiting', 15_000);
     expect((await client.getRun(runId)).status).toBe('waiting');

@@ -166,6 +166,24 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     expect(await restAnswer.json()).toMatchObject({ code: 'VALIDATION_ERROR' });
   });
 
+  it('REST POST /api/v1/events names its own key `name` when the event name is missing, not a string or blank', async () => {
+    for (const body of [{ data: {} }, { name: 5 }, { name: '  ' }, { name: '' }]) {
+      const res = await rest(engine.url, 'POST', '/api/v1/events', body);
+      expect([body, res.status, res.json]).toEqual([body, 400, { code: 'VALIDATION_ERROR', message: 'name: the event name is required (a non-empty string)' }]);
+    }
+  });
+
+  it('REST refuses a key given under both its names with two values, by name, instead of keeping one (events, resume)', async () => {
+    const event = uid('both.names');
+    const emitted = await rest(engine.url, 'POST', '/api/v1/events', { name: event, data: {}, idempotencyKey: 'k-1', idempotency_key: 'k-2' });
+    expect([emitted.status, emitted.json]).toEqual([400, { code: 'VALIDATION_ERROR', message: 'idempotencyKey and idempotency_key: two values for one key ("k-1", "k-2"): give one' }]);
+    expect((await rest(engine.url, 'GET', `/api/v1/events?name=${event}`)).json.events).toEqual([]);
+    const same = await rest(engine.url, 'POST', '/api/v1/events', { name: event, data: {}, idempotencyKey: 'k-3', idempotency_key: 'k-3' });
+    expect(same.status).toBe(201);
+    const resumed = await rest(engine.url, 'POST', '/api/v1/runs/resume', { run_id: 'run-a', runId: 'run-b' });
+    expect([resumed.status, resumed.json]).toEqual([400, { code: 'VALIDATION_ERROR', message: 'run_id and runId: two values for one key ("run-a", "run-b"): give one' }]);
+  });
+
   it('REST POST /api/v1/events refuses data that is not an object and a non-string idempotencyKey, like Trigger', async () => {
     for (const body of [{ name: 'x', data: 'hello' }, { name: 'x', data: [1, 2] }, { name: 'x', data: null }, { name: 'x', data: {}, idempotencyKey: 123 }]) {
       const res = await rest(engine.url, 'POST', '/api/v1/events', body);
@@ -198,6 +216,26 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     const page = await rest(engine.url, 'GET', '/api/v1/runs?limit=2&status=completed');
     expect(page.status).toBe(200);
     expect(page.json.runs.length).toBeLessThanOrEqual(2);
+  });
+
+  it('REST refuses a query parameter on the routes that read none, by name, and acts on nothing', async () => {
+    const event = uid('query.event');
+    const emitted = await rest(engine.url, 'POST', `/api/v1/events?name=${event}`, { name: event, data: {} });
+    expect([emitted.status, emitted.json]).toEqual([400, { code: 'VALIDATION_ERROR', message: 'unknown query parameter(s): name (this route takes none)' }]);
+    expect((await rest(engine.url, 'GET', `/api/v1/events?name=${event}`)).json.events).toEqual([]);
+    const fnId = uid('query.fn');
+    const registered = await rest(engine.url, 'POST', '/api/v1/functions?dryRun=true', { id: fnId, triggers: [{ event }] });
+    expect([registered.status, registered.json]).toEqual([400, { code: 'VALIDATION_ERROR', message: 'unknown query parameter(s): dryRun (this route takes none)' }]);
+    expect((await rest(engine.url, 'GET', '/api/v1/functions')).json.functions.map((f: { id: string }) => f.id)).not.toContain(fnId);
+    for (const [method, path, named] of [
+      ['GET', '/api/v1/functions?mode=push', 'mode'],
+      ['GET', `/api/v1/runs/${uid('run')}?full=1`, 'full'],
+      ['GET', `/api/v1/runs/${uid('run')}/steps?limit=5`, 'limit'],
+      ['POST', '/api/v1/runs/resume?from_step=s1', 'from_step'],
+    ] as const) {
+      const res = await rest(engine.url, method, path, method === 'POST' ? { run_id: uid('run') } : undefined);
+      expect([path, res.status, res.json]).toEqual([path, 400, { code: 'VALIDATION_ERROR', message: `unknown query parameter(s): ${named} (this route takes none)` }]);
+    }
   });
 
   it('InvokeFunctionSync (ours) runs one function with its input and answers a RunResult with lowercase status', async () => {

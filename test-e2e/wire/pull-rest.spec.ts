@@ -418,6 +418,24 @@ describe.each(WIRE_STORES)('wire: pull over REST (%s)', (store) => {
     expect(job.run_id).toBe(runId);
   });
 
+  it('R2–R6 and release refuse a query parameter they do not read, by name, and change nothing (R4 reads only `available`)', async () => {
+    const { event, worker } = await newWorker();
+    const { runId } = await trigger(event);
+    const refused = (res: { status: number; json?: any }, named: string, takes = 'none') =>
+      expect([res.status, res.json]).toEqual([400, { code: 'VALIDATION_ERROR', message: `unknown query parameter(s): ${named} (this route takes ${takes})` }]);
+    refused(await rest(engine.url, 'GET', `/api/v1/workers/${worker}/jobs?available=1&wait=30000`), 'wait', 'available');
+    expect((await getRun(runId)).status).toBe('waiting_for_capacity');
+    const job = await pollJob(worker);
+    refused(await rest(engine.url, 'POST', `/api/v1/workers/${worker}/heartbeat?lease_ms=5`, { worker_id: worker, active_jobs: 1, jobs: [{ job_id: job.job_id, started_at: isoIn(0) }] }), 'lease_ms');
+    refused(await rest(engine.url, 'PUT', `/api/v1/workers/${worker}/jobs/${job.job_id}/ack?force=1`, { run_id: job.run_id, ...fence(job) }), 'force');
+    expect(is2xx((await ack(worker, job)).status)).toBe(true);
+    refused(await rest(engine.url, 'PUT', `/api/v1/workers/${worker}/jobs/${job.job_id}?status=completed`, { status: 'completed', output: 1, steps: [], step_offset: 0, ...fence(job) }), 'status');
+    refused(await rest(engine.url, 'PUT', `/api/v1/workers/${worker}/jobs/${job.job_id}/release?reason=stopping`, { run_id: job.run_id, ...fence(job) }), 'reason');
+    expect((await getRun(runId)).status).toBe('running');
+    refused(await rest(engine.url, 'POST', `/api/v1/workers/${worker}/register?labels=gpu`, { worker_id: worker, hostname: 'h', function_ids: [], max_concurrent_jobs: 1, labels: {}, version: { sdk: '0.29.0', runtime: 'node' } }), 'labels');
+    refused(await rest(engine.url, 'GET', '/api/v1/workers?functionId=x'), 'functionId');
+  });
+
   it('R5 ack with a fence that is not the live one answers 409', async () => {
     const { event, worker } = await newWorker();
     await trigger(event);

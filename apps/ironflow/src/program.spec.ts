@@ -442,6 +442,13 @@ describe('ironflow CLI', () => {
       [['emit'], "missing required argument 'name'"],
       [['frobnicate'], "unknown command 'frobnicate'"],
       [['dev', '--port', 'abc'], "option '--port <port>' argument 'abc' is invalid. Expected a port number, 0 to 65535."],
+      // An argument no command takes is refused, not dropped: `emit x '{"a":1}'` (no --data) emitted x with {} before.
+      [['emit', 'order.placed', '{"orderId":"A-1"}'], "too many arguments for 'emit'. Expected 1 argument but got 2."],
+      [['run', 'get', 'run-1', 'run-2'], "too many arguments for 'get'. Expected 1 argument but got 2."],
+      [['run', 'list', '--status', 'done'], "option '--status <status>' argument 'done' is invalid. Allowed choices are waiting_for_capacity, running, waiting, paused, completed, failed, cancelled."],
+      [['function', 'list', 'extra'], "too many arguments for 'list'. Expected 0 arguments but got 1."],
+      [['instance', 'status', 'now'], "too many arguments for 'status'. Expected 0 arguments but got 1."],
+      [['secret', 'list', 'x'], "too many arguments for 'list'. Expected 0 arguments but got 1."],
     ])('a usage error (%j) in text is "error [INVALID_ARGUMENT]: …" and a pointer to --help, not the whole help', async (args, message) => {
       expect(await cli(server.url, ...args)).toEqual({ code: 1, out: [], err: [`error [INVALID_ARGUMENT]: ${message}`, USAGE_HINT] });
       expect(server.requests).toEqual([]);

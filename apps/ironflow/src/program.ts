@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import ms from 'ms';
-import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { RUN_STATUSES } from '@ironflow/contracts';
 import { createClient, IronflowClient, IronflowClientError, RunCancelledError, RunFailedError } from '@ironflow/sdk';
 import { devCommand } from './dev-command';
 import { apikeyCommand, secretCommand } from './security-commands';
@@ -40,7 +41,7 @@ export interface CliState {
  * `{"error":{"code","message"}}`. Exit codes (set on `state`): 0 success, 1 error, and for
  * `emit --wait` / `invoke` 2 = run failed or cancelled, 3 = timed out, and for `run cancel` 4 = the
  * run had already completed or failed (not cancelled). Commander's own usage
- * errors are thrown as `CommanderError` (exit override) and printed the same way, code
+ * errors (an unknown command or option, a missing argument or one too many) are thrown as `CommanderError` (exit override) and printed the same way, code
  * `INVALID_ARGUMENT` (text: followed by {@link USAGE_HINT}); `json` makes them JSON as well.
  */
 export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode: 0 }, json = false): Command {
@@ -48,6 +49,9 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
   // Set before the subcommands are created: they inherit output, exit override and help-after-error.
   program
     .exitOverride()
+    // An argument no command takes is a usage error, not dropped: `emit x '{"a":1}'` without --data
+    // would otherwise emit x with {}.
+    .allowExcessArguments(false)
     .configureOutput({
       writeOut: (text) => io.out(text.replace(/\n$/, '')),
       writeErr: (text) => io.err(text.replace(/\n$/, '')),
@@ -178,7 +182,7 @@ export function buildProgram(io: CliIO = consoleIO, state: CliState = { exitCode
     .command('list')
     .description('list runs, newest first')
     .option('--function <id>', 'only runs of this function')
-    .option('--status <status>', 'only runs in this status (running, completed, failed…)')
+    .addOption(new Option('--status <status>', 'only runs in this status').choices(RUN_STATUSES))
     .option('--limit <n>', 'page size', parsePositiveInt, 20)
     .option('--cursor <cursor>', 'the nextCursor of the previous page')
     .option('--json', 'print JSON')

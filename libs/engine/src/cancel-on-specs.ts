@@ -1,15 +1,24 @@
 import { CancelOnSpec } from '@ironflow/contracts';
 import { CancelOnSpecRow } from '@ironflow/store';
 import { CelPrograms } from './cel-programs';
-import { valueAtPath } from './json-path';
+import { valueAtEventDataPath } from './json-path';
 
 /**
- * The value a `cancelOn` or concurrency `match` path reads: the same extraction rules for a run's
- * input and an event's data (`data.orderId` or `event.data.orderId`), as JSON text so two values
- * compare structurally. A path that reads nothing gives `null`.
+ * The value a `cancelOn` `match` path reads, with the same rules for a run's input and an event's
+ * data, as `debounce.key` reads it (`orderId`, `data.orderId` or `event.data.orderId`), as JSON
+ * text so two values compare as text. A path that reads nothing gives `null`, which matches
+ * nothing: neither a run without the value nor an event without it is part of a match (JSON
+ * `null` is a value, and matches only `null`), as a `waitForEvent` match.
  */
-export function matchValueAt(data: unknown, path: string): string {
-  return JSON.stringify(valueAtPath({ event: { data }, data }, path) ?? null);
+export function matchValueAt(data: unknown, path: string): string | null {
+  const value = valueAtEventDataPath(data, path);
+  return value === undefined ? null : JSON.stringify(value);
+}
+
+/** Whether a spec (`matchPath`, `matchValue`) matches an event with `data`: no path → any event of the name; else equal values, neither missing. */
+export function specMatches(spec: { matchPath: string | null; matchValue: string | null }, data: unknown): boolean {
+  if (spec.matchPath === null) return true;
+  return spec.matchValue !== null && matchValueAt(data, spec.matchPath) === spec.matchValue;
 }
 
 /** The programs of `cancelOn[].if` conditions: variables `event` (the run's own event) and `async` (the cancel event). */

@@ -3,7 +3,7 @@ import { EventRecord, PassCursor, RunRecord, Tx, cancelOnSql, eventsSql, passCur
 import { commitOutcome } from '@ironflow/outcome';
 import { CancelOnPathReads } from './cancel-on-path-reads';
 import { CancelSystem, closeWaitsOfCancelled } from './cancel-system';
-import { cancelOnConditions, matchValueAt } from './cancel-on-specs';
+import { cancelOnConditions, matchValueAt, specMatches } from './cancel-on-specs';
 import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
 import { runEventOf, toWireEvent } from './segment-loader';
@@ -99,7 +99,7 @@ export class CancelOnSystem {
       const events = await this.r.store.read('cancelOnReplayLog', (tx) =>
         cancelOnSql.listReplayEvents(tx, run.project, run.env, spec.eventName, since, run.eventId, this.r.config.cancelOnReplayRowsPerSpec),
       );
-      const candidates = events.filter((e) => spec.matchPath === null || matchValueAt(e.data, spec.matchPath) === spec.matchValue);
+      const candidates = events.filter((e) => specMatches(spec, e.data));
       if (candidates.length === 0) continue;
       if (spec.condition !== null) {
         // A condition reads the run's own event; the first candidate it accepts cancels.

@@ -35,7 +35,7 @@ export const FUNCTION_OPTIONS: readonly FunctionOption[] = [
   },
   { name: 'retry', status: 'acted on', semantics: '{maxAttempts 3, initialDelayMs 1000, backoffFactor 2, maxDelayMs 300000} for retryable errors', example: { retry: { maxAttempts: 5, initialDelayMs: 1000, backoffFactor: 2, maxDelayMs: 60_000 } } },
   { name: 'timeoutMs', status: 'acted on', semantics: 'timeout of each execution (segment), ms, default 600000; enforced by the engine on every transport: past it the attempt fails with FUNCTION_TIMED_OUT (retryable)', example: { timeoutMs: 60_000 } },
-  { name: 'concurrency', status: 'acted on', semantics: '{limit ≥ 1, key?}: at most `limit` runs of a key (a JSON path into the event) at once; leave it out for no limit', example: { concurrency: { limit: 2, key: 'event.data.customerId' } } },
+  { name: 'concurrency', status: 'acted on', semantics: '{limit ≥ 1, key?}: at most `limit` runs of a key (a path into the event data, as debounce.key reads it: `customerId`, `data.customerId` or `event.data.customerId`) at once; leave it out for no limit', example: { concurrency: { limit: 2, key: 'event.data.customerId' } } },
   { name: 'preferredMode / mode', status: 'acted on', semantics: '"push" (the engine calls endpointUrl) or "pull" (workers poll); left out: push when endpointUrl is given, else pull; workers register pull', example: { mode: 'pull' } },
   {
     name: 'endpointUrl',
@@ -53,7 +53,7 @@ export const FUNCTION_OPTIONS: readonly FunctionOption[] = [
   {
     name: 'cancelOn',
     status: 'acted on',
-    semantics: '[{event, match?, if?}]: an event of that name whose value at `match` (a path into the data, as the run\'s own) equals the run\'s cancels every run of the function not ended (cause cancel-on-event); a cancel up to 30 s older than a new run is replayed before its dispatch',
+    semantics: '[{event, match?, if?}]: an event of that name whose value at `match` (a path into the event data: `orderId`, `data.orderId` or `event.data.orderId`) equals the run\'s own cancels that run, a value missing on either side matching nothing; without `match`, every run of the function not ended (cause cancel-on-event); a cancel up to 30 s older than a new run is replayed before its dispatch',
     example: { cancelOn: [{ event: 'order.cancelled', match: 'data.orderId' }] },
   },
   {

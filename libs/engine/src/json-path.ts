@@ -25,14 +25,20 @@ export function canonicalJson(value: unknown): string {
 }
 
 /**
- * The key a JSON path picks out of an event's data, as text (WIRE-PROTOCOL.md 5.3 `debounce.key`):
- * the path may start at the event (`event.data.customerId`), at its data (`data.customerId`) or
- * inside the data (`customerId`). A string is itself, another value its JSON; nothing → `''`.
+ * What a key path of a function option (`debounce.key`, `concurrency.key`) reads in an event's
+ * data: the path may start at the event (`event.data.customerId`), at its data (`data.customerId`)
+ * or inside the data (`customerId`); `undefined` when it reads nothing.
+ */
+export function valueAtEventDataPath(data: unknown, path: string): unknown {
+  return path.startsWith('event.') || path.startsWith('data.') ? valueAtPath({ event: { data }, data }, path) : valueAtPath(data, path);
+}
+
+/**
+ * The key a JSON path picks out of an event's data, as text (WIRE-PROTOCOL.md 5.3 `debounce.key`),
+ * read by {@link valueAtEventDataPath}. A string is itself, another value its JSON; nothing → `''`.
  */
 export function eventDataKey(data: unknown, path: string): string {
-  const value = path.startsWith('event.') || path.startsWith('data.')
-    ? valueAtPath({ event: { data }, data }, path)
-    : valueAtPath(data, path);
+  const value = valueAtEventDataPath(data, path);
   if (value === undefined || value === null) return '';
   return typeof value === 'string' ? value : JSON.stringify(value);
 }

@@ -297,7 +297,7 @@ export class PushDispatcher implements DispatchAtOnce {
       // Every connection of the policy's keep-alive Agent is checked against the allow-list.
       const { statusCode, text } = await postPush(this.endpoints.dispatcher, url, headers, body, timeoutMs);
       if (statusCode !== 200) return failure(`push endpoint answered ${statusCode}: ${text.slice(0, 300)}`, true);
-      return fromPushResponse(JSON.parse(text) as PushResponse);
+      return fromPushAnswer(text);
     } catch (err) {
       if ((err as Error)?.name === 'TimeoutError') {
         return { kind: 'failed', error: { message: `push endpoint did not answer within the function's timeout of ${timeoutMs} ms`, code: RUN_ERROR_CODES.FUNCTION_TIMED_OUT, retryable: true } };
@@ -315,8 +315,22 @@ function failure(message: string, retryable: boolean, code: string = RUN_ERROR_C
   return { kind: 'failed', error: { message, code, retryable } };
 }
 
-/** Maps the endpoint's answer (2.3) to a report; anything else is a dispatch failure. */
-export function fromPushResponse(body: PushResponse): SegmentReport {
+/**
+ * Maps the text of an endpoint's 200 answer to a report: a PushResponse (2.3) to its outcome; a
+ * body that is not JSON, or JSON without a PushResponse status, to a retryable
+ * `PUSH_DISPATCH_FAILED` that says which and shows the body's first 300 characters.
+ */
+export function fromPushAnswer(text: string): SegmentReport {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return failure(`push endpoint answered 200 with a body that is not JSON: ${text === '' ? '(empty)' : text.slice(0, 300)}`, true);
+  }
+  return fromPushResponse(body as PushResponse, text);
+}
+
+function fromPushResponse(body: PushResponse, text: string): SegmentReport {
   const steps = Array.isArray(body?.steps) ? body.steps : [];
   const sentAt = parseSentAt(body?.sent_at);
   const base = { steps, ...(sentAt !== undefined ? { sentAt } : {}) };
@@ -328,6 +342,6 @@ export function fromPushResponse(body: PushResponse): SegmentReport {
     case 'yielded':
       return { ...base, kind: 'yielded', yield: body.yield };
     default:
-      return failure(`push endpoint answered an unknown status ${JSON.stringify((body as { status?: unknown })?.status)}`, true);
+      return failure(`push endpoint answered 200 without a PushResponse status ("completed", "yielded" or "failed"): ${text.slice(0, 300)}`, true);
   }
 }

@@ -53,7 +53,7 @@ export type Handler<TData = unknown, TResult = unknown> = (ctx: HandlerContext<T
  *   (3, 1000, 2, 300000) apply to fields left out.
  * - `timeoutMs`: whole-invocation timeout enforced by the engine (default 600000 there).
  * - `stepTimeoutMs`: default timeout of each `step.run` (none by default); enforced in the SDK.
- * - `concurrency`: `{limit, key?}` (key is a JSON path into the event).
+ * - `concurrency`: `{limit, key?}` (key is a path into the event data: `customerId`, `data.customerId` or `event.data.customerId`).
  * - `cancelOn`: `[{event, match?, if?}]`: an event that cancels a running run (`if`: a CEL condition over `event` and `async`).
  * - `debounce`: `{periodMs (≥ 1000), key?, maxWaitMs? (≥ periodMs)}`: events of one key start one
  *   run, with the last of them, once `periodMs` passed without another (or `maxWaitMs` after the

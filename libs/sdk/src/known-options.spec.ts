@@ -1,4 +1,5 @@
 import { createClient } from './client';
+import { serve } from './serve';
 import { createWorker } from './worker-factory';
 
 describe('unknown options are refused by name, not replaced by defaults', () => {
@@ -48,5 +49,20 @@ describe('unknown options are refused by name, not replaced by defaults', () => 
     expect(() => createWorker({ transport: 'stream', functions: [], pollIntervalMs: 5, handleSignals: false } as never)).toThrow(
       expect.objectContaining({ code: 'VALIDATION_ERROR', message: 'createStreamWorker: unknown option(s), not options of this SDK: pollIntervalMs' }),
     );
+  });
+
+  it('createWorker refuses a transport it does not have (it built a REST worker for "grpc")', () => {
+    for (const transport of ['grpc', 'Stream', '']) {
+      expect(() => createWorker({ transport, functions: [], handleSignals: false } as never)).toThrow(
+        expect.objectContaining({ code: 'VALIDATION_ERROR', message: `createWorker: transport is "rest" (the default) or "stream", not ${JSON.stringify(transport)}` }),
+      );
+    }
+  });
+
+  it('serve: a misspelt signingKey is an error, not an endpoint that skips the signature check', () => {
+    expect(() => serve({ functions: [], signingkey: 'a-signing-key-of-16+' } as never)).toThrow(
+      expect.objectContaining({ code: 'VALIDATION_ERROR', message: 'serve: unknown option(s), not options of this SDK: signingkey' }),
+    );
+    expect(typeof serve({ functions: [], signingKey: 'a-signing-key-of-16+', skipVerification: false, env: 'e' })).toBe('function');
   });
 });

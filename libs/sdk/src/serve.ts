@@ -4,6 +4,7 @@ import { IronflowFunction, indexFunctions } from './function';
 import { SIGNATURE_HEADER, verifyPushSignature } from './signature';
 import { ENVIRONMENT_HEADER, resolveEnvironment } from './settings';
 import { checkPushRequest } from './wire-validation';
+import { refuseUnknownOptions } from './known-options';
 
 /**
  * Options of {@link serve}.
@@ -19,6 +20,9 @@ export interface ServeOptions {
   skipVerification?: boolean;
   env?: string;
 }
+
+/** The keys of {@link ServeOptions}: any other is refused (a misspelt `signingKey` would leave the signature unchecked). */
+const SERVE_OPTION_KEYS: ReadonlySet<string> = new Set(['functions', 'signingKey', 'skipVerification', 'env'] satisfies (keyof ServeOptions)[]);
 
 class HttpError extends Error {
   constructor(
@@ -55,13 +59,15 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
  * - 500 `INTERNAL_ERROR` for an unexpected failure of the wrapper.
  * Error bodies are `{"error": {"message", "code"}}`.
  *
- * Throws `IronflowError` (`VALIDATION_ERROR`) at once when two functions share an id.
+ * Throws `IronflowError` (`VALIDATION_ERROR`) at once when two functions share an id, or for an
+ * option `ServeOptions` does not have.
  * Use with {@link listen}, `http.createServer(serve({...}))` (then raise the server's
  * `keepAliveTimeout` above your push client's idle timeout, as `listen` does: see
  * {@link SERVE_KEEP_ALIVE_MS}), or mount on any framework that hands over Node's raw
  * request/response (the body must not have been consumed).
  */
 export function serve(options: ServeOptions): RequestListener {
+  refuseUnknownOptions('serve', options, SERVE_OPTION_KEYS);
   const functions = indexFunctions(options.functions);
   const configuredKey = options.signingKey ?? process.env.IRONFLOW_SIGNING_KEY;
   const signingKey = options.skipVerification || configuredKey === '' ? undefined : configuredKey;

@@ -38,8 +38,8 @@ export interface RunStepOptions {
 /**
  * Options of `step.waitForEvent`.
  * - `event`: event name to wait for (non-empty; sent trimmed).
- * - `match`: JSON path (e.g. `"data.requestId"`): the awaited event's value there must equal the
- *   triggering event's.
+ * - `match`: a path into the event data (`"data.requestId"`, `"event.data.requestId"` or
+ *   `"requestId"`): the awaited event's value there must equal the triggering event's.
  * - `timeout`: ms (must be finite and > 0; sent as the largest whole unit, floored: 90000 → "1m")
  *   or a duration string (`"36h"`; sent as is once it parses to more than 0 ms, else
  *   `INVALID_STEP`). Default `"7d"`.

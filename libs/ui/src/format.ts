@@ -1,10 +1,13 @@
 import { h } from './dom.js';
 
+/** The browser's time format with milliseconds, placed where the locale puts fractional seconds (`10:52:50.018 PM`). */
+const TIME_TO_MS: Intl.DateTimeFormatOptions = { hour: 'numeric', minute: '2-digit', second: '2-digit', fractionalSecondDigits: 3 };
+
 /** A timestamp as local date and time to the millisecond; `—` when absent. */
 export function time(iso: string | undefined): string {
   if (!iso) return '—';
   const d = new Date(iso);
-  return Number.isNaN(d.getTime()) ? iso : `${d.toLocaleDateString()} ${d.toLocaleTimeString()}.${String(d.getMilliseconds()).padStart(3, '0')}`;
+  return Number.isNaN(d.getTime()) ? iso : `${d.toLocaleDateString()} ${d.toLocaleTimeString(undefined, TIME_TO_MS)}`;
 }
 
 /** A duration in ms as `850 ms`, `4.2 s`, `3 min 5 s`. */

@@ -26,13 +26,13 @@ describe.each(STORES)('waitForEvent correlations [%s]', (dialect) => {
   const openFor = (eventName: string) =>
     t.db.store.unitOfWork('test.openCorrelations', (tx) => correlationsSql.listOpenCorrelations(tx, SCOPE.project, SCOPE.env, eventName));
 
-  async function waitingForPayment(orderId: string): Promise<string> {
+  async function waitingForPayment(orderId: string, match = 'data.orderId'): Promise<string> {
     const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: { orderId } });
     const job = await pollAndAck(t);
     expect(job.run_id).toBe(runIds[0]);
     await t.engine.pull.update(WORKER, job.job_id, fenced(job, {
       status: 'yielded',
-      yield: { type: 'wait_for_event', step_id: stepId(runIds[0], 'paid'), event_filter: { event: 'order.paid', match: 'data.orderId', timeout: '1m' } },
+      yield: { type: 'wait_for_event', step_id: stepId(runIds[0], 'paid'), event_filter: { event: 'order.paid', match, timeout: '1m' } },
     }));
     expect((await readRun(t, runIds[0])).status).toBe('waiting');
     return runIds[0];
@@ -43,6 +43,15 @@ describe.each(STORES)('waitForEvent correlations [%s]', (dialect) => {
     expect((await openFor('order.paid')).map((c) => c.runId)).toEqual([runId]);
     await t.engine.api.trigger(SCOPE, { event: 'order.paid', data: { orderId: 'A' } });
     expect(await openFor('order.paid')).toEqual([]);
+  });
+
+  it.each(['orderId', 'event.data.orderId'])('a match path %s reads the data as `data.orderId` does: the event of its order satisfies the wait, another order\'s does not', async (match) => {
+    const runA = await waitingForPayment('A', match);
+    const runB = await waitingForPayment('B', match);
+    await t.engine.api.trigger(SCOPE, { event: 'order.paid', data: { orderId: 'A' } });
+    expect((await readRun(t, runA)).status).toBe('waiting_for_capacity');
+    expect((await readRun(t, runB)).status).toBe('waiting');
+    expect((await openFor('order.paid')).map((c) => c.runId)).toEqual([runB]);
   });
 
   it('a wait that timed out fails its run with EVENT_WAIT_TIMED_OUT and closes its correlation', async () => {

@@ -4,11 +4,13 @@ import { EngineError, RegisterFunctionInput, RunStatus } from '@ironflow/contrac
 import { EngineRuntime } from '../runtime/engine-runtime';
 import { ENGINE_RUNTIME } from '../runtime/tokens';
 import { parseJsonBody } from '../http/json-body';
+import { refuseUnknownKeys } from '../http/refuse-unknown-keys';
 import { scopeOf } from '../http/scope';
 
 /**
  * REST routes of the client API (WIRE-PROTOCOL.md 5.6): functions, events, runs. Bodies are JSON;
- * errors are `{"code","message"}` with the code's HTTP status.
+ * errors are `{"code","message"}` with the code's HTTP status. A query parameter a route does not
+ * read (every one, on the routes other than the two lists) is `VALIDATION_ERROR` naming it.
  */
 @Controller('api/v1')
 export class RestController {
@@ -16,26 +18,30 @@ export class RestController {
 
   /** → `{functions: Function[]}` */
   @Get('functions')
-  async listFunctions(@Req() req: Request) {
+  async listFunctions(@Req() req: Request, @Query() q: Record<string, unknown>) {
+    refuseUnknownKeys('unknown query parameter(s)', q, []);
     return { functions: await this.runtime.engine.api.listFunctions(scopeOf(req)) };
   }
 
   /** Body: a function definition (`id`, `mode`, `endpointUrl`, `triggers`, `retry`…) → `{function, created}`. */
   @Post('functions')
-  async registerFunction(@Req() req: Request, @Body() body: Buffer) {
+  async registerFunction(@Req() req: Request, @Body() body: Buffer, @Query() q: Record<string, unknown>) {
+    refuseUnknownKeys('unknown query parameter(s)', q, []);
     return this.runtime.engine.api.registerFunction(scopeOf(req), parseJsonBody<RegisterFunctionInput>(body));
   }
 
   /** Body: `{name, data, idempotencyKey?, version?, metadata?}` → `{eventId, runIds}`; any other key → `VALIDATION_ERROR` naming it. */
   @Post('events')
-  async emit(@Req() req: Request, @Body() body: Buffer) {
+  async emit(@Req() req: Request, @Body() body: Buffer, @Query() q: Record<string, unknown>) {
+    refuseUnknownKeys('unknown query parameter(s)', q, []);
     const input = parseJsonBody<{ name?: unknown; data?: unknown; idempotencyKey?: unknown; idempotency_key?: unknown; version?: unknown; metadata?: unknown }>(body);
     refuseUnknownKeys('unknown field(s)', input, EMIT_FIELDS);
-    if (typeof input.name !== 'string') throw new EngineError('VALIDATION_ERROR', 'name: the event name is required');
+    // Checked here, not only by the engine, whose message names Trigger's field (`event`).
+    if (typeof input.name !== 'string' || input.name.trim() === '') throw new EngineError('VALIDATION_ERROR', 'name: the event name is required (a non-empty string)');
     if (input.data !== undefined && (input.data === null || typeof input.data !== 'object' || Array.isArray(input.data))) {
       throw new EngineError('VALIDATION_ERROR', 'data: a JSON object (as Trigger takes it)');
     }
-    const key = input.idempotencyKey ?? input.idempotency_key;
+    const key = eitherName(input, 'idempotencyKey', 'idempotency_key');
     if (key !== undefined && typeof key !== 'string') throw new EngineError('VALIDATION_ERROR', 'idempotencyKey: a string');
     return this.runtime.engine.api.trigger(scopeOf(req), {
       event: input.name,
@@ -74,17 +80,19 @@ export class RestController {
   }
 
   @Get('runs/:id')
-  async getRun(@Req() req: Request, @Param('id') id: string) {
+  async getRun(@Req() req: Request, @Param('id') id: string, @Query() q: Record<string, unknown>) {
+    refuseUnknownKeys('unknown query parameter(s)', q, []);
     return this.runtime.engine.api.getRun(scopeOf(req), id);
   }
 
   /** Body: `{run_id, from_step?}` (WIRE-PROTOCOL.md 5.6) → the run. Resumes a paused run; `from_step` and any other key are refused. */
   @Post('runs/resume')
-  async resumeRun(@Req() req: Request, @Body() body: Buffer) {
+  async resumeRun(@Req() req: Request, @Body() body: Buffer, @Query() q: Record<string, unknown>) {
+    refuseUnknownKeys('unknown query parameter(s)', q, []);
     const input = parseJsonBody<{ run_id?: unknown; runId?: unknown; from_step?: unknown; fromStep?: unknown }>(body);
     refuseUnknownKeys('unknown field(s)', input, ['run_id', 'runId', 'from_step', 'fromStep']);
-    const runId = input.run_id ?? input.runId;
-    const fromStep = input.from_step ?? input.fromStep;
+    const runId = eitherName(input, 'run_id', 'runId');
+    const fromStep = eitherName(input, 'from_step', 'fromStep');
     if (typeof runId !== 'string') throw new EngineError('VALIDATION_ERROR', 'run_id: a run id is required');
     if (fromStep !== undefined && typeof fromStep !== 'string') throw new EngineError('VALIDATION_ERROR', 'from_step: a string');
     return this.runtime.engine.api.resumeRun(scopeOf(req), runId, fromStep || undefined);
@@ -92,7 +100,8 @@ export class RestController {
 
   /** → `{steps, history, children}` */
   @Get('runs/:id/steps')
-  async getRunSteps(@Req() req: Request, @Param('id') id: string) {
+  async getRunSteps(@Req() req: Request, @Param('id') id: string, @Query() q: Record<string, unknown>) {
+    refuseUnknownKeys('unknown query parameter(s)', q, []);
     return this.runtime.engine.api.getRunSteps(scopeOf(req), id);
   }
 }
@@ -104,14 +113,20 @@ function queryParam(q: Record<string, unknown>, key: string): string | undefined
   throw new EngineError('VALIDATION_ERROR', `${key}: one value is expected`);
 }
 
+/**
+ * A body key the route takes under two names (`idempotencyKey` / `idempotency_key`): the one given,
+ * or `VALIDATION_ERROR` naming both when both are given with different values (one would be dropped).
+ */
+function eitherName(input: Record<string, unknown>, first: string, second: string): unknown {
+  const [a, b] = [input[first], input[second]];
+  if (a !== undefined && b !== undefined && JSON.stringify(a) !== JSON.stringify(b)) {
+    throw new EngineError('VALIDATION_ERROR', `${first} and ${second}: two values for one key (${JSON.stringify(a)}, ${JSON.stringify(b)}): give one`);
+  }
+  return a ?? b;
+}
+
 /** The keys `POST /api/v1/events` acts on (WIRE-PROTOCOL.md 5.6, plus `version` and `metadata`). */
 const EMIT_FIELDS = ['name', 'data', 'idempotencyKey', 'idempotency_key', 'version', 'metadata'];
-
-/** Refuses, with `VALIDATION_ERROR` naming each, the keys of `input` not in `known`: what a route does not act on is not silently dropped. */
-function refuseUnknownKeys(what: string, input: Record<string, unknown>, known: readonly string[]): void {
-  const unknown = Object.keys(input).filter((k) => !known.includes(k));
-  if (unknown.length > 0) throw new EngineError('VALIDATION_ERROR', `${what}: ${unknown.join(', ')} (this route takes ${known.join(', ')})`);
-}
 
 /** The `limit` query parameter: absent, or a whole number ≥ 1 (`VALIDATION_ERROR` otherwise; the engine caps a page at 500). */
 function limitParam(q: Record<string, unknown>): number | undefined {

@@ -5,6 +5,7 @@ import { workersSql } from '@ironflow/store';
 import { EngineRuntime } from '../runtime/engine-runtime';
 import { ENGINE_RUNTIME } from '../runtime/tokens';
 import { parseJsonBody } from '../http/json-body';
+import { refuseUnknownKeys } from '../http/refuse-unknown-keys';
 import { scopeOf } from '../http/scope';
 
 /**
@@ -13,13 +14,15 @@ import { scopeOf } from '../http/scope';
  * the live execution's fence gets `409 STALE_EXECUTION`, one for a run no longer running
  * `409 RUN_NOT_RUNNING`. Every route needs the API key when keys are required (`ApiKeyGuard`);
  * a worker is found only in its key's project and env, and a report is authorized by its fence.
+ * A query parameter other than the poll's `available` is `VALIDATION_ERROR` naming it.
  */
 @Controller('api/v1/workers')
 export class WorkersController {
   constructor(@Inject(ENGINE_RUNTIME) private readonly runtime: EngineRuntime) {}
 
   @Get()
-  async list(@Req() req: Request) {
+  async list(@Req() req: Request, @Query() q: Record<string, unknown>) {
+    refuseUnknownKeys('unknown query parameter(s)', q, []);
     const { project, env } = scopeOf(req);
     const workers = await this.runtime.store.read('listWorkers', (tx) => workersSql.listWorkers(tx, project, env));
     return { workers: workers.map((w) => ({ id: w.id, functionIds: w.functionIds, maxConcurrentJobs: w.maxConcurrentJobs, hostname: w.hostname, labels: w.labels, lastSeenAt: new Date(w.lastSeenAt).toISOString() })) };
@@ -27,7 +30,8 @@ export class WorkersController {
 
   @Post(':workerId/register')
   @HttpCode(200)
-  async register(@Req() req: Request, @Param('workerId') workerId: string, @Body() body: Buffer) {
+  async register(@Req() req: Request, @Param('workerId') workerId: string, @Body() body: Buffer, @Query() q: Record<string, unknown>) {
+    refuseUnknownKeys('unknown query parameter(s)', q, []);
     await this.runtime.engine.pull.register(scopeOf(req), workerId, parseJsonBody<WorkerRegisterBody>(body));
     // A third of the lease, at most the SDK's 30 s: a short lease needs more frequent heartbeats.
     return { worker_id: workerId, heartbeat_interval_ms: Math.min(30_000, Math.floor(this.runtime.settings.leaseMs / 3)) };
@@ -36,33 +40,38 @@ export class WorkersController {
   /** R3 → `{ok: true, jobs: [{job_id, state: "refreshed" | "lost"}]}`, one entry per listed job (ours; the SDK ignores the body). */
   @Post(':workerId/heartbeat')
   @HttpCode(200)
-  async heartbeat(@Req() req: Request, @Param('workerId') workerId: string, @Body() body: Buffer) {
+  async heartbeat(@Req() req: Request, @Param('workerId') workerId: string, @Body() body: Buffer, @Query() q: Record<string, unknown>) {
+    refuseUnknownKeys('unknown query parameter(s)', q, []);
     const { jobs } = await this.runtime.engine.pull.heartbeat(workerId, parseJsonBody<WorkerHeartbeatBody>(body), scopeOf(req));
     return { ok: true, jobs };
   }
 
   @Get(':workerId/jobs')
-  async poll(@Req() req: Request, @Param('workerId') workerId: string, @Query('available') available: unknown, @Res() res: Response) {
-    const jobs = await this.runtime.engine.pull.poll(workerId, availableParam(available), scopeOf(req));
+  async poll(@Req() req: Request, @Param('workerId') workerId: string, @Query() q: Record<string, unknown>, @Res() res: Response) {
+    refuseUnknownKeys('unknown query parameter(s)', q, ['available']);
+    const jobs = await this.runtime.engine.pull.poll(workerId, availableParam(q.available), scopeOf(req));
     if (jobs.length === 0) res.status(204).end();
     else res.status(200).json({ jobs });
   }
 
   @Put(':workerId/jobs/:jobId/ack')
-  async ack(@Param('workerId') workerId: string, @Param('jobId') jobId: string, @Body() body: Buffer) {
+  async ack(@Param('workerId') workerId: string, @Param('jobId') jobId: string, @Body() body: Buffer, @Query() q: Record<string, unknown>) {
+    refuseUnknownKeys('unknown query parameter(s)', q, []);
     await this.runtime.engine.pull.ack(workerId, jobId, parseJsonBody<JobAckBody>(body));
     return { ok: true };
   }
 
   /** Ours: the worker gives a job back (it is stopping); body: the fence, as on R6. → `{ok: true}`; 409 when not its live job. */
   @Put(':workerId/jobs/:jobId/release')
-  async release(@Param('workerId') workerId: string, @Param('jobId') jobId: string, @Body() body: Buffer) {
+  async release(@Param('workerId') workerId: string, @Param('jobId') jobId: string, @Body() body: Buffer, @Query() q: Record<string, unknown>) {
+    refuseUnknownKeys('unknown query parameter(s)', q, []);
     await this.runtime.engine.pull.release(workerId, jobId, parseJsonBody<JobAckBody>(body));
     return { ok: true };
   }
 
   @Put(':workerId/jobs/:jobId')
-  async update(@Param('workerId') workerId: string, @Param('jobId') jobId: string, @Body() body: Buffer) {
+  async update(@Param('workerId') workerId: string, @Param('jobId') jobId: string, @Body() body: Buffer, @Query() q: Record<string, unknown>) {
+    refuseUnknownKeys('unknown query parameter(s)', q, []);
     const result = await this.runtime.engine.pull.update(workerId, jobId, parseJsonBody<JobUpdateBody>(body));
     return { ok: true, effect: result.effect, status: result.run.status };
   }

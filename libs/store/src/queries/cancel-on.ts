@@ -88,8 +88,9 @@ export async function listMatchPaths(tx: Tx, keys: SpecKey[]): Promise<Map<strin
 /**
  * Runs whose specs an event named `eventName` matches (the live match), given the distinct
  * `match` paths of that name's specs (`paths`, from {@link listMatchPaths}): for each path,
- * `valueAt(path)` gives the JSON text of the event's value there, and a spec matches when the
- * run's value is the same text; a spec without a path matches any event of the name. With
+ * `valueAt(path)` gives the JSON text of the event's value there (`null` when it has none: no
+ * spec of that path matches), and a spec matches when the run's value is the same text; a spec
+ * without a path matches any event of the name. With
  * `createdUpTo` (store clock ms), only runs whose specs were written by then (the reconcile: runs
  * the event could have cancelled live or by its replay). Returns the runs, sorted by id, each with
  * its matched specs' conditions.
@@ -100,13 +101,16 @@ export async function listMatchingRuns(
   env: string,
   eventName: string,
   paths: (string | null)[],
-  valueAt: (path: string) => string,
+  valueAt: (path: string) => string | null,
   createdUpTo?: number,
 ): Promise<MatchedRun[]> {
   const bound = createdUpTo === undefined ? '' : ' AND created_at <= $4';
   const bounded = createdUpTo === undefined ? [] : [createdUpTo];
   const runs = new Map<string, (string | null)[]>();
   for (const path of paths) {
+    const value = path === null ? null : valueAt(path);
+    // An event without a value at the path matches no spec of that path.
+    if (path !== null && value === null) continue;
     const rows = path === null
       ? await tx.query<{ run_id: string; condition: string | null }>(
         `SELECT run_id, condition FROM cancel_on_specs WHERE project = $1 AND env = $2 AND event_name = $3 AND match_path IS NULL${bound}`,
@@ -114,7 +118,7 @@ export async function listMatchingRuns(
       )
       : await tx.query<{ run_id: string; condition: string | null }>(
         `SELECT run_id, condition FROM cancel_on_specs WHERE project = $1 AND env = $2 AND event_name = $3${bound} AND match_path = $${4 + bounded.length} AND match_value = $${5 + bounded.length}`,
-        [project, env, eventName, ...bounded, path, valueAt(path)],
+        [project, env, eventName, ...bounded, path, value],
       );
     for (const r of rows) {
       const id = String(r.run_id);

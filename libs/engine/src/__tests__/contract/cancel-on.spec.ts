@@ -35,8 +35,8 @@ describe.each(STORES)('cancel_on [%s]', (dialect) => {
     return runIds[0];
   }
 
-  async function registerOrderProcess(condition?: string): Promise<void> {
-    const spec = { event: 'order.cancelled', match: 'data.orderId', ...(condition ? { if: condition } : {}) };
+  async function registerOrderProcess(condition?: string, match = 'data.orderId'): Promise<void> {
+    const spec = { event: 'order.cancelled', match, ...(condition ? { if: condition } : {}) };
     await t.engine.api.registerFunction(t.scope, { id: 'order.process', mode: 'pull', triggers: [{ event: 'order.placed' }], cancelOn: [spec] });
     await t.engine.pull.register(t.scope, 'w1', { worker_id: 'w1', function_ids: ['order.process'] });
   }
@@ -62,6 +62,31 @@ describe.each(STORES)('cancel_on [%s]', (dialect) => {
     await emitCancel(t, 'A');
     await drain();
     expect(await metricValue(t.engine, 'ironflow_run_outcomes_total', { status: 'cancelled' })).toBe(1);
+  });
+
+  it('a bare match path (`orderId`) reads the data as `data.orderId` does, live and on replay; a value missing on either side matches nothing', async () => {
+    await registerOrderProcess(undefined, 'orderId');
+    const runA = await sleepingOrder('A');
+    const runB = await sleepingOrder('B');
+    const { runIds: [noOrder] } = await t.engine.api.trigger(t.scope, { event: 'order.placed', data: { customer: 'Ada' } });
+    await waitForAdmission(t, noOrder);
+    await emitCancel(t, 'A');
+    await drain();
+    expect(await readRun(t, runA)).toMatchObject({ status: 'cancelled' });
+    expect(await readRun(t, runB)).toMatchObject({ status: 'waiting' });
+    expect(await readRun(t, noOrder)).toMatchObject({ status: 'waiting_for_capacity' });
+    // A cancel event without the field cancels neither a run with it nor one without it.
+    await t.engine.api.trigger(t.scope, { event: 'order.cancelled', data: { reason: 'none given' } });
+    await drain();
+    expect(await readRun(t, runB)).toMatchObject({ status: 'waiting' });
+    expect(await readRun(t, noOrder)).toMatchObject({ status: 'waiting_for_capacity' });
+    // The replay of a new run applies the same rules: C's earlier cancel cancels it; the field-less event cancels no field-less run.
+    await emitCancel(t, 'C');
+    const { runIds: [runC] } = await t.engine.api.trigger(t.scope, { event: 'order.placed', data: { orderId: 'C' } });
+    const { runIds: [noOrder2] } = await t.engine.api.trigger(t.scope, { event: 'order.placed', data: {} });
+    await drain();
+    expect(await readRun(t, runC)).toMatchObject({ status: 'cancelled' });
+    expect(await readRun(t, noOrder2)).toMatchObject({ status: 'waiting_for_capacity', held: false });
   });
 
   it('a cancel event that came before the run existed is replayed when a trigger creates it: the run is cancelled before any dispatch', async () => {
