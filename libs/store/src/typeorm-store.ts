@@ -165,19 +165,31 @@ async function openSqlite(options: StoreOptions): Promise<DataSource> {
     database: path === '' ? ':memory:' : path,
     migrations: MIGRATIONS,
     migrationsTableName: 'ironflow_migrations',
-    prepareDatabase: (db: { pragma(s: string): unknown; exec(sql: string): unknown }) => {
-      // The file-lock wait first: switching to WAL is the first pragma to take the lock.
-      db.pragma(`busy_timeout = ${options.exclusive ? 500 : 5000}`);
-      if (options.exclusive) db.pragma('locking_mode = EXCLUSIVE');
-      db.pragma('journal_mode = WAL');
-      db.pragma('foreign_keys = OFF');
-      // EXCLUSIVE locking keeps a lock once taken, but a shared one until the first write: the
-      // exclusive lock is taken here, whether or not opening writes (migrations), and kept.
-      if (options.exclusive) db.exec('BEGIN EXCLUSIVE; COMMIT');
+    prepareDatabase: (db: { pragma(s: string): unknown; exec(sql: string): unknown; close(): unknown }) => {
+      try {
+        // The file-lock wait first: switching to WAL is the first pragma to take the lock.
+        db.pragma(`busy_timeout = ${options.exclusive ? 500 : 5000}`);
+        if (options.exclusive) db.pragma('locking_mode = EXCLUSIVE');
+        db.pragma('journal_mode = WAL');
+        db.pragma('foreign_keys = OFF');
+        // EXCLUSIVE locking keeps a lock once taken, but a shared one until the first write: the
+        // exclusive lock is taken here, whether or not opening writes (migrations), and kept.
+        if (options.exclusive) db.exec('BEGIN EXCLUSIVE; COMMIT');
+      } catch (err) {
+        // TypeORM drops the connection it was preparing: closed here, or its file stays open (and
+        // SQLite's lock state for the file's inode with it, which a later file reusing the inode meets).
+        db.close();
+        throw err;
+      }
     },
   });
   await ds.initialize();
-  await ds.runMigrations({ transaction: 'each' });
+  try {
+    await ds.runMigrations({ transaction: 'each' });
+  } catch (err) {
+    await ds.destroy();
+    throw err;
+  }
   return ds;
 }
 

@@ -13,3 +13,4 @@ export * from './blocking-audit-sink';
 export * from './outcome-watch';
 export * from './service-processes';
 export * from './row-locker';
+export * from './sqlite-open-elsewhere';

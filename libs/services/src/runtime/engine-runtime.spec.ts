@@ -3,8 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CallScope } from '@ironflow/contracts';
 import { EngineLogger, LogFields } from '@ironflow/observability';
-import { openStore } from '@ironflow/store';
-import { waitFor } from '@ironflow/testing';
+import { openSqliteElsewhere, waitFor } from '@ironflow/testing';
 import { EngineRuntime } from './engine-runtime';
 import { loadSettings } from './settings';
 
@@ -127,7 +126,10 @@ describe('EngineRuntime.open: leases a killed process left [sqlite]', () => {
 
   it('while an exclusive open holds the file, a second open of it fails (the premise of the expiry)', async () => {
     const first = await open(true);
-    await expect(openStore({ url, exclusive: true })).rejects.toThrow(/locked|busy/i);
+    expect(await openSqliteElsewhere(url.replace(/^sqlite:/, ''))).toMatch(/locked|busy/i);
     expect(first.store.dialect).toBe('sqlite');
+    await first.close();
+    opened.splice(0);
+    expect(await openSqliteElsewhere(url.replace(/^sqlite:/, ''))).toBe('opened');
   });
 });
