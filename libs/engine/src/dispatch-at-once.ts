@@ -80,12 +80,12 @@ export async function claimAtOnce(r: EngineResources, tx: Tx, fn: FunctionRecord
  * {@link claimAtOnce}: a push run of a function (`fn`, as `tx` read it) that declares no secrets
  * and has an endpoint, its lane with room. The caller's unit has found the instance thawed.
  * Inserts its lease as a dispatcher's claim does, on PostgreSQL in the claiming statement, and
- * loads its segment (on PostgreSQL from that statement's rows). Null when nothing was written: the caller queues the run as it would have.
+ * loads its segment (on PostgreSQL from that statement's rows). Null when nothing was written:
+ * the caller queues the run as it would have.
  */
 export async function claimWaitEndAtOnce(r: EngineResources, tx: Tx, fn: FunctionRecord, run: RunRecord, from: runsSql.ClaimAtOnceFrom): Promise<Segment | null> {
   if (!claimableAtOnce(run, fn)) return null;
-  const lease = { holder: r.config.nodeId, lane: runsSql.laneOf(run.functionId, run.concurrencyKey), expiresAt: tx.now + r.config.leaseMs, deadlineAt: tx.now + fn.definition.timeoutMs };
-  const claimed = await runsSql.claimRunAtOnce(tx, run, from, () => randomUUID(), lease);
+  const claimed = await runsSql.claimRunAtOnce(tx, run, from, () => randomUUID(), leaseOfClaim(r, tx, fn, run));
   return claimed && loadSegment(tx, claimed);
 }
 
@@ -93,8 +93,13 @@ function claimableAtOnce(run: RunRecord, fn: FunctionRecord): boolean {
   return run.mode === 'push' && (fn.definition.secrets?.length ?? 0) === 0 && !!fn.definition.endpointUrl;
 }
 
-/** The lease of an execution claimed at once: this node's, the function's timeout as its deadline. */
+/** The lease of an execution of `run` claimed at once: this node's, in the run's lane, the function's timeout as its deadline. */
+function leaseOfClaim(r: EngineResources, tx: Tx, fn: FunctionRecord, run: RunRecord): runsSql.LeaseOfClaim {
+  return { holder: r.config.nodeId, lane: runsSql.laneOf(run.functionId, run.concurrencyKey), expiresAt: tx.now + r.config.leaseMs, deadlineAt: tx.now + fn.definition.timeoutMs };
+}
+
+/** Inserts the lease of `claimed`, an execution claimed at once ({@link leaseOfClaim}). */
 async function leaseAtOnce(r: EngineResources, tx: Tx, fn: FunctionRecord, claimed: RunRecord): Promise<void> {
-  const lane = runsSql.laneOf(claimed.functionId, claimed.concurrencyKey);
-  await leasesSql.insertLease(tx, claimed.id, claimed.executionSeq, r.config.nodeId, lane, tx.now + r.config.leaseMs, tx.now + fn.definition.timeoutMs);
+  const { holder, lane, expiresAt, deadlineAt } = leaseOfClaim(r, tx, fn, claimed);
+  await leasesSql.insertLease(tx, claimed.id, claimed.executionSeq, holder, lane, expiresAt, deadlineAt);
 }

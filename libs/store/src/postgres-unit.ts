@@ -21,8 +21,8 @@ interface LazyBegin {
  * the dispatcher a few % of its CPU; TypeORM keeps the pool, the migrations and SQLite). A
  * transactional unit's BEGIN is sent with its first statement, in one round trip with the unit's
  * lock limit (`SET LOCAL lock_timeout`) and with that statement too when it has no parameters (the
- * instance authority's `FOR SHARE` read that begins a wake or an admission); a unit that runs no statement sends neither BEGIN nor
- * COMMIT. A statement with parameters runs as a named prepared statement once its text is known
+ * instance authority's `FOR SHARE` read that begins a wake or an admission); a unit that runs no
+ * statement sends neither BEGIN nor COMMIT. A statement with parameters runs as a named prepared statement once its text is known
  * ({@link PreparedStatementNames}). Errors: a lock wait past the limit rejects with
  * `LockTimeoutError` (the unit's limit, else `lockTimeoutMs`, the connections' own); a data
  * exception (SQLSTATE class 22) with `VALIDATION_ERROR`; others as the driver raised them. The
