@@ -1,6 +1,13 @@
 import { Tx } from '../tx';
 
 /**
+ * How a lease insert treats a lease its run already has (an earlier execution's): the new one
+ * replaces it. Shared by every statement that inserts a lease.
+ */
+export const LEASE_REPLACED = `ON CONFLICT (run_id) DO UPDATE SET execution_seq = excluded.execution_seq, holder = excluded.holder,
+       lane = excluded.lane, expires_at = excluded.expires_at, deadline_at = excluded.deadline_at`;
+
+/**
  * Inserts the lease of a claimed execution (DESIGN.md "Leases and fencing"): liveness
  * (`expires_at`, extended by heartbeats) and the execution's deadline (`deadline_at`, claim time +
  * the function's timeout, never extended; `null` for none).
@@ -8,8 +15,7 @@ import { Tx } from '../tx';
 export async function insertLease(tx: Tx, runId: string, executionSeq: number, holder: string, lane: string, expiresAt: number, deadlineAt: number | null = null): Promise<void> {
   await tx.execute(
     `INSERT INTO leases (run_id, execution_seq, holder, lane, expires_at, deadline_at) VALUES ($1, $2, $3, $4, $5, $6)
-     ON CONFLICT (run_id) DO UPDATE SET execution_seq = excluded.execution_seq, holder = excluded.holder,
-       lane = excluded.lane, expires_at = excluded.expires_at, deadline_at = excluded.deadline_at`,
+     ${LEASE_REPLACED}`,
     [runId, executionSeq, holder, lane, expiresAt, deadlineAt],
   );
 }
@@ -38,8 +44,7 @@ export async function insertLeases(tx: Tx, leases: NewLease[]): Promise<void> {
   await tx.execute(
     `INSERT INTO leases (run_id, execution_seq, holder, lane, expires_at, deadline_at)
      SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
-     ON CONFLICT (run_id) DO UPDATE SET execution_seq = excluded.execution_seq, holder = excluded.holder,
-       lane = excluded.lane, expires_at = excluded.expires_at, deadline_at = excluded.deadline_at`,
+     ${LEASE_REPLACED}`,
     [leases.map((l) => l.runId), leases.map((l) => l.executionSeq), leases.map((l) => l.holder), leases.map((l) => l.lane),
       leases.map((l) => l.expiresAt), leases.map((l) => l.deadlineAt)],
   );

@@ -4,7 +4,7 @@ import { Statement, placeholders } from '../sql';
 import { Tx } from '../tx';
 import { thawedForRun } from './authority';
 import { getFunction } from './functions';
-import { NewLease, insertLease } from './leases';
+import { LEASE_REPLACED, NewLease, insertLease } from './leases';
 
 /**
  * SQL over the `runs` table that never writes a terminal status: those writes live in
@@ -67,7 +67,7 @@ export async function getRunWithFunction(tx: Tx, id: string, opts: { lock?: bool
     return run && { run, fn: await getFunction(tx, run.project, run.env, run.functionId) };
   }
   const rows = await tx.query(
-    `SELECT runs.*, (SELECT row_to_json(f) FROM functions f WHERE f.project = runs.project AND f.env = runs.env AND f.id = runs.function_id) AS run_function
+    `SELECT runs.*, ${FUNCTION_OF_RUN} AS run_function
      FROM runs WHERE id = $1${opts.lock ? tx.forUpdate : ''}`,
     [id],
   );
@@ -171,8 +171,11 @@ export interface ClaimedRun extends RunRecord {
  * PostgreSQL: the columns a claim's `UPDATE … RETURNING *` adds to return the claimed run's
  * segment in the same statement (the reads of {@link SegmentRows}, each as JSON).
  */
+/** The function of the `runs` row in scope, as JSON (null when it is gone). */
+const FUNCTION_OF_RUN = `(SELECT row_to_json(f) FROM functions f WHERE f.project = runs.project AND f.env = runs.env AND f.id = runs.function_id)`;
+
 const SEGMENT_COLUMNS = `,
-       (SELECT row_to_json(f) FROM functions f WHERE f.project = runs.project AND f.env = runs.env AND f.id = runs.function_id) AS segment_function,
+       ${FUNCTION_OF_RUN} AS segment_function,
        (SELECT row_to_json(e) FROM events e WHERE e.id = runs.event_id) AS segment_event,
        (SELECT COALESCE(json_agg(s ORDER BY s.sequence, s.created_at), '[]'::json) FROM steps s WHERE s.run_id = runs.id) AS segment_steps`;
 
@@ -313,8 +316,7 @@ export async function claimRunAtOnce(tx: Tx, run: RunRecord, from: ClaimAtOnceFr
       `WITH claimed AS (${claim} RETURNING *),
        lease AS (
          INSERT INTO leases (run_id, execution_seq, holder, lane, expires_at, deadline_at) SELECT id, execution_seq, $4::text, $5::text, $6::bigint, $7::bigint FROM claimed
-         ON CONFLICT (run_id) DO UPDATE SET execution_seq = excluded.execution_seq, holder = excluded.holder,
-           lane = excluded.lane, expires_at = excluded.expires_at, deadline_at = excluded.deadline_at
+         ${LEASE_REPLACED}
        )
        SELECT runs.*${SEGMENT_COLUMNS} FROM claimed runs`,
       [run.id, newToken(), tx.now, lease.holder, lease.lane, lease.expiresAt, lease.deadlineAt],
