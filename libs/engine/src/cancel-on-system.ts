@@ -135,11 +135,12 @@ export class CancelOnSystem {
       const committed = await commitOutcome(tx, runId, { status: 'cancelled', error: cancelOnError(event) }, { kind: 'not-terminal' });
       if (!committed) return null;
       await cancelOnSql.deleteSpecsOfRun(tx, runId);
-      return { committed, awaitedChildren: await closeWaitsOfCancelled(tx, run) };
+      return { committed, held: run.held, awaitedChildren: await closeWaitsOfCancelled(tx, run) };
     });
     if (!result) return null;
     this.cancels.cancelAwaitedChildren(result.committed, result.awaitedChildren);
-    void this.announcer.announce(result.committed, 'cancel-on-event');
+    // A held run's admission may not have written its run.created row yet: the announce writes it first.
+    void this.announcer.announce(result.committed, 'cancel-on-event', { held: result.held });
     return result.committed;
   }
 

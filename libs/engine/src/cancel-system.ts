@@ -26,7 +26,7 @@ export class CancelSystem {
     const result = await unitWithLockLimit(this.r.store, 'cancelRun', this.r.config.lockLimitMs, async (tx) => {
       const run = await runsSql.getRun(tx, runId, { lock: true });
       if (!run || run.project !== scope.project || run.env !== scope.env) throw new EngineError('RUN_NOT_FOUND', `run ${runId} does not exist`);
-      if (isTerminalRunStatus(run.status)) return { run, committed: false, awaitedChildren: [] as string[] };
+      if (isTerminalRunStatus(run.status)) return { run, committed: false, held: false, awaitedChildren: [] as string[] };
       await this.r.pausePoints.reached('cancel.afterRead', runId);
       const committed = await commitOutcome(
         tx,
@@ -34,12 +34,13 @@ export class CancelSystem {
         { status: 'cancelled', error: { message: reason || 'cancelled by user', code: 'CANCELLED', retryable: false } },
         { kind: 'not-terminal' },
       );
-      if (committed) return { run: committed, committed: true, awaitedChildren: await closeWaitsOfCancelled(tx, run) };
-      return { run: (await runsSql.getRun(tx, runId))!, committed: false, awaitedChildren: [] as string[] };
+      if (committed) return { run: committed, committed: true, held: run.held, awaitedChildren: await closeWaitsOfCancelled(tx, run) };
+      return { run: (await runsSql.getRun(tx, runId))!, committed: false, held: false, awaitedChildren: [] as string[] };
     });
     this.cancelAwaitedChildren(result.run, result.awaitedChildren);
     // A user cancel's call waits for its audit row, after the frame (specification, "Audit").
-    if (result.committed) await this.announcer.announce(result.run, 'user-cancel');
+    // A held run's `run.created` row goes first (its admission may not have written it yet).
+    if (result.committed) await this.announcer.announce(result.run, 'user-cancel', { held: result.held });
     return result.run;
   }
 

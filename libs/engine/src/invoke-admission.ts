@@ -302,7 +302,8 @@ export class InvokeAdmission {
     if (!dispatched && effect.dispatched) this.hints.queued(effect.dispatched.project, effect.dispatched.env, effect.dispatched.mode);
     if (effect.resumed) this.hints.queued(effect.resumed.project, effect.resumed.env, effect.resumed.mode);
     const announced: Promise<void>[] = [];
-    if (effect.refused) announced.push(this.announcer.announce(effect.refused, 'admission-refused'));
+    // The refused run was held: on a pass or the sweep its run.created row may still be on its way.
+    if (effect.refused) announced.push(this.announcer.announce(effect.refused, 'admission-refused', { held: true }));
     if (effect.parentRefused) announced.push(this.announcer.announce(effect.parentRefused, 'admission-refused'));
     // Nobody waits on a run cancelled quietly: no frame, no audit row; a pass publishes `updated`.
     if (effect.quiet && recovery) void this.announcer.publishRunEvent(effect.quiet, 'updated');

@@ -3,6 +3,7 @@ import { subjects } from '@ironflow/bus';
 import { RunRecord, deadLettersSql } from '@ironflow/store';
 import { boundedFollowUpWrite } from './bounded-follow-up-write';
 import { EngineResources } from './resources';
+import { recordRunCreated } from './run-created-audit';
 import { toRunResultView } from './views';
 
 /** Why an outcome was committed; the audit row's cause. */
@@ -27,6 +28,12 @@ export type OutcomeCause =
  * write that takes a follow-up slot and keeps to its 5 s budget), sent together without waiting
  * for the frame's acknowledgement; then, once both are settled, the audit row. The parent wake of
  * a child starts at once, in its own follow-up.
+ *
+ * An outcome that ended a run still held (created, its admission not yet through its dispatch: a
+ * `cancel_on` match, a cancel or a refusal that reached it first) writes the run's `run.created`
+ * row before its own ({@link recordRunCreated}; the store keeps one a run, so the admission's row,
+ * landed or still to come, changes nothing). Its admission may not have written that row yet, and
+ * the trail must not show the outcome before the creation, by time or by insert order.
  */
 export class OutcomeAnnouncer {
   private wakeParent: (child: RunRecord) => Promise<void> = async () => undefined;
@@ -42,8 +49,11 @@ export class OutcomeAnnouncer {
    * Announces `committed`. Resolves when its audit row has landed or been dropped: a user cancel
    * awaits that; every other caller ignores the promise. Never rejects. `background`: nobody
    * awaits the promise, so the row may wait for other rows to share its insert (`auditLingerMs`).
+   * `held`: the run was held when the outcome committed (as its committing unit read it under the
+   * run's lock; the commit clears it), so its `run.created` row goes first (default `false`).
    */
-  announce(committed: RunRecord, cause: OutcomeCause, options: { background?: boolean } = {}): Promise<void> {
+  announce(committed: RunRecord, cause: OutcomeCause, options: { background?: boolean; held?: boolean } = {}): Promise<void> {
+    const { held = false, ...recording } = options;
     this.r.metrics.runOutcomes.inc({ status: committed.status });
     if (committed.parentRunId) this.r.followUps.track('parent-wake', () => this.wakeParent(committed));
     return new Promise<void>((resolve) => {
@@ -52,6 +62,7 @@ export class OutcomeAnnouncer {
           // Both go out at once, the frame first (one connection keeps their order; NATS then sends
           // them in one write), and the row waits for both; neither publish rejects.
           await Promise.all([this.publishFrame(committed), this.publishRunEvent(committed)]);
+          if (held) await recordRunCreated(this.r, committed, recording);
           await this.r.audit.record({
             project: committed.project,
             env: committed.env,
@@ -60,7 +71,7 @@ export class OutcomeAnnouncer {
             eventType: committed.status === 'cancelled' ? 'run.cancelled' : 'run.status_changed',
             cause,
             data: { status: committed.status, attempt: committed.attempt, ...(committed.error ? { error: committed.error } : {}) },
-          }, options);
+          }, recording);
         } finally {
           resolve();
         }

@@ -182,20 +182,21 @@ export class SchedulerSystem {
       const cancelledChild = child && !isTerminalRunStatus(child.status)
         ? await commitOutcome(tx, child.id, { status: 'cancelled', error: { message: `the parent's invoke of this run timed out (step ${step.stepId})`, code: 'INVOKE_TIMED_OUT', retryable: false } }, { kind: 'not-terminal' })
         : null;
-      if (!run || !holdsOpenWait(run)) return { cancelledChild };
+      const childHeld = child?.held ?? false;
+      if (!run || !holdsOpenWait(run)) return { cancelledChild, childHeld };
       if (step.type === 'invoke' && run.mode === 'push') {
-        return { cancelledChild, queued: (await runsSql.queueContinuation(tx, run.id)) ? run : null };
+        return { cancelledChild, childHeld, queued: (await runsSql.queueContinuation(tx, run.id)) ? run : null };
       }
       const error = step.type === 'invoke'
         ? { message: `invoked run ${step.childRunId} did not finish before the invoke timeout`, code: 'INVOKE_FAILED', retryable: false, child_run_id: step.childRunId ?? undefined }
         : { message: `step ${step.stepId} waited for an event past its timeout`, code: 'EVENT_WAIT_TIMED_OUT', retryable: false };
       const failed = await commitOutcome(tx, run.id, { status: 'failed', error }, { kind: 'version', status: run.status, version: run.version });
-      return { cancelledChild, failed };
+      return { cancelledChild, childHeld, failed };
     });
     if (!effect) return false;
     // Frames first, then the sweep waits for the rows (one timed-out step at a time).
     const announced: Promise<void>[] = [];
-    if (effect.cancelledChild) announced.push(this.announcer.announce(effect.cancelledChild, 'step-timeout'));
+    if (effect.cancelledChild) announced.push(this.announcer.announce(effect.cancelledChild, 'step-timeout', { held: effect.childHeld }));
     if (effect.queued) this.hints.queued(effect.queued.project, effect.queued.env, effect.queued.mode);
     if (effect.failed) announced.push(this.announcer.announce(effect.failed, 'step-timeout'));
     await Promise.all(announced);
