@@ -87,7 +87,7 @@ describe.each(STORES)('waitForEvent match [%s]', (dialect) => {
       const report = t.engine.pull.update(WORKER, job.job_id, fenced(job, { status: 'yielded', yield: { type: 'wait_for_event', step_id: stepId(runId, 'reply'), event_filter: { event: 'reply', match, timeout: '1h' } } }));
       await expect(report).rejects.toMatchObject({ code: 'VALIDATION_ERROR', message: expect.stringContaining(`yield.event_filter.match: ${why}`) });
       expect((await readRun(t, runId)).status).not.toBe('waiting');
-      await t.engine.api.cancelRun(SCOPE, runId);
+      await t.engine.api.cancelRun(SCOPE, runId, 'next case');
     }
   });
 });

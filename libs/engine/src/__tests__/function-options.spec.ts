@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { EngineError } from '@ironflow/contracts';
+import { EngineError, RegisterFunctionInput } from '@ironflow/contracts';
 import { FUNCTION_OPTIONS } from '@ironflow/engine';
 import { SCOPE, STORES, TestEngine, openTestEngine } from '@ironflow/testing';
 
@@ -68,10 +68,10 @@ describe.each(STORES)('function registration options [%s]', (dialect) => {
       [{ maxDelayMs: 500 }, 'retry.initialDelayMs: 1000 (the default) is above retry.maxDelayMs (500): every delay would be the cap; give a maxDelayMs at least initialDelayMs'],
     ] as const;
     for (const [retry, message] of refused) {
-      await expect(t.engine.api.registerFunction(SCOPE, { id: 'opt-retry-cap', mode: 'pull', retry })).rejects.toMatchObject({ code: 'VALIDATION_ERROR', message });
+      await expect(t.engine.api.registerFunction(SCOPE, { id: 'opt-retry-cap', mode: 'pull', retry: retry as RegisterFunctionInput['retry'] })).rejects.toMatchObject({ code: 'VALIDATION_ERROR', message });
     }
     expect((await t.engine.api.listFunctions(SCOPE)).map((f) => f.id)).not.toContain('opt-retry-cap');
-    const { function: fn } = await t.engine.api.registerFunction(SCOPE, { id: 'opt-retry-flat', mode: 'pull', retry: { initialDelayMs: 2000, maxDelayMs: 2000 } });
+    const { function: fn } = await t.engine.api.registerFunction(SCOPE, { id: 'opt-retry-flat', mode: 'pull', retry: { initialDelayMs: 2000, maxDelayMs: 2000 } as RegisterFunctionInput['retry'] });
     expect(fn.retry).toEqual({ maxAttempts: 3, initialDelayMs: 2000, backoffFactor: 2, maxDelayMs: 2000 });
   });
 
@@ -87,7 +87,7 @@ describe.each(STORES)('function registration options [%s]', (dialect) => {
       [{ cancelOn: [{ event: 'y', match: 'data.' }] }, 'cancelOn.0.match: "data." has an empty name between dots'],
     ] as const;
     for (const [option, message] of refused) {
-      await expect(t.engine.api.registerFunction(SCOPE, { id: 'opt-empty', mode: 'pull', triggers: [{ event: 'x' }], ...option })).rejects.toMatchObject({
+      await expect(t.engine.api.registerFunction(SCOPE, { id: 'opt-empty', mode: 'pull', triggers: [{ event: 'x' }], ...(option as Partial<RegisterFunctionInput>) })).rejects.toMatchObject({
         code: 'VALIDATION_ERROR', message: expect.stringContaining(message),
       });
     }
