@@ -154,7 +154,9 @@ function describeIssues(issues: readonly z.ZodIssue[]): string {
  * any string; a push function needs `endpointUrl`, which the push allow-list must admit, a pull
  * function has none, and a mode left out is push with an endpoint, else pull; trigger
  * event names are trimmed as at emit, a blank one refused; a trigger's cron schedule and CEL
- * expression must compile; debounce needs `periodMs` ≥ 1000 and `maxWaitMs` ≥ `periodMs`;
+ * expression must compile, and neither may be empty; `retry.initialDelayMs` may not be above
+ * `retry.maxDelayMs` (defaults included); `concurrency.key`, `debounce.key` and `cancelOn[].match`
+ * are paths with no empty name and never empty (`dataPathProblem`); debounce needs `periodMs` ≥ 1000 and `maxWaitMs` ≥ `periodMs`;
  * declared `secrets` need valid names and a secrets key, else `SECRETS_NOT_CONFIGURED`; an option
  * the engine does not act on yet is refused by name, and so is any key it does not know, at any
  * depth: `unknown field(s), not options of this engine: retry.maxAttemps`), keeps the function's cron schedule in the
