@@ -24,6 +24,7 @@ const UI_ROUTES: Record<string, number> = { '/': 200, '/ui/config.json': 200, '/
 const BAD_KEYS: Record<string, Record<string, string>> = {
   'no key': {},
   'a malformed key': { authorization: 'Bearer not-a-key' },
+  'another scheme': { authorization: 'Basic dXNlcjpwYXNz' },
   'an unknown key': { authorization: `Bearer ifk_0123456789abcdef_${randomBytes(32).toString('base64url')}` },
 };
 const CLIENT_METHODS = IronflowService.methods.map((m) => m.name);

@@ -20,6 +20,8 @@ import {
   WIRE_STORES,
   WireEngine,
 } from '../support/wire-harness';
+import { envelope, h2Request } from '../support/h2-raw';
+import { IronflowService } from '@ironflow/contracts/proto';
 
 /** Keys the browser client requires on every Run (5.5). */
 const RUN_REQUIRED_KEYS = ['id', 'functionId', 'eventId', 'status', 'attempt', 'maxAttempts', 'createdAt', 'updatedAt'];
@@ -216,6 +218,47 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     const page = await rest(engine.url, 'GET', '/api/v1/runs?limit=2&status=completed');
     expect(page.status).toBe(200);
     expect(page.json.runs.length).toBeLessThanOrEqual(2);
+  });
+
+  it('REST refuses an empty filter or cursor parameter by name, as it refuses an empty status (?functionId= was no filter)', async () => {
+    for (const [path, named] of [
+      ['/api/v1/runs?functionId=', 'functionId'],
+      ['/api/v1/runs?status=', 'status'],
+      ['/api/v1/runs?cursor=', 'cursor'],
+      ['/api/v1/events?name=', 'name'],
+    ] as const) {
+      const res = await rest(engine.url, 'GET', path);
+      expect([path, res.status, res.json]).toEqual([path, 400, { code: 'VALIDATION_ERROR', message: `${named}: an empty value (leave the parameter out instead)` }]);
+    }
+  });
+
+  it('REST refuses an empty idempotencyKey (it was taken for none) and an empty registration key; Connect JSON, where proto3 cannot tell "" from absent, takes them as absent', async () => {
+    const event = uid('empty.key');
+    const emitted = await rest(engine.url, 'POST', '/api/v1/events', { name: event, data: {}, idempotencyKey: '' });
+    expect([emitted.status, emitted.json]).toEqual([400, { code: 'VALIDATION_ERROR', message: 'idempotencyKey: a non-empty string is required' }]);
+    expect((await rest(engine.url, 'GET', `/api/v1/events?name=${event}`)).json.events).toEqual([]);
+    const viaConnect = await connect(engine.url, 'Trigger', { event, data: {}, idempotencyKey: '' });
+    expect(viaConnect.status).toBe(200);
+
+    const fnId = uid('empty-key-fn');
+    const refused = await rest(engine.url, 'POST', '/api/v1/functions', { id: fnId, mode: 'pull', triggers: [{ event }], concurrency: { limit: 1, key: '' } });
+    expect([refused.status, refused.json]).toEqual([400, { code: 'VALIDATION_ERROR', message: 'concurrency.key: an empty path (leave it out for none)' }]);
+    const registered = await connect(engine.url, 'RegisterFunction', { id: fnId, triggers: [{ event }], concurrency: { limit: 1, key: '' }, preferredMode: 'EXECUTION_MODE_PULL' });
+    expect([registered.status, registered.json.function.concurrency]).toEqual([200, { limit: 1, key: '' }]);
+  });
+
+  it('on an open server an Authorization header that is not "Bearer <key>" is 401 saying so on REST, Connect JSON, Connect binary and gRPC (never ignored); no header still passes', async () => {
+    const basic = { authorization: 'Basic dXNlcjpwYXNz' };
+    const message = 'Authorization: "Bearer <key>" is expected, not the Basic scheme';
+    expect((await rest(engine.url, 'GET', '/api/v1/functions', undefined, 'default', basic)).json).toEqual({ code: 'UNAUTHENTICATED', message });
+    const viaJson = await connect(engine.url, 'ListFunctions', {}, basic);
+    expect([viaJson.status, viaJson.json.code, viaJson.json.ironflowCode, viaJson.json.message]).toEqual([401, 'unauthenticated', 'UNAUTHENTICATED', message]);
+    const path = `/${IronflowService.typeName}/ListFunctions`;
+    const binary = await h2Request(engine.port, path, { 'content-type': 'application/proto', 'connect-protocol-version': '1', ...basic }, Buffer.alloc(0));
+    expect([binary.status, JSON.parse(binary.body.toString('utf8')).code]).toEqual([401, 'unauthenticated']);
+    const grpc = await h2Request(engine.port, path, { 'content-type': 'application/grpc', te: 'trailers', ...basic }, envelope(new Uint8Array(0)));
+    expect(grpc.trailers['grpc-status'] ?? grpc.headers['grpc-status']).toBe('16');
+    expect((await connect(engine.url, 'ListFunctions', {})).status).toBe(200);
   });
 
   it('REST refuses a query parameter on the routes that read none, by name, and acts on nothing', async () => {
@@ -592,23 +635,25 @@ describe.each(WIRE_STORES)('wire: client RPCs over Connect JSON (%s)', (store) =
     expect(typeof res.json.message).toBe('string');
   });
 
-  it('a Trigger body over 4 MiB answers 413', async () => {
+  // Regression: the answer to an oversized Connect body was 413 `invalid_argument` (a status that is
+  // not the code's); a message over the limit is `resource_exhausted` in Connect and gRPC, which the
+  // Connect protocol maps to 429. Both routes answer it: the fast path leaves an oversized body to
+  // Express, whose raw-body limit answers it, and a chunked body is read to the limit there too.
+  it('a Trigger body over 4 MiB answers the Connect error: 429 resource_exhausted, ironflowCode PAYLOAD_TOO_LARGE', async () => {
+    const event = uid('big');
     const big = 'x'.repeat(4 * 1024 * 1024 + 1024);
-    const res = await connect(engine.url, 'Trigger', { event: uid('big'), data: { big } });
-    expect(res.status).toBe(413);
-    expect(typeof res.json?.message).toBe('string');
-  });
-
-  // Regression (engine bug found by this suite): the 413 for an oversized Connect body was written
-  // by the raw-body middleware as `{"code":"PAYLOAD_TOO_LARGE"}` — not a Connect code, no
-  // `ironflowCode` — unlike every other error of this route (libs/rpc/src/unary-json.ts documents
-  // `413 invalid_argument / PAYLOAD_TOO_LARGE`).
-  it('a Trigger body over 4 MiB answers the Connect error shape: code "invalid_argument", ironflowCode PAYLOAD_TOO_LARGE', async () => {
-    const big = 'x'.repeat(4 * 1024 * 1024 + 1024);
-    const res = await connect(engine.url, 'Trigger', { event: uid('big'), data: { big } });
-    expect(res.status).toBe(413);
-    expect(res.json.code).toBe('invalid_argument');
-    expect(res.json.ironflowCode).toBe('PAYLOAD_TOO_LARGE');
+    const res = await connect(engine.url, 'Trigger', { event, data: { big } });
+    expect([res.status, res.json.code, res.json.ironflowCode]).toEqual([429, 'resource_exhausted', 'PAYLOAD_TOO_LARGE']);
+    expect(res.json.message).toBe(`request body is over the ${4 * 1024 * 1024} byte limit`);
+    expect(res.json.details).toEqual([expect.objectContaining({ type: 'ironflow.v1.EngineErrorInfo', debug: { code: 'PAYLOAD_TOO_LARGE' } })]);
+    const chunked = await fetch(`${engine.url}/ironflow.v1.IronflowService/Trigger`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: new Blob([JSON.stringify({ event, data: { big } })]).stream(),
+      duplex: 'half',
+    } as RequestInit & { duplex: 'half' });
+    expect([chunked.status, ((await chunked.json()) as { code: string }).code]).toEqual([429, 'resource_exhausted']);
+    expect((await rest(engine.url, 'GET', `/api/v1/events?name=${event}`)).json.events).toEqual([]);
   });
 
   // The api-gateway answers the plain case (Content-Length, no Content-Encoding, the exact path)

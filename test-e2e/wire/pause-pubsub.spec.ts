@@ -97,7 +97,7 @@ describe.each(WIRE_STORES)('wire: pause, resume, inject and pub/sub (%s)', (stor
     expect((await poll())).toHaveLength(1);
     expect((await connect(engine.url, 'PauseRun', { run_id: runId }, headers)).json).toEqual({ status: 'pause_requested' });
     const notPaused = await connect(engine.url, 'GetPausedState', { run_id: runId }, headers);
-    expect(notPaused).toMatchObject({ status: 409, json: { code: 'failed_precondition', ironflowCode: 'RUN_NOT_PAUSED' } });
+    expect(notPaused).toMatchObject({ status: 400, json: { code: 'failed_precondition', ironflowCode: 'RUN_NOT_PAUSED' } });
     const badJson = await connect(engine.url, 'InjectStepOutput', { run_id: runId, step_id: `${runId}:x:0`, new_output: 'not json' }, headers);
     expect(badJson).toMatchObject({ status: 400, json: { code: 'invalid_argument', ironflowCode: 'VALIDATION_ERROR' } });
     expect((await connect(engine.url, 'PauseRun', { run_id: 'no-such-run' }, headers))).toMatchObject({ status: 404, json: { ironflowCode: 'RUN_NOT_FOUND' } });

@@ -28,10 +28,20 @@ function sha256(text: string): Buffer {
   return createHash('sha256').update(text, 'utf8').digest();
 }
 
-/** The key of an `Authorization: Bearer <key>` header; undefined when absent or another scheme. */
+/**
+ * The key of an `Authorization: Bearer <key>` header (scheme in any case); undefined when the
+ * header is absent or blank. Any other value (`Basic …`, a key without `Bearer`, `Bearer` without
+ * a key or with two words) throws `UNAUTHENTICATED` saying `Bearer <key>` is expected, whether or
+ * not keys are required: a credential sent is never ignored. The message names the scheme (a
+ * short token) but never echoes the credential.
+ */
 function bearerOf(authorization: string | null | undefined): string | undefined {
-  const match = /^\s*Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
-  return match?.[1];
+  if (authorization === undefined || authorization === null || authorization.trim() === '') return undefined;
+  const match = /^\s*Bearer\s+(\S+)\s*$/i.exec(authorization);
+  if (match) return match[1];
+  const scheme = /^\s*([A-Za-z][A-Za-z0-9-]{0,19})\s+\S/.exec(authorization)?.[1];
+  const got = scheme === undefined ? 'a value without a scheme' : scheme.toLowerCase() === 'bearer' ? 'Bearer with more than one word' : `the ${scheme} scheme`;
+  throw new EngineError('UNAUTHENTICATED', `Authorization: "Bearer <key>" is expected, not ${got}`);
 }
 
 function view(r: ApiKeyRecord): ApiKeyView {
@@ -126,7 +136,8 @@ export class ApiKeySystem {
    * not keys are required yet (a key sent is never ignored: on an open server an unknown one is
    * refused rather than taken as project `default`). A call without one: on an open server,
    * project `default` and the header's env; else refused. Throws `UNAUTHENTICATED` (401) for a
-   * missing (keys required), malformed, unknown or revoked key, `PERMISSION_DENIED` (403) when the
+   * missing (keys required), unknown or revoked key and for an `Authorization` header that is not
+   * `Bearer <key>` (open server or not), `PERMISSION_DENIED` (403) when the
    * header names another env than the key's, `VALIDATION_ERROR` for an env name that cannot be one.
    */
   async authenticate(headers: { authorization?: string | null; environment?: string | null }): Promise<CallScope> {
@@ -149,13 +160,6 @@ export class ApiKeySystem {
   }
 
   /**
-   * Admits a call to the key-management routes. With an admin key configured
-   * (`IRONFLOW_ADMIN_KEY`), only it, always; without one, any caller while the server is open (so
-   * the first key can be made, e.g. in `ironflow dev`) and nobody once keys are required. Throws
-   * `UNAUTHENTICATED` (401) without the admin key, `PERMISSION_DENIED` (403) when keys are
-   * required and no admin key is configured.
-   */
-  /**
    * Who an admin call that `authenticateAdmin` let through acts as (audit rows, `ironflow instance
    * status`): `admin` when an admin key is configured, else `anonymous` (an open server).
    */
@@ -163,9 +167,17 @@ export class ApiKeySystem {
     return this.adminKeyHash ? 'admin' : 'anonymous';
   }
 
+  /**
+   * Admits a call to the key-management routes. With an admin key configured
+   * (`IRONFLOW_ADMIN_KEY`), only it, always; without one, any caller while the server is open (so
+   * the first key can be made, e.g. in `ironflow dev`) and nobody once keys are required. Throws
+   * `UNAUTHENTICATED` (401) without the admin key or for an `Authorization` header that is not
+   * `Bearer <key>` (always), `PERMISSION_DENIED` (403) when keys are required and no admin key is
+   * configured.
+   */
   async authenticateAdmin(authorization: string | null | undefined): Promise<void> {
+    const presented = bearerOf(authorization);
     if (this.adminKeyHash) {
-      const presented = bearerOf(authorization);
       if (presented && timingSafeEqual(sha256(presented), this.adminKeyHash)) return;
       throw new EngineError('UNAUTHENTICATED', 'managing API keys needs the admin key (IRONFLOW_ADMIN_KEY) as Authorization: Bearer');
     }

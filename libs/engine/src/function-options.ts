@@ -24,7 +24,7 @@ export const FUNCTION_OPTIONS: readonly FunctionOption[] = [
   {
     name: 'triggers[].expression',
     status: 'acted on',
-    semantics: 'CEL filter over `event` ({id, name, data, timestamp, version, metadata?}), e.g. `event.data.amount > 10`; compiled at registration (an error refuses it); JSON numbers are doubles; an error at emit starts no run and counts in ironflow_trigger_expression_errors_total',
+    semantics: 'CEL filter over `event` ({id, name, data, timestamp, version, metadata?}), e.g. `event.data.amount > 10`; compiled at registration (an error refuses it); JSON numbers are doubles; an error at emit starts no run and counts in ironflow_trigger_expression_errors_total; an empty one is refused (leave it out for no filter)',
     example: { triggers: [{ event: 'order.placed', expression: 'event.data.amount > 10' }] },
   },
   {
@@ -33,9 +33,9 @@ export const FUNCTION_OPTIONS: readonly FunctionOption[] = [
     semantics: '5 fields (minutes) or 6 (seconds first) or @hourly-style, read in UTC or the zone of a `CRON_TZ=<IANA zone> ` prefix; one run per tick however many schedulers run; ticks later than IRONFLOW_CRON_CATCH_UP_MS (10 s) are missed and collapse into one run; the trigger\'s `event` only names the event its runs see (data {cron, timezone, scheduledAt}); no `expression`',
     example: { triggers: [{ cron: 'CRON_TZ=Europe/Berlin 0 3 * * *', event: 'scheduled.cleanup' }] },
   },
-  { name: 'retry', status: 'acted on', semantics: '{maxAttempts 3, initialDelayMs 1000, backoffFactor 2, maxDelayMs 300000} for retryable errors', example: { retry: { maxAttempts: 5, initialDelayMs: 1000, backoffFactor: 2, maxDelayMs: 60_000 } } },
+  { name: 'retry', status: 'acted on', semantics: '{maxAttempts 3, initialDelayMs 1000, backoffFactor 2, maxDelayMs 300000} for retryable errors; initialDelayMs above maxDelayMs (defaults included) is refused', example: { retry: { maxAttempts: 5, initialDelayMs: 1000, backoffFactor: 2, maxDelayMs: 60_000 } } },
   { name: 'timeoutMs', status: 'acted on', semantics: 'timeout of each execution (segment), ms, default 600000; enforced by the engine on every transport: past it the attempt fails with FUNCTION_TIMED_OUT (retryable)', example: { timeoutMs: 60_000 } },
-  { name: 'concurrency', status: 'acted on', semantics: '{limit ≥ 1, key?}: at most `limit` runs of a key (a path into the event data, as debounce.key reads it: `customerId`, `data.customerId` or `event.data.customerId`) at once; leave it out for no limit', example: { concurrency: { limit: 2, key: 'event.data.customerId' } } },
+  { name: 'concurrency', status: 'acted on', semantics: '{limit ≥ 1, key?}: at most `limit` runs of a key (a path into the event data, as debounce.key reads it: `customerId`, `data.customerId` or `event.data.customerId`) at once; leave it out for no limit; an empty key or a path with an empty name (`data..x`) is refused', example: { concurrency: { limit: 2, key: 'event.data.customerId' } } },
   { name: 'preferredMode / mode', status: 'acted on', semantics: '"push" (the engine calls endpointUrl) or "pull" (workers poll); left out: push when endpointUrl is given, else pull; workers register pull', example: { mode: 'pull' } },
   {
     name: 'endpointUrl',
@@ -47,13 +47,13 @@ export const FUNCTION_OPTIONS: readonly FunctionOption[] = [
   {
     name: 'debounce',
     status: 'acted on',
-    semantics: '{periodMs ≥ 1000, key?, maxWaitMs? ≥ periodMs}: events of one key start one run, with the last of them, once periodMs passed without another or maxWaitMs after the first; key is a path into the event data (`customerId`, `data.customerId`, `event.data.customerId`); TriggerSync answers failed_precondition',
+    semantics: '{periodMs ≥ 1000, key?, maxWaitMs? ≥ periodMs}: events of one key start one run, with the last of them, once periodMs passed without another or maxWaitMs after the first; key is a path into the event data (`customerId`, `data.customerId`, `event.data.customerId`; empty or with an empty name: refused); TriggerSync answers failed_precondition',
     example: { debounce: { periodMs: 1000, key: 'customerId', maxWaitMs: 5000 } },
   },
   {
     name: 'cancelOn',
     status: 'acted on',
-    semantics: '[{event, match?, if?}]: an event of that name whose value at `match` (a path into the event data: `orderId`, `data.orderId` or `event.data.orderId`) equals the run\'s own cancels that run, a value missing on either side matching nothing; without `match`, every run of the function not ended (cause cancel-on-event); a cancel up to 30 s older than a new run is replayed before its dispatch',
+    semantics: '[{event, match?, if?}]: an event of that name whose value at `match` (a path into the event data: `orderId`, `data.orderId` or `event.data.orderId`; empty or with an empty name: refused) equals the run\'s own cancels that run, a value missing on either side matching nothing; without `match`, every run of the function not ended (cause cancel-on-event); a cancel up to 30 s older than a new run is replayed before its dispatch',
     example: { cancelOn: [{ event: 'order.cancelled', match: 'data.orderId' }] },
   },
   {

@@ -17,10 +17,37 @@ import { TriggerExpressions } from './trigger-expressions';
 import { cancelOnConditions } from './cancel-on-specs';
 import { refuseUnsupportedOptions } from './unsupported-options';
 import { checkName, refuseNulAnywhere } from './payload-limits';
+import { dataPathProblem } from './json-path';
 
 const ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 /** Largest value of a protobuf `int32` field (`timeout_ms`, `initial_delay_ms`, …). */
 const INT32_MAX = 2_147_483_647;
+
+/** A path into the event data (`concurrency.key`, `debounce.key`, `cancelOn[].match`): refused when empty or with an empty name (`dataPathProblem`). */
+const dataPath = z
+  .string()
+  .max(256)
+  .superRefine((path, ctx) => {
+    const problem = dataPathProblem(path);
+    if (problem) ctx.addIssue({ code: z.ZodIssueCode.custom, message: problem });
+  });
+
+/**
+ * `retry.initialDelayMs` above `retry.maxDelayMs` (either one the default when left out) is
+ * refused: every delay would be the cap, so `initialDelayMs` and `backoffFactor` would do nothing.
+ */
+function refuseInitialDelayAboveCap(retry: { initialDelayMs?: number; maxDelayMs?: number }, ctx: z.RefinementCtx): void {
+  const initial = retry.initialDelayMs ?? DEFAULT_RETRY.initialDelayMs;
+  const cap = retry.maxDelayMs ?? DEFAULT_RETRY.maxDelayMs;
+  if (initial <= cap) return;
+  const initialText = retry.initialDelayMs === undefined ? `${initial} (the default)` : `${initial}`;
+  const capText = retry.maxDelayMs === undefined ? `${cap}, the default` : `${cap}`;
+  ctx.addIssue({
+    code: z.ZodIssueCode.custom,
+    path: ['initialDelayMs'],
+    message: `${initialText} is above retry.maxDelayMs (${capText}): every delay would be the cap; give a maxDelayMs at least initialDelayMs`,
+  });
+}
 
 const definitionSchema = z.object({
   id: z.string().regex(ID, 'function id: letters, digits, ".", "_", ":", "-" (at most 128)'),
@@ -29,7 +56,18 @@ const definitionSchema = z.object({
   // Left out: push when an endpointUrl is given (the engine calls it), else pull.
   mode: z.enum(['push', 'pull']).optional(),
   endpointUrl: z.string().url().refine((u) => /^https?:\/\//i.test(u), 'must be an http:// or https:// URL').optional(),
-  triggers: z.array(z.object({ event: z.string().min(1).max(256).optional(), expression: z.string().optional(), cron: z.string().optional() }).strict()).default([]),
+  // An empty expression or cron was taken for none: refused, leave the key out instead.
+  triggers: z
+    .array(
+      z
+        .object({
+          event: z.string().min(1).max(256).optional(),
+          expression: z.string().min(1, 'empty (leave expression out for no filter)').optional(),
+          cron: z.string().min(1, 'empty (leave cron out for an event trigger)').optional(),
+        })
+        .strict(),
+    )
+    .default([]),
   // Integer ranges are the protobuf fields' (int32), so REST registration accepts exactly what Connect does.
   retry: z
     .object({
@@ -39,16 +77,17 @@ const definitionSchema = z.object({
       maxDelayMs: z.number().int().min(0).max(INT32_MAX).optional(),
     })
     .strict()
+    .superRefine(refuseInitialDelayAboveCap)
     .optional(),
   timeoutMs: z.number().int().positive().max(INT32_MAX).optional(),
   // A limit of 0 was read as "no limit" (and its key ignored): refused, leave `concurrency` out instead.
-  concurrency: z.object({ limit: z.number().int().min(1, 'at least 1 (leave concurrency out for no limit)').max(INT32_MAX), key: z.string().optional() }).strict().optional(),
+  concurrency: z.object({ limit: z.number().int().min(1, 'at least 1 (leave concurrency out for no limit)').max(INT32_MAX), key: dataPath.optional() }).strict().optional(),
   // An unknown key (a timeout this engine does not act on) is refused, not dropped.
-  cancelOn: z.array(z.object({ event: z.string().min(1).max(256), match: z.string().min(1).max(256).optional(), if: z.string().min(1).max(4096).optional() }).strict()).default([]),
+  cancelOn: z.array(z.object({ event: z.string().min(1).max(256), match: dataPath.optional(), if: z.string().min(1).max(4096).optional() }).strict()).default([]),
   debounce: z
     .object({
       periodMs: z.number().int().min(1000, 'at least 1000 ms (the debounce period floor)'),
-      key: z.string().max(256).optional(),
+      key: dataPath.optional(),
       maxWaitMs: z.number().int().positive().optional(),
     })
     .strict()
@@ -115,7 +154,9 @@ function describeIssues(issues: readonly z.ZodIssue[]): string {
  * any string; a push function needs `endpointUrl`, which the push allow-list must admit, a pull
  * function has none, and a mode left out is push with an endpoint, else pull; trigger
  * event names are trimmed as at emit, a blank one refused; a trigger's cron schedule and CEL
- * expression must compile; debounce needs `periodMs` ≥ 1000 and `maxWaitMs` ≥ `periodMs`;
+ * expression must compile, and neither may be empty; `retry.initialDelayMs` may not be above
+ * `retry.maxDelayMs` (defaults included); `concurrency.key`, `debounce.key` and `cancelOn[].match`
+ * are paths with no empty name and never empty (`dataPathProblem`); debounce needs `periodMs` ≥ 1000 and `maxWaitMs` ≥ `periodMs`;
  * declared `secrets` need valid names and a secrets key, else `SECRETS_NOT_CONFIGURED`; an option
  * the engine does not act on yet is refused by name, and so is any key it does not know, at any
  * depth: `unknown field(s), not options of this engine: retry.maxAttemps`), keeps the function's cron schedule in the

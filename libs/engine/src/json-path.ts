@@ -13,6 +13,19 @@ export function valueAtPath(value: unknown, path: string): unknown {
 }
 
 /**
+ * Why `path` cannot be read as a dotted path (a function option's `concurrency.key`,
+ * `debounce.key`, `cancelOn[].match`, a wait's `match`): `undefined` when it is one or more
+ * non-empty names joined by single dots (`data.customerId`); else the reason. An empty path would
+ * be taken for no path (leave the option out instead), and an empty name (`data..x`, `.x`, `x.`)
+ * reads nothing in any event.
+ */
+export function dataPathProblem(path: string): string | undefined {
+  if (path === '') return 'an empty path (leave it out for none)';
+  if (path.split('.').includes('')) return `${JSON.stringify(path)} has an empty name between dots (a path is names joined by single dots, e.g. data.customerId)`;
+  return undefined;
+}
+
+/**
  * JSON text of a value with object keys sorted at every level, so two values that are equal as
  * JSON give the same text whatever their key order (`{"a":1,"b":2}` for `{b: 2, a: 1}`).
  * `undefined` inside arrays becomes `null` and inside objects is dropped, as `JSON.stringify` does.

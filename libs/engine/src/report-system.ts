@@ -9,6 +9,7 @@ import { OutcomeAnnouncer } from './outcome-announcer';
 import { EngineResources } from './resources';
 import { retryDelayMs } from './retry-policy';
 import { waitingMatchValue } from './wait-match';
+import { dataPathProblem } from './json-path';
 import { AcceptedInvoke, InvokeAdmission } from './invoke-admission';
 import { checkName, checkPayload, refuseNul, refuseNulAnywhere } from './payload-limits';
 import { MAX_TIME_MS, sleepWakeAt, workerAheadAtLeast } from './sleep-clock';
@@ -318,6 +319,11 @@ export class ReportSystem {
       case 'wait_for_event': {
         const timeoutMs = parseDurationMs(y.event_filter?.timeout ?? '7d');
         if (!y.event_filter?.event || timeoutMs === undefined) throw new EngineError('VALIDATION_ERROR', 'yield.event_filter needs an event and a valid timeout');
+        // No match (absent, or null as a JSON body may say it): any event of the name. An empty or malformed path is refused, not taken for none.
+        const match: unknown = y.event_filter.match ?? null;
+        const matchProblem = match === null ? undefined : typeof match === 'string' ? dataPathProblem(match) : 'a path string, e.g. data.requestId';
+        if (matchProblem) throw new EngineError('VALIDATION_ERROR', `yield.event_filter.match: ${matchProblem}`);
+        const matchPath = match as string | null;
         const timeoutAt = timeAfter(tx.now, timeoutMs, 'yield.event_filter.timeout');
         await stepsSql.insertWaitStep(tx, { runId: run.id, stepId: y.step_id, name, type: 'wait_for_event', status: 'waiting', timeoutAt, sequence });
         await correlationsSql.insertCorrelation(tx, {
@@ -326,8 +332,8 @@ export class ReportSystem {
           project: run.project,
           env: run.env,
           eventName: checkName('yield.event_filter.event', y.event_filter.event, 256),
-          matchPath: y.event_filter.match || null,
-          matchValue: y.event_filter.match ? waitingMatchValue(run.input, y.event_filter.match) : null,
+          matchPath,
+          matchValue: matchPath !== null ? waitingMatchValue(run.input, matchPath) : null,
         });
         return this.wait(tx, run);
       }

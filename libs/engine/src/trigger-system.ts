@@ -120,7 +120,8 @@ export class TriggerSystem {
   private checkInput(input: TriggerInput): { version: number; metadata: Record<string, unknown> | null } {
     checkName('event', input.event, 256);
     const fields = eventFieldsOf(input, this.r.config.maxPayloadBytes);
-    if (input.idempotencyKey !== undefined && input.idempotencyKey !== '') checkName('idempotencyKey', input.idempotencyKey, 512);
+    // An empty key was taken for none: refused (leave it out); Connect's proto3 "" reaches here as absent.
+    if (input.idempotencyKey !== undefined) checkName('idempotencyKey', input.idempotencyKey, 512);
     checkPayload('event data', input.data, this.r.config.maxPayloadBytes);
     return fields;
   }

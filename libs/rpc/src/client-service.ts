@@ -27,7 +27,7 @@ export interface ClientServiceOptions {
  * - Strict requests: a binding with `strictFields` (RegisterFunction) refuses fields the schema
  *   does not have, at any depth (`VALIDATION_ERROR` naming their numbers), as its JSON route does.
  * - Errors: `EngineError` → `ConnectError` with the code of `connectCodeOf` (404 → not_found,
- *   400/413 → invalid_argument, 409 → aborted/failed_precondition, 401 → unauthenticated), the
+ *   400 → invalid_argument, 413 → resource_exhausted, 409 → aborted/failed_precondition, 401 → unauthenticated), the
  *   engine code in the `ironflow-error-code` header/trailer and an `EngineErrorInfo` detail.
  *   Other errors → `internal` "internal error" (reported to `options.onError`).
  */

@@ -11,7 +11,8 @@ import { EngineErrorInfoSchema } from '@ironflow/contracts/proto';
 export const IRONFLOW_ERROR_CODE_HEADER = 'ironflow-error-code';
 
 /**
- * The Connect code for each engine code. 404 → not_found; 400 and 413 → invalid_argument;
+ * The Connect code for each engine code. 404 → not_found; 400 → invalid_argument; 413
+ * (PAYLOAD_TOO_LARGE) → resource_exhausted, as Connect and gRPC answer a message over the limit;
  * 409 → aborted for a lost fence (STALE_EXECUTION, retry after re-reading) and
  * failed_precondition for a state conflict (RUN_NOT_RUNNING, FUNCTION_DEBOUNCED); 401 →
  * unauthenticated; 403 → permission_denied; 503 (SECRETS_NOT_CONFIGURED, and UNAVAILABLE during a
@@ -28,8 +29,9 @@ export function connectCodeOf(code: EngineErrorCode): Code {
       return Code.NotFound;
     case 'INVALID_JSON':
     case 'VALIDATION_ERROR':
-    case 'PAYLOAD_TOO_LARGE':
       return Code.InvalidArgument;
+    case 'PAYLOAD_TOO_LARGE':
+      return Code.ResourceExhausted;
     case 'STALE_EXECUTION':
       return Code.Aborted;
     case 'RUN_NOT_RUNNING':

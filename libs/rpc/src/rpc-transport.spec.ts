@@ -366,7 +366,7 @@ describe('client RPC transport on one port', () => {
       expect(api.calls.length).toBe(calls);
     });
 
-    it('CancelRun answers the cancelled run; cancelling a terminal run is 409 failed_precondition', async () => {
+    it('CancelRun answers the cancelled run; cancelling a terminal run is failed_precondition with its Connect status 400', async () => {
       await registerOrders();
       const { body: trig } = await post('Trigger', { event: 'order.placed', data: {} });
       const res = await post('CancelRun', { id: trig.runIds[0], reason: 'customer asked' });
@@ -374,7 +374,7 @@ describe('client RPC transport on one port', () => {
       expect(res.body).toMatchObject({ id: trig.runIds[0], status: 'cancelled', error: { message: 'customer asked', code: 'CANCELLED' } });
 
       const again = await post('CancelRun', { id: trig.runIds[0] });
-      expect(again.status).toBe(409);
+      expect(again.status).toBe(400);
       expect(again.body).toMatchObject({ code: 'failed_precondition', ironflowCode: 'RUN_NOT_RUNNING' });
       expect(api.lastCall('cancelRun')?.input).toEqual({ id: trig.runIds[0], reason: '' });
     });
@@ -442,11 +442,11 @@ describe('client RPC transport on one port', () => {
       expect(internalErrors).toEqual([api.failWith]);
     });
 
-    it('engine errors keep their HTTP status: 413 payload too large, 401 unauthenticated', async () => {
+    it('engine errors answer their Connect code with the HTTP status the Connect protocol maps it to: 429 resource_exhausted (PAYLOAD_TOO_LARGE), 401 unauthenticated', async () => {
       api.failWith = new EngineError('PAYLOAD_TOO_LARGE', 'event data too large');
       const big = await post('Trigger', { event: 'e' });
-      expect(big.status).toBe(413);
-      expect(big.body).toMatchObject({ code: 'invalid_argument', ironflowCode: 'PAYLOAD_TOO_LARGE' });
+      expect(big.status).toBe(429);
+      expect(big.body).toMatchObject({ code: 'resource_exhausted', message: 'event data too large', ironflowCode: 'PAYLOAD_TOO_LARGE' });
 
       api.failWith = new EngineError('UNAUTHENTICATED', 'bad key');
       const auth = await post('Trigger', { event: 'e' });

@@ -54,7 +54,7 @@ export interface UnaryJsonErrorBody {
 }
 
 export interface UnaryJsonOptions extends ClientServiceOptions {
-  /** Largest accepted body in bytes; default `DEFAULT_MAX_PAYLOAD_BYTES` (4 MiB). Over → 413. */
+  /** Largest accepted body in bytes; default `DEFAULT_MAX_PAYLOAD_BYTES` (4 MiB). Over → 429 `resource_exhausted` / `PAYLOAD_TOO_LARGE`. */
   maxBodyBytes?: number;
 }
 
@@ -79,10 +79,12 @@ export const UNARY_JSON_METHODS: readonly string[] = IronflowService.methods.map
  * fields are absent, never `null`. int64 fields are strings (protojson).
  *
  * Errors (never thrown; returned as `{status, body: UnaryJsonErrorBody}`):
- * - `EngineError`: status `httpStatus`, `code` per `connectCodeOf`, `ironflowCode` = its code.
+ * - `EngineError`: `code` per `connectCodeOf`, with the HTTP status the Connect protocol maps that
+ *   code to (`httpStatusOfConnectCode`: `failed_precondition` 400, `resource_exhausted` 429…),
+ *   `ironflowCode` = its code.
  * - body not JSON → 400 `invalid_argument` / `INVALID_JSON`; JSON that does not fit the request
  *   message (not an object, wrong types, unknown enum value) → 400 `invalid_argument` /
- *   `VALIDATION_ERROR`; body over `maxBodyBytes` → 413 `invalid_argument` / `PAYLOAD_TOO_LARGE`.
+ *   `VALIDATION_ERROR`; body over `maxBodyBytes` → 429 `resource_exhausted` / `PAYLOAD_TOO_LARGE`.
  * - unknown method → 404 `unimplemented` (no `ironflowCode`).
  * - `ConnectError` → its code, HTTP status per the Connect protocol.
  * - anything else → 500 `internal` / `INTERNAL_ERROR`, message "internal error" (the error goes
@@ -158,8 +160,9 @@ export function unaryJsonError(err: unknown): UnaryJsonResult {
   if (isEngineError(err)) {
     const details = toStruct(err.details);
     const info = create(EngineErrorInfoSchema, { code: err.code, ...(details ? { details } : {}) });
-    return errorResult(err.httpStatus, {
-      code: connectCodeString(connectCodeOf(err.code)),
+    const code = connectCodeOf(err.code);
+    return errorResult(httpStatusOfConnectCode(code), {
+      code: connectCodeString(code),
       message: err.message,
       ironflowCode: err.code,
       details: [

@@ -108,6 +108,13 @@ describe('createClient', () => {
     expect(err).toMatchObject({ code: 'HTTP_503', status: 503, retryable: true });
   });
 
+  it('a 429 is retryable, except a body too large (resource_exhausted / PAYLOAD_TOO_LARGE), which would be refused again', async () => {
+    replies.Health = () => ({ status: 429, body: { code: 'resource_exhausted', message: 'slow down' } });
+    expect(await client().health().catch((e) => e)).toMatchObject({ code: 'resource_exhausted', status: 429, retryable: true });
+    replies.Health = () => ({ status: 429, body: { code: 'resource_exhausted', message: 'request body is over the 4194304 byte limit', ironflowCode: 'PAYLOAD_TOO_LARGE' } });
+    expect(await client().health().catch((e) => e)).toMatchObject({ code: 'resource_exhausted', engineCode: 'PAYLOAD_TOO_LARGE', status: 429, retryable: false });
+  });
+
   it('reports a connection failure as NETWORK_ERROR', async () => {
     const err = await createClient({ serverUrl: 'http://127.0.0.1:1' })
       .health()

@@ -118,7 +118,9 @@ export class InvokeError extends IronflowError {
  * `NO_RESULTS` / `INVALID_RESPONSE` for client-side failures. `engineCode` is the engine's own
  * code when the error body carried one (`ironflowCode` in the Connect error body, e.g.
  * `"RUN_NOT_FOUND"`, `"VALIDATION_ERROR"`), else `undefined`. `status` is the HTTP status (0 when
- * there was no response). `retryable` is true for 5xx, 429, network errors and timeouts.
+ * there was no response). `retryable` is true for 5xx, 429, network errors and timeouts, except
+ * a request too large (429 `resource_exhausted` with engine code `PAYLOAD_TOO_LARGE`): the same
+ * body would be refused again.
  */
 export class IronflowClientError extends IronflowError {
   readonly engineCode?: string;
@@ -129,7 +131,8 @@ export class IronflowClientError extends IronflowError {
     readonly status: number,
     options: { cause?: unknown; engineCode?: string } = {},
   ) {
-    super(message, { code, retryable: status === 0 || status === 429 || status >= 500, cause: options.cause });
+    const retryable = options.engineCode !== 'PAYLOAD_TOO_LARGE' && (status === 0 || status === 429 || status >= 500);
+    super(message, { code, retryable, cause: options.cause });
     this.name = 'IronflowClientError';
     if (options.engineCode !== undefined) this.engineCode = options.engineCode;
   }

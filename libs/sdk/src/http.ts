@@ -82,11 +82,14 @@ export function httpError(what: string, response: RawResponse): IronflowClientEr
 /**
  * Whether a registration answer is a refusal no retry can change: a 4xx other than 408 (timeout),
  * 409 (conflict) and 429 (rate limit) — bad credentials (401/403), an invalid function or worker
- * (400 `VALIDATION_ERROR`), a route or function the server does not have (404). A worker stops and
- * its `start()` rejects with it instead of registering again and again.
+ * (400 `VALIDATION_ERROR`), a route or function the server does not have (404) — and a body too
+ * large (429 `resource_exhausted` with engine code `PAYLOAD_TOO_LARGE`, the Connect answer). A
+ * worker stops and its `start()` rejects with it instead of registering again and again.
  */
 export function isPermanentRefusal(err: unknown): err is IronflowClientError {
-  return err instanceof IronflowClientError && err.status >= 400 && err.status < 500 && err.status !== 408 && err.status !== 409 && err.status !== 429;
+  if (!(err instanceof IronflowClientError)) return false;
+  if (err.engineCode === 'PAYLOAD_TOO_LARGE') return true;
+  return err.status >= 400 && err.status < 500 && err.status !== 408 && err.status !== 409 && err.status !== 429;
 }
 
 /** Turns a network failure or abort into an {@link IronflowClientError} (`TIMEOUT` or `NETWORK_ERROR`, status 0). */

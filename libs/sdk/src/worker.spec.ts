@@ -302,6 +302,7 @@ describe('createWorker (REST pull)', () => {
   it.each([
     [400, 'invalid_argument', 'VALIDATION_ERROR'],
     [404, 'not_found', 'FUNCTION_NOT_FOUND'],
+    [429, 'resource_exhausted', 'PAYLOAD_TOO_LARGE'],
   ])('start() rejects at once on a permanent refusal (%i) instead of registering again', async (status, code, ironflowCode) => {
     let attempts = 0;
     engine = await startEngine({

@@ -65,6 +65,21 @@ describe.each(STORES)('API keys [%s]', (dialect) => {
     await expect(t.engine.pull.heartbeat('w-env-label', { worker_id: 'w-env-label', jobs: [] }, open)).resolves.toEqual({ jobs: [] });
   });
 
+  it('an Authorization header that is not "Bearer <key>" is UNAUTHENTICATED saying so, on an open server too (never ignored, never echoed); a blank one is no header', async () => {
+    expect(await t.engine.apiKeys.mode()).toEqual({ required: false, reason: 'open' });
+    for (const [authorization, got] of [
+      ['Basic dXNlcjpwYXNz', 'the Basic scheme'],
+      ['secret-password', 'a value without a scheme'],
+      ['Bearer', 'a value without a scheme'],
+      ['Bearer two words', 'Bearer with more than one word'],
+    ] as const) {
+      const refused = t.engine.apiKeys.authenticate({ authorization });
+      await expect(refused).rejects.toMatchObject({ code: 'UNAUTHENTICATED', httpStatus: 401, message: `Authorization: "Bearer <key>" is expected, not ${got}` });
+      await expect(t.engine.apiKeys.authenticateAdmin(authorization)).rejects.toMatchObject({ code: 'UNAUTHENTICATED' });
+    }
+    expect(await t.engine.apiKeys.authenticate({ authorization: '  ' })).toEqual({ project: 'default', env: 'default' });
+  });
+
   it('once a key exists every call needs one: missing, malformed, unknown or altered keys are UNAUTHENTICATED; a good key gives its project and env', async () => {
     const { key, apiKey } = await t.engine.apiKeys.create({ project: 'shop', env: 'prod' });
     expect(await t.engine.apiKeys.mode()).toEqual({ required: true, reason: 'keys' });

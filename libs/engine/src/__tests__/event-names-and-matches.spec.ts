@@ -6,7 +6,7 @@
  *   on the waiting side matches nothing; one missing on the incoming event does not match `null`.
  */
 import { SCOPE, STORES, TestEngine, openTestEngine } from '@ironflow/testing';
-import { canonicalJson, valueAtPath } from '../json-path';
+import { canonicalJson, dataPathProblem, valueAtPath } from '../json-path';
 import { WORKER, fenced, pollAndAck, readRun, registerPull, registerWorker, stepId } from './engine-kit.test';
 
 describe.each(STORES)('event names [%s]', (dialect) => {
@@ -74,6 +74,22 @@ describe.each(STORES)('waitForEvent match [%s]', (dialect) => {
     await t.engine.api.trigger(SCOPE, { event: 'reply', data: { key: null } });
     expect((await readRun(t, runId)).status).toBe('waiting_for_capacity');
   });
+
+  it('an empty or malformed match is refused with VALIDATION_ERROR naming it (it was taken for no match), and the run does not wait', async () => {
+    for (const [match, why] of [
+      ['', 'an empty path (leave it out for none)'],
+      ['data..key', '"data..key" has an empty name between dots'],
+      ['.key', '".key" has an empty name between dots'],
+      ['data.', '"data." has an empty name between dots'],
+    ] as const) {
+      const { runIds: [runId] } = await t.engine.api.trigger(SCOPE, { event: 'started', data: { key: 1 } });
+      const job = await pollAndAck(t);
+      const report = t.engine.pull.update(WORKER, job.job_id, fenced(job, { status: 'yielded', yield: { type: 'wait_for_event', step_id: stepId(runId, 'reply'), event_filter: { event: 'reply', match, timeout: '1h' } } }));
+      await expect(report).rejects.toMatchObject({ code: 'VALIDATION_ERROR', message: expect.stringContaining(`yield.event_filter.match: ${why}`) });
+      expect((await readRun(t, runId)).status).not.toBe('waiting');
+      await t.engine.api.cancelRun(SCOPE, runId, 'next case');
+    }
+  });
 });
 
 describe('JSON paths and canonical JSON', () => {
@@ -82,6 +98,14 @@ describe('JSON paths and canonical JSON', () => {
     expect(valueAtPath({ data: [5, 6] }, 'data.1')).toBe(6);
     expect(valueAtPath({ data: {} }, 'data.constructor')).toBeUndefined();
     expect(valueAtPath({ data: {} }, 'data.__proto__')).toBeUndefined();
+  });
+
+  it('a data path is names joined by single dots: an empty path or an empty name is a problem, said why', () => {
+    for (const path of ['customerId', 'data.customerId', 'event.data.a.0', 'a b']) expect(dataPathProblem(path)).toBeUndefined();
+    expect(dataPathProblem('')).toBe('an empty path (leave it out for none)');
+    for (const path of ['data..x', '.x', 'x.', '.']) {
+      expect(dataPathProblem(path)).toBe(`${JSON.stringify(path)} has an empty name between dots (a path is names joined by single dots, e.g. data.customerId)`);
+    }
   });
 
   it('sorts keys at every level', () => {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { EngineError } from '@ironflow/contracts';
+import { EngineError, RegisterFunctionInput } from '@ironflow/contracts';
 import { FUNCTION_OPTIONS } from '@ironflow/engine';
 import { SCOPE, STORES, TestEngine, openTestEngine } from '@ironflow/testing';
 
@@ -59,6 +59,39 @@ describe.each(STORES)('function registration options [%s]', (dialect) => {
       });
     }
     expect((await t.engine.api.listFunctions(SCOPE)).map((f) => f.id)).not.toContain('opt-conc0');
+  });
+
+  it('retry.initialDelayMs above retry.maxDelayMs (the default cap 300000 when left out) is refused naming both; equal is accepted', async () => {
+    const refused = [
+      [{ initialDelayMs: 5000, maxDelayMs: 1000 }, 'retry.initialDelayMs: 5000 is above retry.maxDelayMs (1000): every delay would be the cap; give a maxDelayMs at least initialDelayMs'],
+      [{ initialDelayMs: 400_000 }, 'retry.initialDelayMs: 400000 is above retry.maxDelayMs (300000, the default): every delay would be the cap; give a maxDelayMs at least initialDelayMs'],
+      [{ maxDelayMs: 500 }, 'retry.initialDelayMs: 1000 (the default) is above retry.maxDelayMs (500): every delay would be the cap; give a maxDelayMs at least initialDelayMs'],
+    ] as const;
+    for (const [retry, message] of refused) {
+      await expect(t.engine.api.registerFunction(SCOPE, { id: 'opt-retry-cap', mode: 'pull', retry: retry as RegisterFunctionInput['retry'] })).rejects.toMatchObject({ code: 'VALIDATION_ERROR', message });
+    }
+    expect((await t.engine.api.listFunctions(SCOPE)).map((f) => f.id)).not.toContain('opt-retry-cap');
+    const { function: fn } = await t.engine.api.registerFunction(SCOPE, { id: 'opt-retry-flat', mode: 'pull', retry: { initialDelayMs: 2000, maxDelayMs: 2000 } as RegisterFunctionInput['retry'] });
+    expect(fn.retry).toEqual({ maxAttempts: 3, initialDelayMs: 2000, backoffFactor: 2, maxDelayMs: 2000 });
+  });
+
+  it('an empty expression, cron, key or match (taken for none before) and a path with an empty name are refused naming the field; nothing is stored', async () => {
+    const refused = [
+      [{ triggers: [{ event: 'x', expression: '' }] }, 'triggers.0.expression: empty (leave expression out for no filter)'],
+      [{ triggers: [{ event: 'x', cron: '' }] }, 'triggers.0.cron: empty (leave cron out for an event trigger)'],
+      [{ concurrency: { limit: 1, key: '' } }, 'concurrency.key: an empty path (leave it out for none)'],
+      [{ debounce: { periodMs: 1000, key: '' } }, 'debounce.key: an empty path (leave it out for none)'],
+      [{ cancelOn: [{ event: 'y', match: '' }] }, 'cancelOn.0.match: an empty path (leave it out for none)'],
+      [{ concurrency: { limit: 1, key: 'data..customerId' } }, 'concurrency.key: "data..customerId" has an empty name between dots'],
+      [{ debounce: { periodMs: 1000, key: '.customerId' } }, 'debounce.key: ".customerId" has an empty name between dots'],
+      [{ cancelOn: [{ event: 'y', match: 'data.' }] }, 'cancelOn.0.match: "data." has an empty name between dots'],
+    ] as const;
+    for (const [option, message] of refused) {
+      await expect(t.engine.api.registerFunction(SCOPE, { id: 'opt-empty', mode: 'pull', triggers: [{ event: 'x' }], ...(option as Partial<RegisterFunctionInput>) })).rejects.toMatchObject({
+        code: 'VALIDATION_ERROR', message: expect.stringContaining(message),
+      });
+    }
+    expect((await t.engine.api.listFunctions(SCOPE)).map((f) => f.id)).not.toContain('opt-empty');
   });
 
   it('preferredMode is another name of mode (push, pull or the enum names); an unknown or contradicting value is refused', async () => {

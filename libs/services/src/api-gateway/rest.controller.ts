@@ -10,7 +10,7 @@ import { scopeOf } from '../http/scope';
 /**
  * REST routes of the client API (WIRE-PROTOCOL.md 5.6): functions, events, runs. Bodies are JSON;
  * errors are `{"code","message"}` with the code's HTTP status. A query parameter a route does not
- * read (every one, on the routes other than the two lists) is `VALIDATION_ERROR` naming it.
+ * read (every one, on the routes other than the two lists), and an empty one, is `VALIDATION_ERROR` naming it.
  */
 @Controller('api/v1')
 export class RestController {
@@ -46,7 +46,8 @@ export class RestController {
     return this.runtime.engine.api.trigger(scopeOf(req), {
       event: input.name,
       data: input.data ?? {},
-      ...(typeof key === 'string' && key !== '' ? { idempotencyKey: key } : {}),
+      // The engine refuses an empty key (it is not "no key").
+      ...(typeof key === 'string' ? { idempotencyKey: key } : {}),
       // The engine validates both (an integer ≥ 1; a JSON object).
       ...(input.version !== undefined ? { version: input.version as number } : {}),
       ...(input.metadata !== undefined ? { metadata: input.metadata as Record<string, unknown> } : {}),
@@ -106,9 +107,13 @@ export class RestController {
   }
 }
 
-/** One query parameter as a string; given twice (`?name=a&name=b`) or as an object → `VALIDATION_ERROR`. */
+/**
+ * One query parameter as a string; given twice (`?name=a&name=b`), as an object, or empty
+ * (`?functionId=`, which is not "no filter": leave the parameter out) → `VALIDATION_ERROR` naming it.
+ */
 function queryParam(q: Record<string, unknown>, key: string): string | undefined {
   const value = q[key];
+  if (value === '') throw new EngineError('VALIDATION_ERROR', `${key}: an empty value (leave the parameter out instead)`);
   if (value === undefined || typeof value === 'string') return value;
   throw new EngineError('VALIDATION_ERROR', `${key}: one value is expected`);
 }

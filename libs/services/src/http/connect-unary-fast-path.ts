@@ -8,7 +8,7 @@ import { authenticateRequest } from './api-key.guard';
 export interface ConnectUnaryFastPathOptions {
   api: ClientApi;
   apiKeys: ApiKeySystem;
-  /** `IRONFLOW_MAX_PAYLOAD_BYTES`: a longer body is left to Express (413 there). */
+  /** `IRONFLOW_MAX_PAYLOAD_BYTES`: a longer body is left to Express (429 `resource_exhausted` / `PAYLOAD_TOO_LARGE` there). */
   maxBodyBytes: number;
 }
 

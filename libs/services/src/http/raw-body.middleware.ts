@@ -5,7 +5,8 @@ import { unaryJsonError } from '@ironflow/rpc';
 
 /**
  * Reads every body raw (a Buffer on `req.body`) up to `limit` bytes, so each route parses JSON
- * itself with a coded error. An oversized body is answered `413 PAYLOAD_TOO_LARGE`; nothing
+ * itself with a coded error. An oversized body is answered `PAYLOAD_TOO_LARGE`: 413 `{code, message}` on
+ * REST routes, the Connect error (429 `resource_exhausted`, `ironflowCode`) on `/ironflow.v1.*`; nothing
  * reaches a handler. `onTooLarge` runs first (awaited, its errors ignored): what an oversized
  * request must still cause, e.g. failing the attempt of a job whose report was too large.
  */
