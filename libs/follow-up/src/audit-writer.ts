@@ -1,4 +1,4 @@
-import { Store, Tx, auditSql } from '@ironflow/store';
+import { Store, auditSql } from '@ironflow/store';
 import { AuditNotWritten, ScopedAuditRow } from './audit-recorder';
 import { SlotSet } from './slot-set';
 
@@ -88,13 +88,14 @@ export class AuditWriter {
         });
         if (batch.length === 0) return;
         const deadline = Math.min(...batch.map((b) => b.deadline));
-        await this.store.unitOfWork('insertAuditRows', async (tx) => {
-          const left = deadline - Date.now();
-          if (left <= 0) throw new AuditNotWritten('budget', 'audit write reached its deadline waiting for a connection');
-          await tx.setLockTimeout(left);
-          givenUp = await this.settleFates(tx, batch);
-          await auditSql.insertAuditRows(tx, batch.filter((b) => !givenUp.has(b)).flatMap((b) => b.rows));
-        });
+        await this.deleteOldFates();
+        // One statement, one round trip on PostgreSQL: the lock limit goes with it (measured before
+        // the connection is taken; the writer's slots are fewer than its pool's connections).
+        const givenUpIds = await this.store.unitOfWork('insertAuditRows', async (tx) => {
+          if (Date.now() >= deadline) throw new AuditNotWritten('budget', 'audit write reached its deadline waiting for a connection');
+          return auditSql.writeAuditRequests(tx, batch);
+        }, { oneStatement: true, lockLimitMs: Math.max(1, deadline - Date.now()) });
+        givenUp = new Set(batch.filter((b) => b.requestId !== undefined && givenUpIds.has(b.requestId)));
       });
       for (const b of batch) {
         if (givenUp.has(b)) b.reject(new AuditNotWritten('budget', 'audit write given up by its sender before its insert (no answer within its budget)'));
@@ -108,19 +109,10 @@ export class AuditWriter {
     }
   }
 
-  /**
-   * In the insert's transaction: settles the batch's requests as `written` and returns those
-   * whose sender settled them first (their rows are left out). About once a minute it also
-   * deletes the fates no sender can still ask about.
-   */
-  private async settleFates(tx: Tx, batch: Pending[]): Promise<Set<Pending>> {
-    const fenced = batch.filter((b) => b.requestId !== undefined);
-    if (fenced.length === 0) return new Set();
-    if (Date.now() - this.lastFateCleanup >= FATE_CLEANUP_EVERY_MS) {
-      this.lastFateCleanup = Date.now();
-      await auditSql.deleteAuditFatesBefore(tx, tx.now - AUDIT_FATE_KEEP_MS);
-    }
-    const settled = new Set(await auditSql.settleAuditRequests(tx, [...new Set(fenced.map((b) => b.requestId!))], 'written'));
-    return new Set(fenced.filter((b) => !settled.has(b.requestId!)));
+  /** About once a minute, before a batch's insert (in its slot): deletes the fates no sender can still ask about. */
+  private async deleteOldFates(): Promise<void> {
+    if (Date.now() - this.lastFateCleanup < FATE_CLEANUP_EVERY_MS) return;
+    this.lastFateCleanup = Date.now();
+    await this.store.unitOfWork('deleteAuditFates', (tx) => auditSql.deleteAuditFatesBefore(tx, tx.now - AUDIT_FATE_KEEP_MS), { oneStatement: true });
   }
 }

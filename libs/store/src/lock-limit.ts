@@ -44,10 +44,10 @@ export function isLockTimeout(err: unknown): boolean {
  * with the unit's BEGIN, which covers row locks, `FOR UPDATE`, table locks such as a
  * `CREATE INDEX`'s, and advisory locks). A wait past the limit rolls the whole unit back and
  * rejects with `LockTimeoutError` (retryable: nothing changed). Other errors pass through
- * unchanged. With `options.oneStatement` (work that runs one statement, atomic on its own) and
- * `limitMs` equal to the connection's lock limit (`StoreOptions.lockTimeoutMs`, 1000 ms by
- * default), the unit runs without BEGIN and COMMIT, one round trip, its waits bounded by the
- * connection's limit (issue 11); with another limit it runs in a transaction as above.
+ * unchanged. With `options.oneStatement` (work that runs one statement, atomic on its own) the
+ * unit runs without BEGIN and COMMIT, one round trip (issue 11): at the connection's lock limit
+ * (`StoreOptions.lockTimeoutMs`, 1000 ms by default) as it is, with another limit after its
+ * `SET LOCAL` in the same simple query (`UnitOptions.lockLimitMs`).
  *
  * SQLite has no row locks and runs units of work one at a time, so there the limit is a no-op and
  * `work` runs as a plain unit of work (its `busy_timeout` still bounds a file lock).

@@ -4,15 +4,23 @@ import { StoreClock } from './clock';
 import { Tx, UnitOptions } from './tx';
 import { LockTimeoutError, isLockTimeout } from './lock-limit';
 import { PreparedStatementNames, isStalePreparedStatement } from './prepared-statements';
+import { inlineParameters } from './inline-parameters';
 
 /**
  * A transactional unit: its BEGIN is sent when its first statement is, with its own lock limit when
- * it has one, in the same round trip when that statement has no parameters.
+ * it has one, in the same round trip when that statement can go as a simple query (no parameters,
+ * or parameters written into it: {@link inlineParameters}).
  */
 interface LazyBegin {
   begun: boolean;
   /** The unit's own lock limit, ms (undefined: the connection's). */
   lockLimitMs?: number;
+  /**
+   * A one-statement unit with its own lock limit: its statement, as a simple query, goes after a
+   * `SET LOCAL lock_timeout` in the same text, which PostgreSQL runs as one implicit transaction (no
+   * BEGIN, no COMMIT). A statement that cannot go as a simple query begins a transaction instead.
+   */
+  implicit?: boolean;
 }
 
 /**
@@ -20,9 +28,13 @@ interface LazyBegin {
  * TypeORM's query runner, with its events, logger and result objects on every statement, cost
  * the dispatcher a few % of its CPU; TypeORM keeps the pool, the migrations and SQLite). A
  * transactional unit's BEGIN is sent with its first statement, in one round trip with the unit's
- * lock limit (`SET LOCAL lock_timeout`) and with that statement too when it has no parameters (the
- * instance authority's `FOR SHARE` read that begins a wake or an admission); a unit that runs no
- * statement sends neither BEGIN nor COMMIT. A statement with parameters runs as a named prepared statement once its text is known
+ * lock limit (`SET LOCAL lock_timeout`) and with that statement too when it can go as a simple
+ * query: without parameters (the instance authority's `FOR SHARE` read that begins a wake or an
+ * admission) or with its parameters written into it as literals ({@link inlineParameters}: the run
+ * read `FOR UPDATE` that begins a report); a unit that runs no statement sends neither BEGIN nor
+ * COMMIT. A one-statement unit runs without BEGIN and COMMIT: at the connection's lock limit as it
+ * is, with a limit of its own as one simple query after its `SET LOCAL` (one implicit transaction,
+ * one round trip: an audit-writer's insert). A statement with parameters runs as a named prepared statement once its text is known
  * ({@link PreparedStatementNames}). Errors: a lock wait past the limit rejects with
  * `LockTimeoutError` (the unit's limit, else `lockTimeoutMs`, the connections' own); a data
  * exception (SQLSTATE class 22) with `VALIDATION_ERROR`; others as the driver raised them. The
@@ -40,11 +52,14 @@ export class PostgresUnits {
     private readonly lockTimeoutMs: number | null,
   ) {}
 
-  /** `Store.unitOfWork` on PostgreSQL: in a transaction, or without one for a `oneStatement` unit at the connections' lock limit. */
+  /**
+   * `Store.unitOfWork` on PostgreSQL: in a transaction; a `oneStatement` unit without one, at the
+   * connections' lock limit or, with its own, in the implicit transaction of one simple query.
+   */
   unitOfWork<T>(name: string, work: (tx: Tx) => Promise<T>, { oneStatement: single, lockLimitMs }: UnitOptions = {}): Promise<T> {
-    // A one-statement unit needs a transaction only to hold a lock limit other than its connection's.
-    if (single && (lockLimitMs === undefined || lockLimitMs === this.lockTimeoutMs)) return this.run(name, oneStatement(name, work));
-    return this.run(name, single ? oneStatement(name, work) : work, { begun: false, lockLimitMs });
+    const ownLimit = lockLimitMs !== undefined && lockLimitMs !== this.lockTimeoutMs;
+    if (single && !ownLimit) return this.run(name, oneStatement(name, work));
+    return this.run(name, single ? oneStatement(name, work) : work, { begun: false, lockLimitMs, implicit: single });
   }
 
   /** `Store.read` on PostgreSQL: its statements run without a transaction. */
@@ -82,14 +97,18 @@ export class PostgresUnits {
       unit.lockLimitMs === undefined || unit.lockLimitMs === this.lockTimeoutMs ? 'START TRANSACTION' : `START TRANSACTION; ${lockLimit(unit.lockLimitMs)}`;
     const execute = async <R>(sql: string, params: readonly unknown[] = []) => {
       if (lazy && !lazy.begun) {
-        lazy.begun = true;
-        if (params.length === 0 && !sql.includes(';')) {
-          // A first statement without parameters goes with the BEGIN, in one round trip (the
-          // simple protocol answers each statement; this one's result is the last).
-          const results = (await client.query(`${beginText(lazy)}; ${sql}`)) as unknown as QueryResult[];
+        const simple = sql.includes(';') ? undefined : params.length === 0 ? sql : inlineParameters(sql, params);
+        if (simple !== undefined) {
+          // The first statement goes with the BEGIN (or, one statement alone, with its lock limit in
+          // an implicit transaction), in one round trip: the simple protocol answers each
+          // statement, and this one's result is the last.
+          const prefix = lazy.implicit ? lockLimit(lazy.lockLimitMs!) : beginText(lazy);
+          lazy.begun = !lazy.implicit;
+          const results = (await client.query(`${prefix}; ${simple}`)) as unknown as QueryResult[];
           const last = results[results.length - 1];
           return { rows: last.rows as R[], affected: last.rowCount ?? last.rows.length };
         }
+        lazy.begun = true;
         await client.query(beginText(lazy));
       }
       const name = this.preparedStatements.nameOf(sql, params.length);

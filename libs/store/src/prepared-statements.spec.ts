@@ -82,6 +82,7 @@ describe('prepared statements [postgres]', () => {
     await get(1);
     await expect(
       db.store.unitOfWork('test.rollback', async (tx) => {
+        await tx.query(`SELECT 1 AS one`); // a unit's first statement goes with its BEGIN, as literals
         await tx.query(`UPDATE prepared_t SET v = 'x' WHERE id = $1`, [1]);
         await tx.query(`UPDATE prepared_t SET v = 'x' WHERE id = $1`, [2]); // named here, inside the transaction
         throw new Error('boom');

@@ -37,9 +37,11 @@ export interface UnitOptions {
   /**
    * PostgreSQL: every lock wait of the unit ends at this many ms (`SET LOCAL lock_timeout`, sent
    * with its BEGIN) instead of the connection's default; past it the unit rolls back with
-   * `LockTimeoutError`. A `oneStatement` unit whose limit is the connection's default still runs
-   * without a transaction; with another limit it runs in one, to hold its `SET LOCAL`. Nothing on
-   * SQLite. Default: the connection's default (`StoreOptions.lockTimeoutMs`).
+   * `LockTimeoutError`. A `oneStatement` unit with another limit than the connection's sends its
+   * statement after its `SET LOCAL` in one simple query, which PostgreSQL runs as one implicit
+   * transaction (still one round trip, no BEGIN or COMMIT; the statement's parameters are written
+   * into it as literals, and one that cannot be begins a transaction instead). Nothing on SQLite.
+   * Default: the connection's default (`StoreOptions.lockTimeoutMs`).
    */
   lockLimitMs?: number;
 }

@@ -52,19 +52,45 @@ describe('TypeormStore units of work [postgres]', () => {
     expect(await db.store.unitOfWork('test.one', lockTimeout, { oneStatement: true })).toBe('1s');
   });
 
-  it('a one-statement unit with a lock limit other than the connection\'s runs in a transaction holding it; at the connection\'s limit, without one', async () => {
-    const open = `SELECT current_setting('lock_timeout') AS lock_timeout, now() <> statement_timestamp() AS open`;
-    const run = (lockLimitMs: number) => unitWithLockLimit(db.store, 'test.one', lockLimitMs, async (tx) => (await tx.query<{ lock_timeout: string; open: boolean }>(open))[0], { oneStatement: true });
-    // SET LOCAL holds only in a transaction (its statement goes with the BEGIN, so `open` cannot tell here; the rollback below does).
-    expect((await run(1234)).lock_timeout).toBe('1234ms');
-    expect(await run(1000)).toEqual({ lock_timeout: '1s', open: false });
+  it('a one-statement unit with a lock limit other than the connection\'s holds it in the implicit transaction of one simple query; at the connection\'s limit, it runs as it is', async () => {
+    const read = `SELECT current_setting('lock_timeout') AS lock_timeout, v FROM lazy_begin WHERE id = $1`;
+    const run = (lockLimitMs: number, id: unknown = 1) => unitWithLockLimit(db.store, 'test.one', lockLimitMs, async (tx) => (await tx.query<{ lock_timeout: string; v: string }>(read, [id]))[0], { oneStatement: true });
+    expect(await run(1234)).toEqual({ lock_timeout: '1234ms', v: 'a' });
+    expect(await run(1000)).toEqual({ lock_timeout: '1s', v: 'a' });
+    // The limit ends with the statement: the connection's default is back for the next unit.
+    expect(await db.store.unitOfWork('test.unit', lockTimeout)).toBe('1s');
+    // A lock wait past it fails the statement, which changed nothing.
+    await locker.lockRows(`SELECT id FROM lazy_begin WHERE id = 1 FOR UPDATE`);
+    const began = Date.now();
+    await expect(unitWithLockLimit(db.store, 'test.one', 50, (tx) => tx.query(`UPDATE lazy_begin SET v = $1 WHERE id = 1`, ['changed']), { oneStatement: true })).rejects.toBeInstanceOf(LockTimeoutError);
+    expect(Date.now() - began).toBeLessThan(900); // not the connection's 1 s
+    await locker.release();
+    // One statement, no transaction of its own: a second statement throws, the first stays committed.
     await expect(
       unitWithLockLimit(db.store, 'test.one', 1234, async (tx) => {
-        await tx.query(`INSERT INTO lazy_begin (id, v) VALUES (30, 'x')`);
+        await tx.query(`INSERT INTO lazy_begin (id, v) VALUES ($1, $2)`, [30, 'x']);
         await tx.query(`INSERT INTO lazy_begin (id, v) VALUES (31, 'y')`);
       }, { oneStatement: true }),
     ).rejects.toThrow('one statement');
-    expect((await rows()).map((r) => r.id)).toEqual([1]); // in a transaction, the first insert rolled back too
+    expect(await rows()).toEqual([{ id: 1, v: 'a' }, { id: 30, v: 'x' }]);
+  });
+
+  it('a one-statement unit with its own lock limit whose statement cannot be written as a simple query runs in a transaction holding the limit', async () => {
+    // A binary value is not written into a simple query: the statement goes with its parameters, after a BEGIN.
+    const read = `SELECT current_setting('lock_timeout') AS lock_timeout, now() <> statement_timestamp() AS open, length($1::bytea) AS n`;
+    expect(await unitWithLockLimit(db.store, 'test.one', 1234, async (tx) => (await tx.query(read, [Buffer.from([0, 1])]))[0], { oneStatement: true })).toEqual({ lock_timeout: '1234ms', open: true, n: 2 });
+  });
+
+  it('a first statement with parameters goes with the BEGIN, written as literals: its rows come back, and the unit is one transaction', async () => {
+    const tricky = `it's a \\ back'slash; $2 -- not a comment`;
+    await expect(
+      unitWithLockLimit(db.store, 'test.unit', 1234, async (tx) => {
+        await tx.query(`INSERT INTO lazy_begin (id, v) VALUES ($1, $2)`, [40, tricky]);
+        expect(await tx.query(`SELECT v FROM lazy_begin WHERE id = $1`, [40])).toEqual([{ v: tricky }]);
+        throw new Error('boom');
+      }),
+    ).rejects.toThrow('boom');
+    expect(await rows()).toEqual([{ id: 1, v: 'a' }]);
   });
 
   it('a first statement without parameters goes with the BEGIN, in the unit: its rows come back, its lock wait has the unit\'s limit, a later one the new limit', async () => {

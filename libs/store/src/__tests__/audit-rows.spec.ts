@@ -40,4 +40,24 @@ describe.each(STORES)('audit rows and fates [%s]', (dialect) => {
     const fates = await db.store.read('read', (tx) => tx.query<{ request_id: string; fate: string }>(`SELECT request_id, fate FROM audit_write_fates WHERE request_id IN ('q0', 'q39') ORDER BY request_id`));
     expect(fates).toEqual([{ request_id: 'q0', fate: 'given_up' }, { request_id: 'q39', fate: 'written' }]);
   });
+
+  it('requests written together: the rows of requests settled here and of requests without an id land in their order; a request given up before is left out and returned', async () => {
+    await db.store.unitOfWork('give up', (tx) => auditSql.settleAuditRequests(tx, ['gone'], 'given_up'));
+    const row = (runId: string, cause: string) => ({ runId, functionId: 'f', eventType: 'run.status_changed', cause, data: { cause }, ts: 1000 });
+    const givenUp = await db.store.unitOfWork('write', (tx) => auditSql.writeAuditRequests(tx, [
+      { requestId: 'a', rows: [row('r1', 'a1'), row('r2', 'a2')] },
+      { requestId: 'gone', rows: [row('r3', 'gone')] },
+      { rows: [row('r4', 'no id')] },
+      { requestId: 'a', rows: [row('r5', 'a again')] },
+      { requestId: 'b', rows: [] },
+    ]), { oneStatement: true, lockLimitMs: 2500 });
+    expect([...givenUp]).toEqual(['gone']);
+    const stored = await db.store.read('read', (tx) => tx.query<{ cause: string }>(`SELECT cause FROM audit_events ORDER BY id`));
+    expect(stored.map((r) => r.cause)).toEqual(['a1', 'a2', 'no id', 'a again']);
+    const fates = await db.store.read('read', (tx) => tx.query<{ request_id: string; fate: string }>(`SELECT request_id, fate FROM audit_write_fates ORDER BY request_id`));
+    expect(fates).toEqual([{ request_id: 'a', fate: 'written' }, { request_id: 'b', fate: 'written' }, { request_id: 'gone', fate: 'given_up' }]);
+    // Written once: the same requests again are all given up (settled before), and add no row.
+    expect([...(await db.store.unitOfWork('again', (tx) => auditSql.writeAuditRequests(tx, [{ requestId: 'a', rows: [row('r6', 'late')] }])))]).toEqual(['a']);
+    expect(await db.store.read('read', (tx) => tx.query(`SELECT count(*) AS n FROM audit_events`))).toEqual([{ n: dialect === 'postgres' ? '4' : 4 }]);
+  });
 });

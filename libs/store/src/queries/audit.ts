@@ -35,8 +35,7 @@ export async function insertAuditRows(tx: Tx, rows: AuditRow[]): Promise<void> {
        SELECT run_id, function_id, event_type, cause, data, ts
        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[]) WITH ORDINALITY AS r(run_id, function_id, event_type, cause, data, ts, n)
        ORDER BY n ON CONFLICT DO NOTHING`,
-      [rows.map((r) => r.runId), rows.map((r) => r.functionId), rows.map((r) => r.eventType), rows.map((r) => r.cause ?? null),
-        rows.map((r) => toJson(r.data)), rows.map((r) => Math.min(r.ts ?? tx.now, tx.now))],
+      rowArrays(tx, rows),
     );
     return;
   }
@@ -47,6 +46,50 @@ export async function insertAuditRows(tx: Tx, rows: AuditRow[]): Promise<void> {
     return `($${k + 1}, $${k + 2}, $${k + 3}, $${k + 4}, $${k + 5}, $${k + 6})`;
   });
   await tx.execute(`INSERT INTO audit_events (run_id, function_id, event_type, cause, data, ts) VALUES ${values.join(', ')} ON CONFLICT DO NOTHING`, params);
+}
+
+/** `rows` as the six column arrays the PostgreSQL inserts take, each row's time capped at the unit's. */
+function rowArrays(tx: Tx, rows: AuditRow[]): unknown[][] {
+  return [rows.map((r) => r.runId), rows.map((r) => r.functionId), rows.map((r) => r.eventType), rows.map((r) => r.cause ?? null),
+    rows.map((r) => toJson(r.data)), rows.map((r) => Math.min(r.ts ?? tx.now, tx.now))];
+}
+
+/** Audit write requests as the audit-writer takes them: their rows, and the request's id when its sender may give it up. */
+export interface AuditRequest {
+  requestId?: string;
+  rows: AuditRow[];
+}
+
+/**
+ * Stores audit write requests together: settles the fate of each that has an id as `written`
+ * ({@link settleAuditRequests}) and inserts, in their order, the rows of those it settled and of
+ * those without an id ({@link insertAuditRows}). Returns the ids whose fate another transaction
+ * settled first (their senders gave them up): their rows are left out. One statement on
+ * PostgreSQL (a unit of work run with `oneStatement`), two on SQLite.
+ */
+export async function writeAuditRequests(tx: Tx, requests: AuditRequest[]): Promise<Set<string>> {
+  const ids = [...new Set(requests.flatMap((r) => (r.requestId === undefined ? [] : [r.requestId])))];
+  if (tx.dialect !== 'postgres') {
+    const settled = new Set(await settleAuditRequests(tx, ids, 'written'));
+    await insertAuditRows(tx, requests.filter((r) => r.requestId === undefined || settled.has(r.requestId)).flatMap((r) => r.rows));
+    return new Set(ids.filter((id) => !settled.has(id)));
+  }
+  const rows = requests.flatMap((r) => r.rows);
+  const settled = await tx.query<{ request_id: string }>(
+    `WITH settled AS (
+       INSERT INTO audit_write_fates (request_id, fate, at) SELECT id, 'written', $1::bigint FROM unnest($2::text[]) AS ids(id)
+       ON CONFLICT (request_id) DO NOTHING RETURNING request_id),
+     inserted AS (
+       INSERT INTO audit_events (run_id, function_id, event_type, cause, data, ts)
+       SELECT run_id, function_id, event_type, cause, data, ts
+       FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[]) WITH ORDINALITY AS r(run_id, function_id, event_type, cause, data, ts, request_id, n)
+       WHERE r.request_id IS NULL OR r.request_id IN (SELECT request_id FROM settled)
+       ORDER BY n ON CONFLICT DO NOTHING)
+     SELECT request_id FROM settled`,
+    [tx.now, ids, ...rowArrays(tx, rows), requests.flatMap((r) => r.rows.map(() => r.requestId ?? null))],
+  );
+  const written = new Set(settled.map((r) => String(r.request_id)));
+  return new Set(ids.filter((id) => !written.has(id)));
 }
 
 /** Who settled an audit write request first: the audit-writer (it stored the rows) or the sender (it gave up on them). */
