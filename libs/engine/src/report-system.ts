@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { EngineError, InvocationError, RUN_ERROR_CODES, RunError, StepResult, YieldInfo } from '@ironflow/contracts';
 import { ExecutionFence, ReportKind, judgeReport } from '@ironflow/fencing';
 import { Outcome, commitOutcome } from '@ironflow/outcome';
-import { RunRecord, Tx, correlationsSql, functionsSql, leaseRecoverySql, leasesSql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
+import { FunctionRecord, RunRecord, Tx, correlationsSql, functionsSql, leaseRecoverySql, leasesSql, runsSql, stepsSql, unitWithLockLimit } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { parseDurationMs } from './duration';
 import { OutcomeAnnouncer } from './outcome-announcer';
@@ -162,7 +162,10 @@ export class ReportSystem {
       // Its lock waits end at `lockLimitMs` (PostgreSQL): a report on a row held longer changes nothing
       // and is refused `UNAVAILABLE` (retryable); the worker sends it again, or lease recovery runs the segment again.
       result = grouped ? { effect: 'outcome', run: grouped } : await unitWithLockLimit(this.r.store, 'applyReport', this.r.config.lockLimitMs, async (tx) => {
-        const run = await runsSql.getRun(tx, runId, { lock: true });
+        // A `step.invoke`'s target function is read with the run (one statement on PostgreSQL).
+        const invoked = report.kind === 'yielded' ? invokedFunctionId(report.yield) : undefined;
+        const withTarget = invoked === undefined ? undefined : await runsSql.getRunWithFunction(tx, runId, { lock: true, functionId: invoked });
+        const run = withTarget === undefined ? await runsSql.getRun(tx, runId, { lock: true }) : withTarget?.run ?? null;
         if (!run) throw new EngineError('RUN_NOT_FOUND', `run ${runId} does not exist`);
         const verdict = judgeReport(run, fence, report.kind as ReportKind);
         if (verdict.kind === 'reject') throw verdict.error;
@@ -191,7 +194,7 @@ export class ReportSystem {
             return failed;
           }
           case 'yielded':
-            return this.yieldAt(tx, run, liveFence, report.yield, report);
+            return this.yieldAt(tx, run, liveFence, report.yield, report, withTarget?.fn);
         }
       });
     } catch (err) {
@@ -297,7 +300,8 @@ export class ReportSystem {
   }
 
   /** Records the wait a segment ended at and moves the run to `waiting` (or straight back to the queue). */
-  private async yieldAt(tx: Tx, run: RunRecord, fence: ExecutionFence, y: YieldInfo, report: SegmentReport): Promise<ReportResult & { accepted?: AcceptedInvoke }> {
+  /** `invokedFn`: the function a `step.invoke` yield names, read with the run (`undefined`: not read yet; `null`: not registered). */
+  private async yieldAt(tx: Tx, run: RunRecord, fence: ExecutionFence, y: YieldInfo, report: SegmentReport, invokedFn?: FunctionRecord | null): Promise<ReportResult & { accepted?: AcceptedInvoke }> {
     if (!y || typeof y !== 'object') throw new EngineError('VALIDATION_ERROR', 'a yielded report needs `yield`');
     if (typeof y.step_id !== 'string' || y.step_id === '') throw new EngineError('VALIDATION_ERROR', 'yield.step_id is required');
     // The wait's step follows the report's steps; a push report knows where they start (its
@@ -339,7 +343,7 @@ export class ReportSystem {
       }
       case 'invoke_function':
       case 'invoke_function_async': {
-        const target = await functionsSql.getFunction(tx, run.project, run.env, y.function_id);
+        const target = invokedFn !== undefined ? invokedFn : await functionsSql.getFunction(tx, run.project, run.env, y.function_id);
         if (!target) {
           return this.commit(tx, run, fence, {
             status: 'failed',
@@ -425,4 +429,10 @@ function timeAfter(now: number, durationMs: unknown, what: string): number {
     throw new EngineError('VALIDATION_ERROR', `${what}: a positive duration in ms ending before ${new Date(MAX_TIME_MS).toISOString()}`);
   }
   return Math.round(now + durationMs);
+}
+
+/** The function id a `step.invoke` yield names, or `undefined` for any other yield (or a malformed one, which `yieldAt` refuses). */
+function invokedFunctionId(y: YieldInfo): string | undefined {
+  if (!y || typeof y !== 'object' || (y.type !== 'invoke_function' && y.type !== 'invoke_function_async')) return undefined;
+  return typeof y.function_id === 'string' ? y.function_id : undefined;
 }

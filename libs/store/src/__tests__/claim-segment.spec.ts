@@ -95,6 +95,13 @@ describe.each(STORES)('a claim and its segment [%s]', (dialect) => {
     expect(fn?.definition.metadata).toEqual({ owner: 'team' });
     expect([gone?.run.id, gone?.fn]).toEqual(['r2', null]);
     expect(none).toBeNull();
+    // Another function of the run's project and env, named (a step.invoke report's target).
+    const [named, unknown] = await db.store.unitOfWork('read', async (tx) => [
+      await runsSql.getRunWithFunction(tx, 'r2', { lock: true, functionId: 'f' }),
+      await runsSql.getRunWithFunction(tx, 'r1', { lock: true, functionId: 'nope' }),
+    ] as const);
+    expect([named?.run.id, named?.fn]).toEqual(['r2', fn]);
+    expect([unknown?.run.id, unknown?.fn]).toEqual(['r1', null]);
   });
 
   it('hasClaimable says whether a claim would find a queued segment: not for held, later, other-mode or filtered-out runs, nor while frozen', async () => {

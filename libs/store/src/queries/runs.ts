@@ -59,17 +59,19 @@ export async function getRun(tx: Tx, id: string, opts: { lock?: boolean } = {}):
 /**
  * A run and its function (`null` when the function is gone), the run's row locked with `lock`
  * (`FOR UPDATE` on PostgreSQL): on PostgreSQL in one statement (issue 11: a wake and an admission
- * read both, one round trip fewer), on SQLite in two. `null` when the run does not exist.
+ * read both, one round trip fewer), on SQLite in two. `functionId`: read that function of the
+ * run's project and env instead of the run's own (a `step.invoke` report's target). `null` when
+ * the run does not exist.
  */
-export async function getRunWithFunction(tx: Tx, id: string, opts: { lock?: boolean } = {}): Promise<{ run: RunRecord; fn: FunctionRecord | null } | null> {
+export async function getRunWithFunction(tx: Tx, id: string, opts: { lock?: boolean; functionId?: string } = {}): Promise<{ run: RunRecord; fn: FunctionRecord | null } | null> {
   if (tx.dialect !== 'postgres') {
     const run = await getRun(tx, id, opts);
-    return run && { run, fn: await getFunction(tx, run.project, run.env, run.functionId) };
+    return run && { run, fn: await getFunction(tx, run.project, run.env, opts.functionId ?? run.functionId) };
   }
   const rows = await tx.query(
-    `SELECT runs.*, ${FUNCTION_OF_RUN} AS run_function
+    `SELECT runs.*, ${functionOfRun(opts.functionId === undefined ? undefined : '$2')} AS run_function
      FROM runs WHERE id = $1${opts.lock ? tx.forUpdate : ''}`,
-    [id],
+    opts.functionId === undefined ? [id] : [id, opts.functionId],
   );
   if (!rows.length) return null;
   const fn = rows[0].run_function as Record<string, unknown> | null;
@@ -168,14 +170,17 @@ export interface ClaimedRun extends RunRecord {
 }
 
 /**
+ * A function of the project and env of the `runs` row in scope, as JSON (null when it is gone):
+ * the one whose id is the SQL expression `id`, by default the run's own.
+ */
+const functionOfRun = (id = 'runs.function_id') => `(SELECT row_to_json(f) FROM functions f WHERE f.project = runs.project AND f.env = runs.env AND f.id = ${id})`;
+
+/**
  * PostgreSQL: the columns a claim's `UPDATE … RETURNING *` adds to return the claimed run's
  * segment in the same statement (the reads of {@link SegmentRows}, each as JSON).
  */
-/** The function of the `runs` row in scope, as JSON (null when it is gone). */
-const FUNCTION_OF_RUN = `(SELECT row_to_json(f) FROM functions f WHERE f.project = runs.project AND f.env = runs.env AND f.id = runs.function_id)`;
-
 const SEGMENT_COLUMNS = `,
-       ${FUNCTION_OF_RUN} AS segment_function,
+       ${functionOfRun()} AS segment_function,
        (SELECT row_to_json(e) FROM events e WHERE e.id = runs.event_id) AS segment_event,
        (SELECT COALESCE(json_agg(s ORDER BY s.sequence, s.created_at), '[]'::json) FROM steps s WHERE s.run_id = runs.id) AS segment_steps`;
 
