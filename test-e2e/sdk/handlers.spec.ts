@@ -9,7 +9,7 @@ import { createServer, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { createClient, createFunction, createWorker, IronflowEvent, serve, Worker } from '@ironflow/sdk';
 import { functionsSql } from '@ironflow/store';
-import { STORES, TestServer, startTestServer } from '@ironflow/testing';
+import { STORES, TestServer, startTestServer, waitFor } from '@ironflow/testing';
 import { uid } from '../support/wire-harness';
 
 const SIGNING_KEY = 'test-signing-key-0123456789';
@@ -92,12 +92,9 @@ describe.each(STORES)('our SDK against the engine [%s]', (dialect) => {
   });
 });
 
-async function waitForRun(client: ReturnType<typeof createClient>, runId: string) {
-  const deadline = Date.now() + 20_000;
-  for (;;) {
+function waitForRun(client: ReturnType<typeof createClient>, runId: string) {
+  return waitFor(`run ${runId} to end`, async () => {
     const run = await client.getRun(runId);
-    if (['completed', 'failed', 'cancelled'].includes(run.status)) return run;
-    if (Date.now() > deadline) throw new Error(`run ${runId} is still ${run.status}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+    return ['completed', 'failed', 'cancelled'].includes(run.status) ? run : undefined;
+  }, 20_000, 50);
 }

@@ -1,4 +1,5 @@
 import { RecordingProfile } from '@ironflow/contracts';
+import { getEventListeners, getMaxListeners } from 'events';
 import { AuditNotWritten, AuditRecorder, AuditRecorderOptions, AuditSink, AuditWriteOptions, ScopedAuditRow } from './audit-recorder';
 
 const row = (eventType = 'run.status_changed', functionId = 'f'): ScopedAuditRow => ({ project: 'p', env: 'e', runId: 'r', functionId, eventType });
@@ -268,6 +269,47 @@ describe('AuditRecorder', () => {
       } finally {
         jest.useRealTimers();
       }
+    });
+
+    describe('rows waiting for a running lookup', () => {
+      /** A lookup that stays pending until the test answers it: a slow first read of the function. */
+      const heldLookup = () => {
+        let begun!: () => void;
+        let answer!: (profile: RecordingProfile) => void;
+        const started = new Promise<void>((resolve) => (begun = resolve));
+        const lookup = () => new Promise<RecordingProfile>((resolve) => ((answer = resolve), begun()));
+        return { lookup, started, answer: (profile: RecordingProfile) => answer(profile) };
+      };
+      const ROWS = 50;
+
+      // Jest gives a test file its own copy of `process`: Node's warnings reach the real one only,
+      // so this checks the condition Node warns on (more 'abort' listeners than the signal's limit).
+      it('many rows waiting for the first lookup add no listener each to the stop signal (MaxListenersExceededWarning under load)', async () => {
+        const signals: AbortSignal[] = [];
+        const sink = { write: async (_rows: ScopedAuditRow[], options: AuditWriteOptions) => { signals.push(options.signal); } };
+        const held = heldLookup();
+        const r = recorder(sink, { recordingLookup: held.lookup, slots: 4 });
+        expect(await r.record({ ...row('run.created'), functionId: null })).toBe(true); // no lookup: shows the signal
+        const rows = Array.from({ length: ROWS }, () => r.record(row('run.created')));
+        await held.started;
+        expect(getEventListeners(signals[0], 'abort').length).toBeLessThanOrEqual(getMaxListeners(signals[0]));
+        held.answer('all');
+        expect(await Promise.all(rows)).toEqual(Array(ROWS).fill(true));
+      });
+
+      it('stop drops every row waiting for a running lookup at once, each counted as recording_lookup stopped', async () => {
+        const held = heldLookup();
+        const r = recorder(okSink, { recordingLookup: held.lookup, slots: 4 });
+        const rows = Array.from({ length: ROWS }, () => r.record(row('run.created')));
+        await held.started;
+        const stopping = r.stop();
+        expect(await Promise.all(rows)).toEqual(Array(ROWS).fill(false));
+        expect(drops).toEqual(Array(ROWS).fill({ eventType: 'recording_lookup', reason: 'stopped' }));
+        held.answer('all');
+        await stopping;
+        expect(await r.record(row('run.created'))).toBe(false);
+        expect(okSink.written).toEqual([]);
+      });
     });
   });
 });

@@ -128,6 +128,12 @@ export class AuditRecorder {
   private readonly profiles = new Map<string, CachedProfile>();
   private readonly lookups = new Map<string, Promise<RecordingProfile | null>>();
   private readonly stopping = new AbortController();
+  /**
+   * Rows waiting for a recording lookup: `stop` fails each at once. A set, not an 'abort' listener
+   * a row on `stopping.signal`: rows waiting for a function's first lookup are many under load, and
+   * past 10 listeners Node warns of a leak (MaxListenersExceededWarning).
+   */
+  private readonly lookupWaiters = new Set<(stopped: AuditNotWritten) => void>();
   private busy = 0;
   private load = 0;
 
@@ -207,6 +213,7 @@ export class AuditRecorder {
   async stop(): Promise<void> {
     this.stopping.abort();
     clearTimeout(this.lingerTimer);
+    for (const fail of this.lookupWaiters) fail(new AuditNotWritten('stopped', 'recording lookup: audit recorder stopped'));
     for (const item of this.queue.splice(0)) {
       if (item.kind === 'row') {
         clearTimeout(item.timer);
@@ -333,15 +340,12 @@ export class AuditRecorder {
       return cached.profile;
     }
     let timer: NodeJS.Timeout | undefined;
-    let onStop: (() => void) | undefined;
+    let onStop: ((stopped: AuditNotWritten) => void) | undefined;
     try {
       return await Promise.race([
         this.lookupOnce(k, row),
         new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new AuditNotWritten('budget', `recording lookup: waiting for an audit slot and a deadline (${this.budgetMs} ms)`)), Math.max(0, deadline - Date.now())); }),
-        new Promise<never>((_, reject) => {
-          onStop = () => reject(new AuditNotWritten('stopped', 'recording lookup: audit recorder stopped'));
-          this.stopping.signal.addEventListener('abort', onStop, { once: true });
-        }),
+        new Promise<never>((_, reject) => { onStop = reject; this.lookupWaiters.add(reject); }),
       ]);
     } catch (err) {
       const reason = err instanceof AuditNotWritten ? err.reason : 'error';
@@ -349,7 +353,7 @@ export class AuditRecorder {
       return 'lost';
     } finally {
       clearTimeout(timer);
-      if (onStop) this.stopping.signal.removeEventListener('abort', onStop);
+      if (onStop) this.lookupWaiters.delete(onStop);
     }
   }
 

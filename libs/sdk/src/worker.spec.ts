@@ -357,15 +357,19 @@ describe('createWorker (REST pull)', () => {
 
   it('stop flushes the job\'s unsent checkpoints before the release, and a handler that still returns sends no terminal', async () => {
     const gate = deferred();
+    const stepDone = deferred();
     const fn = createFunction({ id: 'orders' }, async ({ step }) => {
       await step.run('a', () => 'A');
+      stepDone.resolve();
       await gate.promise;
       return 'too late';
     });
     engine = await startEngine({ polls: [{ status: 200, body: job({ execution_seq: 2, lease_token: 't2', step_sequence_base: 4 }) }] });
     const w = await start([fn], { checkpointIntervalMs: 60_000 });
     await waitFor(() => activeJobs(w) === 1 && acks(engine).length === 1, 'the job to run');
-    await new Promise((r) => setTimeout(r, 20));
+    // Step `a` is done and its checkpoint unsent (the interval is a minute): what stop must flush.
+    await stepDone.promise;
+    expect(updates(engine)).toEqual([]);
     const stopping = w.stop();
     gate.resolve();
     await stopping;

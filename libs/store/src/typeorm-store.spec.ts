@@ -187,7 +187,8 @@ describe('the connections\' lock limit [postgres]', () => {
     const opening = open();
     opening.catch(() => undefined);
     await waitFor('the migrations to wait on the lock', async () => (await locker.waiters()) > 0);
-    // Twice the limit: a migration bound by it would have given up by now.
+    // A window, not a hope: the claim is that nothing happens (no give-up) for twice the limit,
+    // measured from the moment the migration waits; a migration bound by the limit would have failed.
     await delay(2 * LIMIT_MS);
     await locker.release();
     limited = await opening;

@@ -100,6 +100,26 @@ export function holdAudit(engine: Engine): { reached: () => Promise<unknown>; re
   return { reached: () => waitFor('an audit write held', () => sink.waiting > 0), release: () => sink.unblock() };
 }
 
+/**
+ * How long a test that holds a new child's `run.created` row watches it stay held, ms. An
+ * admission that does not wait for its row replays and cancels the child within about 20 ms here
+ * (measured on both stores), so ten times that.
+ */
+export const HELD_ROW_WINDOW_MS = 200;
+
+/**
+ * A window, not a hope: the claim is that nothing happens to `childId` while its `run.created`
+ * row is held (an admission may not replay before the row lands), and a claim that something does
+ * not happen needs time for it to happen. Watches {@link HELD_ROW_WINDOW_MS}, which must be well
+ * inside `allowedWaitMs`, the configured wait after which the admission may go on without the
+ * row; then asserts the child still held and queued.
+ */
+export async function expectHeldWhileRowHeld(t: TestEngine, childId: string, allowedWaitMs: number): Promise<void> {
+  if (allowedWaitMs < 10 * HELD_ROW_WINDOW_MS) throw new Error(`the admission may go on after ${allowedWaitMs} ms: too close to the ${HELD_ROW_WINDOW_MS} ms window to prove it waited`);
+  await new Promise((resolve) => setTimeout(resolve, HELD_ROW_WINDOW_MS));
+  expect(await readRun(t, childId)).toMatchObject({ status: 'waiting_for_capacity', held: true });
+}
+
 /** Takes every free slot of `engine`'s follow-up slot set; returns their release. */
 export async function takeAllSlots(engine: Engine): Promise<() => void> {
   const held: (() => void)[] = [];

@@ -1,7 +1,7 @@
 import { Engine } from '@ironflow/engine';
 import { ExecutionFence } from '@ironflow/fencing';
 import { STORES, TestEngine } from '@ironflow/testing';
-import { cancelledUnclaimed, dispatchedUnclaimed, drainFollowUps, emitCancel, history, holdAudit, openAdmissionTest, reportInvoke } from './admission-kit';
+import { ADMISSION_TEST_CONFIG, cancelledUnclaimed, dispatchedUnclaimed, drainFollowUps, emitCancel, expectHeldWhileRowHeld, history, holdAudit, openAdmissionTest, reportInvoke } from './admission-kit';
 import { pollOne, readRun, readStep } from './post-commit-kit';
 
 /**
@@ -51,9 +51,8 @@ describe.each(STORES)('invoke path [%s]', (dialect) => {
     const audit = holdAudit(t.engine);
     const { childId } = await reportInvoke(t, 'A');
     await audit.reached();
-    // Give an admission that did not wait for its row the time to cancel the child.
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    expect(await readRun(t, childId)).toMatchObject({ status: 'waiting_for_capacity', held: true });
+    // A report's admission waits for its row as long as the row's audit budget.
+    await expectHeldWhileRowHeld(t, childId, ADMISSION_TEST_CONFIG.auditBudgetMs);
     const releasedAt = t.db.clock.now();
     audit.release();
     await drain();

@@ -7,6 +7,7 @@ import {
   dispatchedUnclaimed,
   drainFollowUps,
   emitCancel,
+  expectHeldWhileRowHeld,
   history,
   holdAudit,
   invocation,
@@ -117,13 +118,12 @@ describe.each(STORES)('pending invocations [%s]', (dialect) => {
   it('TestPendingInvoke_RunCreatedPrecedesReplayedCancel: the pass writes the child\'s run.created row, waits for it, then the replay cancels the child; the row sorts first', async () => {
     const eventId = await emitCancel(t, 'A'); // no run matches yet: the cancel waits in the replay buffer
     const { parentId, childId, stepId } = await crashAfterReport('A');
-    const fresh = await restarted({ createdRowWaitMs: 10_000 });
+    const rowWaitMs = 10_000;
+    const fresh = await restarted({ createdRowWaitMs: rowWaitMs });
     const audit = holdAudit(fresh);
     expect(await fresh.pendingInvokes.run()).toBe(1);
     await audit.reached();
-    // Give an admission that did not wait for its row the time to cancel the child.
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    expect(await readRun(t, childId)).toMatchObject({ status: 'waiting_for_capacity', held: true });
+    await expectHeldWhileRowHeld(t, childId, rowWaitMs);
     const releasedAt = t.db.clock.now();
     audit.release();
     await drain(fresh);
