@@ -11,7 +11,7 @@ import { recordStepRow } from './step-audit';
 import { stepNameOf } from './step-name';
 import { EngineResources } from './resources';
 import { recordRunCreated } from './run-created-audit';
-import { assertThawed } from './instance-control';
+import { InstanceFrozen } from './instance-control';
 
 type InvokeYield = Extract<YieldInfo, { type: 'invoke_function' | 'invoke_function_async' }>;
 
@@ -245,8 +245,10 @@ export class InvokeAdmission {
         // A pass or the sweep gives up on a locked row (the store raises `LockTimeoutError`); the
         // report path waits on the child's row like its report did.
         if (recovery) await tx.setLockTimeout(this.r.config.lockLimitMs);
+        // The freeze, and the run with its function under its row lock: one round trip on PostgreSQL.
+        const { frozen, read: locked } = await runsSql.getRunWithFunctionIfThawed(tx, target.run.id);
         // A frozen instance admits nothing: the admission is left to the pass after the thaw.
-        await assertThawed(tx);
+        if (frozen) throw new InstanceFrozen();
         // The function of a run read here under its row lock, as this unit reads it.
         const functionOf = (read: RunRecord) => functionsSql.getFunction(tx, read.project, read.env, read.functionId);
         // A run whose admission is refused for good fails, only if unchanged since that read.
@@ -255,8 +257,6 @@ export class InvokeAdmission {
           if (!reason) return null;
           return commitOutcome(tx, read.id, { status: 'failed', error: refusalError(reason) }, { kind: 'version', status: read.status, version: read.version });
         };
-        // The run's function comes with its row (one statement on PostgreSQL).
-        const locked = await runsSql.getRunWithFunction(tx, target.run.id, { lock: true });
         const run = locked?.run ?? null;
         const done: AdmissionEffect = { outcome: 'ended' };
         if (run && !isTerminalRunStatus(run.status) && run.held) {

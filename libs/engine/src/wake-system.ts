@@ -79,10 +79,10 @@ export class WakeSystem {
     const { result: effect, dispatched } = await withReservedSlot(this.atOnce, reserved, (slot) =>
       unitWithLockLimit(this.r.store, 'wakeParent', this.r.config.lockLimitMs, async (tx): Promise<WakeEffect> => {
         slot.segment = null;
+        // The freeze, and the parent with its function under its row lock: one round trip on PostgreSQL.
+        const { frozen, read } = await runsSql.getRunWithFunctionIfThawed(tx, parentRunId);
         // A frozen instance resumes nothing: the wake stays pending for the pass after the thaw.
-        if (await authoritySql.isFrozen(tx)) return { failedParent: null, queued: null, resolved: null, frozen: true };
-        // The parent's function comes with its row (one statement on PostgreSQL).
-        const read = await runsSql.getRunWithFunction(tx, parentRunId, { lock: true });
+        if (frozen) return { failedParent: null, queued: null, resolved: null, frozen: true };
         const parent = read?.run ?? null;
         await this.r.pausePoints.reached('wake.afterRead', parentRunId);
         if (!parent || isTerminalRunStatus(parent.status)) {

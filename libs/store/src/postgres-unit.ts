@@ -4,6 +4,7 @@ import { StoreClock } from './clock';
 import { Tx, UnitOptions } from './tx';
 import { LockTimeoutError, isLockTimeout } from './lock-limit';
 import { PreparedStatementNames, isStalePreparedStatement } from './prepared-statements';
+import { oneAfterAnother } from './sql';
 import { inlineParameters } from './inline-parameters';
 
 /**
@@ -95,18 +96,29 @@ export class PostgresUnits {
     /** The BEGIN of `lazy`, with the unit's lock limit when it is not the connection's. */
     const beginText = (unit: LazyBegin) =>
       unit.lockLimitMs === undefined || unit.lockLimitMs === this.lockTimeoutMs ? 'START TRANSACTION' : `START TRANSACTION; ${lockLimit(unit.lockLimitMs)}`;
+    /**
+     * Sends `texts`, statements as simple queries, in one round trip, after what the unit has yet
+     * to send first (its BEGIN, or its lock limit for a one-statement unit's implicit transaction);
+     * resolves with the results of `texts` (the simple protocol answers each statement).
+     */
+    const sendSimple = async (texts: string[]): Promise<QueryResult[]> => {
+      const first: string[] = [];
+      if (lazy && !lazy.begun) {
+        first.push(lazy.implicit ? lockLimit(lazy.lockLimitMs!) : beginText(lazy));
+        lazy.begun = !lazy.implicit;
+      }
+      const result = (await client.query([...first, ...texts].join('; '))) as unknown as QueryResult | QueryResult[];
+      const results = Array.isArray(result) ? result : [result];
+      return results.slice(results.length - texts.length);
+    };
     const execute = async <R>(sql: string, params: readonly unknown[] = []) => {
       if (lazy && !lazy.begun) {
-        const simple = sql.includes(';') ? undefined : params.length === 0 ? sql : inlineParameters(sql, params);
+        // The first statement goes with the BEGIN (or, one statement alone, with its lock limit in
+        // an implicit transaction), in one round trip, when it can go as a simple query.
+        const simple = asSimpleQuery(sql, params);
         if (simple !== undefined) {
-          // The first statement goes with the BEGIN (or, one statement alone, with its lock limit in
-          // an implicit transaction), in one round trip: the simple protocol answers each
-          // statement, and this one's result is the last.
-          const prefix = lazy.implicit ? lockLimit(lazy.lockLimitMs!) : beginText(lazy);
-          lazy.begun = !lazy.implicit;
-          const results = (await client.query(`${prefix}; ${simple}`)) as unknown as QueryResult[];
-          const last = results[results.length - 1];
-          return { rows: last.rows as R[], affected: last.rowCount ?? last.rows.length };
+          const [result] = await sendSimple([simple]);
+          return { rows: result.rows as R[], affected: result.rowCount ?? result.rows.length };
         }
         lazy.begun = true;
         await client.query(beginText(lazy));
@@ -125,6 +137,11 @@ export class PostgresUnits {
       forUpdateSkipLocked: ' FOR UPDATE SKIP LOCKED',
       execute,
       query: async <R>(sql: string, params?: readonly unknown[]) => (await execute<R>(sql, params)).rows,
+      queryTogether: async (statements) => {
+        const texts = statements.map(({ sql, params }) => asSimpleQuery(sql, params));
+        if (statements.length > 1 && texts.every((t) => t !== undefined)) return (await sendSimple(texts as string[])).map((r) => r.rows);
+        return oneAfterAnother(execute, statements);
+      },
       setLockTimeout: async (ms: number) => {
         if (!lazy) throw new Error('setLockTimeout: a read runs without a transaction and holds no lock limit of its own');
         // Before the first statement the limit goes with the BEGIN; after it, on its own, unless it
@@ -135,6 +152,16 @@ export class PostgresUnits {
       },
     };
   }
+}
+
+/**
+ * `sql` as a simple query's text: as it is without parameters, else with them written in as
+ * literals ({@link inlineParameters}); `undefined` when it cannot go so (a text of several
+ * statements, or parameters that cannot be written in).
+ */
+function asSimpleQuery(sql: string, params: readonly unknown[]): string | undefined {
+  if (sql.includes(';')) return undefined;
+  return params.length === 0 ? sql : inlineParameters(sql, params);
 }
 
 /** `work` on a Tx that refuses a second statement (a unit of work run without a transaction). */
@@ -149,6 +176,7 @@ function oneStatement<T>(name: string, work: (tx: Tx) => Promise<T>): (tx: Tx) =
       ...tx,
       query: (sql, params) => (once(), tx.query(sql, params)),
       execute: (sql, params) => (once(), tx.execute(sql, params)),
+      queryTogether: (statements) => (statements.forEach(once), tx.queryTogether(statements)),
       setLockTimeout: async () => {
         throw new Error(`unit of work ${name} runs one statement: its lock limit is UnitOptions.lockLimitMs`);
       },

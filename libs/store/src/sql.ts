@@ -31,6 +31,16 @@ export interface Statement {
   params: unknown[];
 }
 
+/** `Tx.queryTogether` where statements go one at a time: each runs after the one before it ends. */
+export async function oneAfterAnother(
+  execute: (sql: string, params: readonly unknown[]) => Promise<{ rows: Record<string, unknown>[] }>,
+  statements: readonly Statement[],
+): Promise<Record<string, unknown>[][]> {
+  const out: Record<string, unknown>[][] = [];
+  for (const { sql, params } of statements) out.push((await execute(sql, params)).rows);
+  return out;
+}
+
 /**
  * `statements` as parts of one statement (PostgreSQL CTEs, issue 11): each one's placeholders are
  * renumbered to follow the parameters of those before it. Returns the renumbered texts, in order,

@@ -1,4 +1,4 @@
-import { Dialect } from './sql';
+import { Dialect, Statement } from './sql';
 
 /**
  * One unit of work's view of the store: every statement runs in the same transaction, and `now`
@@ -11,6 +11,14 @@ export interface Tx {
   query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<R[]>;
   /** Runs a write and returns its rows and the number of rows it changed. */
   execute<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<{ rows: R[]; affected: number }>;
+  /**
+   * Runs `statements` in their order and returns each one's rows, for statements the unit needs
+   * no result of before the last is sent (issue 11): on PostgreSQL they go in one round trip when
+   * their parameters can be written as literals (`inlineParameters`; with the unit's BEGIN when
+   * they are its first), else one after another. A statement that fails ends the unit (the ones
+   * after it do not run). On SQLite, one after another.
+   */
+  queryTogether(statements: readonly Statement[]): Promise<Record<string, unknown>[][]>;
   /** ` FOR UPDATE` on PostgreSQL; empty on SQLite, where units of work already run one at a time. */
   readonly forUpdate: string;
   /** ` FOR UPDATE SKIP LOCKED` on PostgreSQL; empty on SQLite. */

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { LockTimeoutError, OpenedStore, openStore, unitWithLockLimit } from '@ironflow/store';
+import { LockTimeoutError, OpenedStore, Tx, openStore, unitWithLockLimit } from '@ironflow/store';
 import { Locker, TestStore, openLocker, openSqliteElsewhere, openTestStore, testDatabaseUrl, waitFor } from '@ironflow/testing';
 
 /** A PostgreSQL test store (pool of 2) with a table `table` holding the row (1, 'a'), and a locker on the same database. */
@@ -111,6 +111,40 @@ describe('TypeormStore units of work [postgres]', () => {
     ).rejects.toBeInstanceOf(LockTimeoutError);
     await locker.release();
     expect(await rows()).toEqual([{ id: 1, v: 'a' }]);
+  });
+
+  it('statements sent together run in order and answer each with its rows: with the BEGIN, inside a transaction, in a read; a failure ends the unit', async () => {
+    const together = (tx: Tx) => tx.queryTogether([
+      { sql: `SELECT current_setting('lock_timeout') AS lock_timeout`, params: [] },
+      { sql: `UPDATE lazy_begin SET v = $1 WHERE id = $2 RETURNING v`, params: [`o'k`, 1] },
+      { sql: `SELECT v FROM lazy_begin WHERE id = $1`, params: [1] },
+    ]);
+    // Its unit's first statements, with the BEGIN and the unit's limit; then rolled back with the unit.
+    await expect(unitWithLockLimit(db.store, 'test.unit', 1234, async (tx) => {
+      expect(await together(tx)).toEqual([[{ lock_timeout: '1234ms' }], [{ v: `o'k` }], [{ v: `o'k` }]]);
+      throw new Error('boom');
+    })).rejects.toThrow('boom');
+    expect(await rows()).toEqual([{ id: 1, v: 'a' }]);
+    // After another statement, inside the transaction; committed with it.
+    expect(await db.store.unitOfWork('test.unit', async (tx) => {
+      await tx.query(`SELECT 1 AS one`);
+      return together(tx);
+    })).toEqual([[{ lock_timeout: '1s' }], [{ v: `o'k` }], [{ v: `o'k` }]]);
+    expect(await rows()).toEqual([{ id: 1, v: `o'k` }]);
+    // Parameters that cannot be written in: one after another, with the same answers.
+    expect(await db.store.read('test.read', (tx) => tx.queryTogether([
+      { sql: `SELECT length($1::bytea) AS n`, params: [Buffer.from([0, 1, 2])] },
+      { sql: `SELECT v FROM lazy_begin WHERE id = $1`, params: [1] },
+    ]))).toEqual([[{ n: 3 }], [{ v: `o'k` }]]);
+    // A statement that fails ends the unit: the ones before it roll back, the ones after it never run.
+    await expect(db.store.unitOfWork('test.unit', (tx) => tx.queryTogether([
+      { sql: `UPDATE lazy_begin SET v = $1 WHERE id = 1`, params: ['lost'] },
+      { sql: `SELECT 1 / $1::int AS boom`, params: [0] },
+      { sql: `INSERT INTO lazy_begin (id, v) VALUES ($1, $2)`, params: [9, 'never'] },
+    ]))).rejects.toThrow('division by zero');
+    expect(await rows()).toEqual([{ id: 1, v: `o'k` }]);
+    // A one-statement unit takes one statement together, not two.
+    await expect(db.store.unitOfWork('test.one', (tx) => tx.queryTogether([{ sql: 'SELECT 1', params: [] }, { sql: 'SELECT 2', params: [] }]), { oneStatement: true })).rejects.toThrow('one statement');
   });
 
   it('a lock wait past the limit rolls the unit back with LockTimeoutError', async () => {

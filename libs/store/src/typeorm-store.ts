@@ -4,7 +4,7 @@ import { EngineError } from '@ironflow/contracts';
 import { DataSource, QueryRunner } from 'typeorm';
 import { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver';
 import { StoreClock } from './clock';
-import { Dialect, toPositional } from './sql';
+import { Dialect, oneAfterAnother, toPositional } from './sql';
 import { Store, Tx, UnitOptions } from './tx';
 import { DEFAULT_LOCK_LIMIT_MS } from './lock-limit';
 import { PostgresUnits } from './postgres-unit';
@@ -272,6 +272,7 @@ class TypeormStore implements Store {
       forUpdateSkipLocked: '',
       execute,
       query: async <R>(sql: string, params?: readonly unknown[]) => (await execute<R>(sql, params)).rows,
+      queryTogether: (statements) => oneAfterAnother(execute, statements),
       // SQLite has no row locks and runs units one at a time: nothing to bound.
       setLockTimeout: async () => undefined,
     };

@@ -92,6 +92,10 @@ export class FaultyStore implements Store {
         check(sql, params);
         return tx.execute(sql, params);
       },
+      queryTogether: async (statements) => {
+        for (const { sql, params } of statements) check(sql, params);
+        return tx.queryTogether(statements);
+      },
     };
   }
 

@@ -104,6 +104,19 @@ describe.each(STORES)('a claim and its segment [%s]', (dialect) => {
     expect([unknown?.run.id, unknown?.fn]).toEqual(['r1', null]);
   });
 
+  it('a run read with its function when thawed: the same read as getRunWithFunction with the freeze beside it; frozen says so', async () => {
+    await db.store.unitOfWork('setup', async (tx) => {
+      await functionsSql.upsertFunction(tx, 'p', 'e', definition('f'));
+      await newRun(tx, 'r1', 'f', null);
+    });
+    const read = () => db.store.unitOfWork('read', async (tx) => [await runsSql.getRunWithFunctionIfThawed(tx, 'r1'), await runsSql.getRunWithFunctionIfThawed(tx, 'missing')] as const);
+    const expected = await db.store.unitOfWork('read', (tx) => runsSql.getRunWithFunction(tx, 'r1', { lock: true }));
+    expect(await read()).toEqual([{ frozen: false, read: expected }, { frozen: false, read: null }]);
+    await db.store.unitOfWork('freeze', (tx) => authoritySql.transitionAuthority(tx, 'frozen', 'test', 'test'));
+    const [frozen, frozenMissing] = await read();
+    expect([frozen.frozen, frozenMissing.frozen]).toEqual([true, true]);
+  });
+
   it('hasClaimable says whether a claim would find a queued segment: not for held, later, other-mode or filtered-out runs, nor while frozen', async () => {
     const has = (filter: Parameters<typeof runsSql.hasClaimable>[1]) => db.store.read('look', (tx) => runsSql.hasClaimable(tx, filter));
     await db.store.unitOfWork('setup', async (tx) => {

@@ -1,3 +1,4 @@
+import { Statement } from '../sql';
 import { Tx } from '../tx';
 
 /** Whether the instance admits new work (`thawed`) or holds it until a thaw (`frozen`). */
@@ -38,7 +39,16 @@ export async function readAuthority(tx: Tx): Promise<AuthorityRecord> {
  * state cannot change before this unit of work ends. The caller's lock limit covers the wait.
  */
 export async function isFrozen(tx: Tx): Promise<boolean> {
-  const rows = await tx.query<{ state: string }>(`SELECT state FROM instance_authority WHERE id = 1${tx.dialect === 'postgres' ? ' FOR SHARE' : ''}`);
+  return frozenIn(await tx.query(frozenRead(tx).sql));
+}
+
+/** {@link isFrozen}'s statement, to send with others (`Tx.queryTogether`); {@link frozenIn} reads its rows. */
+export function frozenRead(tx: Tx): Statement {
+  return { sql: `SELECT state FROM instance_authority WHERE id = 1${tx.dialect === 'postgres' ? ' FOR SHARE' : ''}`, params: [] };
+}
+
+/** Whether the rows of {@link frozenRead} say the instance is frozen. */
+export function frozenIn(rows: Record<string, unknown>[]): boolean {
   return rows[0]?.state === 'frozen';
 }
 

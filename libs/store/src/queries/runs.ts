@@ -2,7 +2,7 @@ import { ExecutionMode, RunStatus, TERMINAL_RUN_STATUSES } from '@ironflow/contr
 import { EventRecord, FunctionRecord, RunRecord, StepRecord, mapEvent, mapFunction, mapRun, mapStep, toJson } from '../rows';
 import { Statement, placeholders } from '../sql';
 import { Tx } from '../tx';
-import { thawedForRun } from './authority';
+import { frozenIn, frozenRead, isFrozen, thawedForRun } from './authority';
 import { getFunction } from './functions';
 import { LEASE_REPLACED, NewLease, insertLease } from './leases';
 
@@ -63,19 +63,51 @@ export async function getRun(tx: Tx, id: string, opts: { lock?: boolean } = {}):
  * run's project and env instead of the run's own (a `step.invoke` report's target). `null` when
  * the run does not exist.
  */
-export async function getRunWithFunction(tx: Tx, id: string, opts: { lock?: boolean; functionId?: string } = {}): Promise<{ run: RunRecord; fn: FunctionRecord | null } | null> {
+export async function getRunWithFunction(tx: Tx, id: string, opts: { lock?: boolean; functionId?: string } = {}): Promise<RunWithFunction | null> {
   if (tx.dialect !== 'postgres') {
     const run = await getRun(tx, id, opts);
     return run && { run, fn: await getFunction(tx, run.project, run.env, opts.functionId ?? run.functionId) };
   }
-  const rows = await tx.query(
-    `SELECT runs.*, ${functionOfRun(opts.functionId === undefined ? undefined : '$2')} AS run_function
+  const { sql, params } = runWithFunctionRead(tx, id, opts);
+  return runWithFunctionIn(await tx.query(sql, params));
+}
+
+/** A run and a function of its project and env (`getRunWithFunction`). */
+export interface RunWithFunction {
+  run: RunRecord;
+  fn: FunctionRecord | null;
+}
+
+/** PostgreSQL: {@link getRunWithFunction}'s one statement; {@link runWithFunctionIn} reads its rows. */
+function runWithFunctionRead(tx: Tx, id: string, opts: { lock?: boolean; functionId?: string }): Statement {
+  return {
+    sql: `SELECT runs.*, ${functionOfRun(opts.functionId === undefined ? undefined : '$2')} AS run_function
      FROM runs WHERE id = $1${opts.lock ? tx.forUpdate : ''}`,
-    opts.functionId === undefined ? [id] : [id, opts.functionId],
-  );
+    params: opts.functionId === undefined ? [id] : [id, opts.functionId],
+  };
+}
+
+function runWithFunctionIn(rows: Record<string, unknown>[]): RunWithFunction | null {
   if (!rows.length) return null;
   const fn = rows[0].run_function as Record<string, unknown> | null;
   return { run: mapRun(rows[0]), fn: fn ? mapFunction(fn) : null };
+}
+
+/**
+ * What begins a wake or an admission: whether the instance is frozen (`isFrozen`: the authority
+ * row read `FOR SHARE`) and the run with its function, its row locked (`getRunWithFunction`). On
+ * PostgreSQL both go in one round trip, with the unit's BEGIN (`Tx.queryTogether`, issue 11),
+ * and run in that order: the authority row is read first, then the run's row is locked, as when
+ * read one after the other. A frozen instance's unit has then read (and locked) the run too; its
+ * caller writes nothing and the unit ends.
+ */
+export async function getRunWithFunctionIfThawed(tx: Tx, id: string): Promise<{ frozen: boolean; read: RunWithFunction | null }> {
+  if (tx.dialect !== 'postgres') {
+    if (await isFrozen(tx)) return { frozen: true, read: null };
+    return { frozen: false, read: await getRunWithFunction(tx, id, { lock: true }) };
+  }
+  const [authority, run] = await tx.queryTogether([frozenRead(tx), runWithFunctionRead(tx, id, { lock: true })]);
+  return { frozen: frozenIn(authority), read: runWithFunctionIn(run) };
 }
 
 export async function getRunInScope(tx: Tx, project: string, env: string, id: string): Promise<RunRecord | null> {
