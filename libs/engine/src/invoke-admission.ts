@@ -259,8 +259,14 @@ export class InvokeAdmission {
         };
         const run = locked?.run ?? null;
         const done: AdmissionEffect = { outcome: 'ended' };
-        if (run && !isTerminalRunStatus(run.status) && run.held) {
-          const unlinked = target.invoke && !target.invoke.async ? await unlinkedReason(tx, run) : null;
+        const held = run !== null && !isTerminalRunStatus(run.status) && run.held;
+        // Settled once, first: the edge write has the lock limit on every path (past it the unit rolls
+        // back and the pass admits the child from the invocation, still pending). A sync invoke's held
+        // child reads its parent's link with it (one round trip on PostgreSQL).
+        if (target.invoke && !recovery) await tx.setLockTimeout(this.r.config.lockLimitMs);
+        const edge = target.invoke ? await settleInvocation(tx, target.invoke, held && !target.invoke.async ? run : null) : { settled: false, link: undefined };
+        if (held) {
+          const unlinked = edge.link === undefined ? null : unlinkedReason(edge.link, run);
           if (unlinked) {
             done.quiet = await commitOutcome(tx, run.id, { status: 'cancelled', error: { message: `${unlinked}: no parent waits on run ${run.id}`, code: 'CANCELLED', retryable: false } }, { kind: 'not-terminal' });
             if (done.quiet) await runsSql.clearWakePending(tx, run.id);
@@ -283,11 +289,8 @@ export class InvokeAdmission {
         } else if (run && !isTerminalRunStatus(run.status)) {
           done.outcome = 'dispatched'; // another admission released it
         }
-        // Settled once; a fire-and-forget parent resumes (its admission) with the settle. The edge
-        // write and the resume have the lock limit on every path: past it the unit rolls back and the
-        // pass admits the child from the invocation, still pending.
-        if (target.invoke && !recovery) await tx.setLockTimeout(this.r.config.lockLimitMs);
-        if (target.invoke && (await invokesSql.settleInvoke(tx, target.invoke.parentRunId, target.invoke.parentStepId)) && target.invoke.async) {
+        // A fire-and-forget parent resumes (its admission) with the settle, under the same lock limit.
+        if (edge.settled && target.invoke?.async) {
           const parent = await runsSql.getRun(tx, target.invoke.parentRunId, { lock: true });
           if (parent && holdsOpenWait(parent)) {
             const refused = await refuse(parent, await functionOf(parent));
@@ -326,12 +329,23 @@ interface AdmissionEffect {
  * still waits on it: the step is gone or links another run (`invoke-link-failed`), the parent has
  * ended (`parent-ended`), or the step was ended by something else (`invoke-result-won`).
  */
-async function unlinkedReason(tx: Tx, child: RunRecord): Promise<string | null> {
-  const link = await stepsSql.getInvokeLink(tx, child.parentRunId!, child.parentStepId!);
+function unlinkedReason(link: stepsSql.InvokeLink | null, child: RunRecord): string | null {
   if (!link || link.childRunId !== child.id) return 'invoke-link-failed';
   if (link.runStatus === null || isTerminalRunStatus(link.runStatus)) return 'parent-ended';
   if (link.status !== 'waiting') return 'invoke-result-won';
   return null;
+}
+
+/**
+ * Settles the invocation `edge` (`settled`: whether this unit did, i.e. it was pending) and, for
+ * `linkedChild` (a sync invoke's held child), reads its parent step's link in the same round trip
+ * on PostgreSQL (`link`; `undefined` when not asked).
+ */
+async function settleInvocation(tx: Tx, edge: { parentRunId: string; parentStepId: string }, linkedChild: RunRecord | null): Promise<{ settled: boolean; link: stepsSql.InvokeLink | null | undefined }> {
+  const settle = invokesSql.settleInvokeWrite(tx, edge.parentRunId, edge.parentStepId);
+  if (!linkedChild) return { settled: (await tx.query(settle.sql, settle.params)).length === 1, link: undefined };
+  const [settled, link] = await tx.queryTogether([settle, stepsSql.invokeLinkRead(linkedChild.parentRunId!, linkedChild.parentStepId!)]);
+  return { settled: settled.length === 1, link: stepsSql.invokeLinkIn(link) };
 }
 
 /**

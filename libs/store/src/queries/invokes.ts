@@ -87,11 +87,16 @@ export async function getInvoke(tx: Tx, parentRunId: string, parentStepId: strin
 
 /** Settles a pending invocation; only once. Returns whether this call settled it. */
 export async function settleInvoke(tx: Tx, parentRunId: string, parentStepId: string): Promise<boolean> {
-  const r = await tx.execute(
-    `UPDATE function_invokes SET settled_at = $3 WHERE parent_run_id = $1 AND parent_step_id = $2 AND settled_at IS NULL`,
-    [parentRunId, parentStepId, tx.now],
-  );
-  return r.affected === 1;
+  const { sql, params } = settleInvokeWrite(tx, parentRunId, parentStepId);
+  return (await tx.query(sql, params)).length === 1;
+}
+
+/** {@link settleInvoke}'s statement, to send with others (`Tx.queryTogether`): it returns one row when it settled the invocation. */
+export function settleInvokeWrite(tx: Tx, parentRunId: string, parentStepId: string): Statement {
+  return {
+    sql: `UPDATE function_invokes SET settled_at = $3 WHERE parent_run_id = $1 AND parent_step_id = $2 AND settled_at IS NULL RETURNING parent_step_id`,
+    params: [parentRunId, parentStepId, tx.now],
+  };
 }
 
 /** Notes that the child's `run.created` row was written, so a pass that settles the invocation does not write it again. */

@@ -17,12 +17,29 @@ export async function getStep(tx: Tx, runId: string, stepId: string): Promise<St
  * What an invoke step links, read with its run's status in one statement: the step's child run id
  * and status, and its run's status (`null` when the run is gone). `null` when the step is gone.
  */
-export async function getInvokeLink(tx: Tx, runId: string, stepId: string): Promise<{ childRunId: string | null; status: string; runStatus: string | null } | null> {
-  const rows = await tx.query<{ child_run_id: string | null; status: string; run_status: string | null }>(
-    `SELECT s.child_run_id, s.status, r.status AS run_status FROM steps s LEFT JOIN runs r ON r.id = s.run_id WHERE s.run_id = $1 AND s.step_id = $2`,
-    [runId, stepId],
-  );
-  return rows.length ? { childRunId: rows[0].child_run_id ?? null, status: rows[0].status, runStatus: rows[0].run_status ?? null } : null;
+export async function getInvokeLink(tx: Tx, runId: string, stepId: string): Promise<InvokeLink | null> {
+  const { sql, params } = invokeLinkRead(runId, stepId);
+  return invokeLinkIn(await tx.query(sql, params));
+}
+
+/** What an invoke step links ({@link getInvokeLink}). */
+export interface InvokeLink {
+  childRunId: string | null;
+  status: string;
+  runStatus: string | null;
+}
+
+/** {@link getInvokeLink}'s statement, to send with others (`Tx.queryTogether`); {@link invokeLinkIn} reads its rows. */
+export function invokeLinkRead(runId: string, stepId: string): Statement {
+  return {
+    sql: `SELECT s.child_run_id, s.status, r.status AS run_status FROM steps s LEFT JOIN runs r ON r.id = s.run_id WHERE s.run_id = $1 AND s.step_id = $2`,
+    params: [runId, stepId],
+  };
+}
+
+export function invokeLinkIn(rows: Record<string, unknown>[]): InvokeLink | null {
+  const row = rows[0];
+  return row ? { childRunId: (row.child_run_id as string | null) ?? null, status: String(row.status), runStatus: (row.run_status as string | null) ?? null } : null;
 }
 
 /** Sequence the next new step of a run takes: max over all its step rows + 1, 0 when none (3.7). */
