@@ -134,7 +134,9 @@ export class EngineClientApi implements ClientApi {
         if (runIds.every((id) => ended.has(id))) return runIds.map((id) => ended.get(id)!);
         if (failure) throw failure.err;
         const now = Date.now();
-        if (now >= deadline || now >= (this.syncWaits.drainDeadline ?? Infinity)) {
+        // The drain deadline is its timer having run, which may be while `now` still reads before
+        // it, or while this call was starting its runs (no wake to hear): see `deadlinePassed`.
+        if (now >= deadline || this.syncWaits.deadlinePassed) {
           const runs = await this.r.store.read('readSyncRuns', (tx) => runsSql.getRuns(tx, runIds));
           if (now >= deadline || runs.every((run) => isTerminalRunStatus(run.status))) {
             const byId = new Map(runs.map((run) => [run.id, run]));

@@ -11,6 +11,8 @@ import { RunRecord } from '@ironflow/store';
 export class SyncWaits {
   private waiting = 0;
   private deadline?: number;
+  /** The drain deadline's timer ran. */
+  private passed = false;
   private idleWaiters: (() => void)[] = [];
   /** The calls' `onDrainDeadline` callbacks, called when the drain deadline passes. */
   private readonly deadlineWaiters = new Set<() => void>();
@@ -18,8 +20,9 @@ export class SyncWaits {
 
   /**
    * Registers a sync call; call the returned `end` when it answered. `onDrainDeadline` is called
-   * once the drain deadline passes while the call waits (it then answers). Throws `UNAVAILABLE`
-   * while draining.
+   * once, when the drain deadline passes while the call waits (it then answers; a call busy
+   * elsewhere at that moment finds {@link deadlinePassed} true when it next looks). Throws
+   * `UNAVAILABLE` while draining.
    */
   begin(onDrainDeadline?: () => void): () => void {
     if (this.deadline !== undefined) throw new EngineError('UNAVAILABLE', 'the engine is shutting down: retry the call (another replica takes it)');
@@ -38,9 +41,13 @@ export class SyncWaits {
     };
   }
 
-  /** The drain deadline (epoch ms) once the drain began, else undefined. */
-  get drainDeadline(): number | undefined {
-    return this.deadline;
+  /**
+   * True once the drain deadline passed: its timer ran. The calls test this, not `Date.now()`
+   * against the deadline: a timer runs on the monotonic clock and may run while the wall clock
+   * still reads a millisecond (or, stepped back, more) before the deadline, and it runs once.
+   */
+  get deadlinePassed(): boolean {
+    return this.passed;
   }
 
   /** Starts the drain: sync calls in flight answer by `deadline` (epoch ms); new ones are refused. */
@@ -49,6 +56,7 @@ export class SyncWaits {
     clearTimeout(this.deadlineTimer);
     if (this.waiting === 0) return;
     this.deadlineTimer = setTimeout(() => {
+      this.passed = true;
       for (const onDeadline of [...this.deadlineWaiters]) onDeadline();
     }, Math.max(0, this.deadline - Date.now()));
   }

@@ -45,13 +45,29 @@ interface LazyBegin {
 export class PostgresUnits {
   /** The statement texts that run as named prepared statements. */
   readonly preparedStatements = new PreparedStatementNames();
+  private closed = false;
+  /** Resolves at {@link close}: ends the waits for a connection. */
+  private readonly closing: Promise<void>;
+  private endWaits!: () => void;
 
   constructor(
     private readonly pool: Pool,
     private readonly clock: StoreClock,
     /** The lock limit the pool's connections carry, ms (`StoreOptions.lockTimeoutMs`); null for none. */
     private readonly lockTimeoutMs: number | null,
-  ) {}
+  ) {
+    this.closing = new Promise((resolve) => (this.endWaits = resolve));
+  }
+
+  /**
+   * Before the pool ends: the units still waiting for a connection, and any later one, reject
+   * (pg-pool's `end()` never answers a `connect()` it queued: such a unit would wait forever).
+   * Units holding a connection run on; `pool.end()` waits for them.
+   */
+  close(): void {
+    this.closed = true;
+    this.endWaits();
+  }
 
   /**
    * `Store.unitOfWork` on PostgreSQL: in a transaction; a `oneStatement` unit without one, at the
@@ -69,7 +85,7 @@ export class PostgresUnits {
   }
 
   private async run<T>(name: string, work: (tx: Tx) => Promise<T>, lazy?: LazyBegin): Promise<T> {
-    const client = await this.pool.connect();
+    const client = await this.connect(name);
     // The connection breaking while the unit holds it (the server went away) rejects the statement
     // under way; the listener keeps the client's 'error' event from going unhandled meanwhile.
     let discard: unknown;
@@ -89,6 +105,18 @@ export class PostgresUnits {
       // With an error, pg-pool closes the connection instead of reusing it: the next one prepares afresh.
       client.release(discard === undefined ? undefined : discard instanceof Error ? discard : new Error(String(discard)));
     }
+  }
+
+  /** A connection of the pool for unit `name`; rejects once the store closed ({@link close}). */
+  private async connect(name: string): Promise<PoolClient> {
+    const refused = () => new Error(`the store is closed: ${name} got no connection`);
+    if (this.closed) throw refused();
+    const connecting = this.pool.connect();
+    const client = await Promise.race([connecting, this.closing]);
+    if (client) return client;
+    // A connection that still comes goes back to the ending pool, which closes it.
+    connecting.then((late) => late.release(), () => undefined);
+    throw refused();
   }
 
   private txOn(client: PoolClient, lazy?: LazyBegin): Tx {

@@ -63,5 +63,10 @@ export interface Store {
   unitOfWork<T>(name: string, work: (tx: Tx) => Promise<T>, options?: UnitOptions): Promise<T>;
   /** Reads without a transaction (`BEGIN` is skipped); for API reads. */
   read<T>(name: string, work: (tx: Tx) => Promise<T>): Promise<T>;
+  /**
+   * Closes the store once the units of work running have finished. On PostgreSQL a unit or read
+   * still waiting for a connection of the pool, or begun after, rejects at once (an `Error` naming
+   * it) rather than waiting for a pool that ended.
+   */
   close(): Promise<void>;
 }

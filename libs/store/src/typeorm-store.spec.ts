@@ -171,6 +171,28 @@ describe('TypeormStore units of work [postgres]', () => {
     expect(await rows()).toEqual([{ id: 1, v: 'a' }, { id: 20, v: 'x' }]);
   });
 
+  it('closing the store rejects a read still waiting for a connection at once; the reads holding the connections finish, then it closes', async () => {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let holding = 0;
+    const held = [1, 2].map(() =>
+      db.store.read('test.hold', async (tx) => {
+        const rows = await tx.query<{ one: number }>('SELECT 1 AS one');
+        holding += 1;
+        await released;
+        return rows;
+      }),
+    );
+    await waitFor('both connections of the pool to be held', () => holding === 2);
+    const queued = db.store.read('test.queued', (tx) => tx.query('SELECT 1'));
+    const closing = db.store.close();
+    await expect(queued).rejects.toThrow('the store is closed: test.queued got no connection');
+    await expect(db.store.read('test.later', (tx) => tx.query('SELECT 1'))).rejects.toThrow('the store is closed: test.later got no connection');
+    release();
+    expect(await Promise.all(held)).toEqual([[{ one: 1 }], [{ one: 1 }]]);
+    await closing;
+  });
+
   it('a unit that runs no statement resolves with its value; the units after it on the same connections are transactions of their own', async () => {
     // A pool of 2: each connection serves a unit that ran nothing, then a write that must commit on its own.
     for (let i = 0; i < 4; i += 1) expect(await db.store.unitOfWork('test.empty', async () => i)).toBe(i);

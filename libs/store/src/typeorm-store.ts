@@ -282,6 +282,7 @@ class TypeormStore implements Store {
     if (this.resyncTimer) clearInterval(this.resyncTimer);
     // Wait for units of work already running on SQLite before closing its one connection.
     if (this.dialect === 'sqlite') await this.sqliteMutex.waitForUnlock();
+    this.postgres?.close();
     if (this.dataSource.isInitialized) await this.dataSource.destroy();
   }
 }

@@ -23,7 +23,7 @@ interface Armed {
 export class FaultyStore implements Store {
   readonly failures: string[] = [];
   private fails: Armed[] = [];
-  private commits: { match: (name: string) => boolean; then: () => void }[] = [];
+  private commits: { match: (name: string) => boolean; then: () => unknown }[] = [];
 
   constructor(private readonly inner: Store) {}
 
@@ -40,8 +40,11 @@ export class FaultyStore implements Store {
     };
   }
 
-  /** Calls `then` once, right after the next unit of work whose name `match` accepts commits. */
-  afterCommit(match: (name: string) => boolean, then: () => void): void {
+  /**
+   * Calls `then` once, right after the next unit of work whose name `match` accepts commits; the
+   * unit returns to its caller once what `then` returns settled (a promise holds the caller there).
+   */
+  afterCommit(match: (name: string) => boolean, then: () => unknown): void {
     this.commits.push({ match, then });
   }
 
@@ -55,7 +58,7 @@ export class FaultyStore implements Store {
     const result = await this.inner.unitOfWork(name, (tx) => work(this.faulty(tx, name)), options);
     const due = this.commits.filter((c) => c.match(name));
     this.commits = this.commits.filter((c) => !due.includes(c));
-    for (const c of due) c.then();
+    for (const c of due) await c.then();
     return result;
   }
 
