@@ -88,4 +88,33 @@ describe('ironflow dev activity', () => {
     expect(out()).toMatch(new RegExp(`^run ${okRun} dev\\.ok completed in \\d+ ms$`, 'm'));
     expect(out()).toMatch(new RegExp(`^run ${badRun} dev\\.bad failed CARD_DECLINED: card declined$`, 'm'));
   });
+
+  it('drains and exits 0 on SIGTERM after the reader of its stdout went away (EPIPE), without a stack', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ironflow-dev-epipe-'));
+    const port = await freePort();
+    const child = spawn(process.execPath, [resolve(ROOT, 'dist/apps/ironflow/src/main.js'), 'dev', '--db', join(dir, 'dev.db'), '--port', String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const exited = new Promise<number | null>((res) => child.on('exit', (code) => res(code)));
+    try {
+      // Its last start-up line: the signal handlers are installed in the same tick.
+      await waitFor('the start-up lines', () => stdout.includes('Secrets: '), 60_000);
+      const closed = new Promise((res) => child.stdout.once('close', res));
+      child.stdout.destroy(); // as `ironflow dev | head -1` once head has its line
+      await closed;
+      // A run's outcome line, then "stopping…", meet the closed pipe.
+      const client = createClient({ serverUrl: `http://127.0.0.1:${port}` });
+      const unreachable = createFunction({ id: 'dev.epipe', triggers: [{ event: 'dev.epipe' }], retry: { maxAttempts: 1 } }, async () => null);
+      await client.registerFunction(unreachable, { endpointUrl: `http://127.0.0.1:${await freePort()}/` });
+      const [runId] = (await client.emit('dev.epipe', {})).runIds;
+      await waitFor('the run failed', async () => (await client.getRun(runId)).status === 'failed', 20_000);
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      expect(stderr).not.toContain('EPIPE');
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    }
+  });
 });

@@ -21,6 +21,12 @@ export async function runDevServer(o: { port?: number; db: string }): Promise<vo
     ...(process.env.IRONFLOW_LOG_LEVEL ? {} : { logLevel: 'warn' as const }),
   });
   const logger = createProcessLogger({ service: 'ironflow-dev', level: settings.logLevel, destination: 'stderr' });
+  // Its reader gone (`ironflow dev | head`, a `tee` stopped by the same Ctrl-C), stdout answers
+  // writes with EPIPE: the lines are dropped, and the server goes on (or drains) instead of
+  // crashing on an unhandled 'error' event.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') logger.warn('stdout write failed', { error: String(err) });
+  });
   const started = Date.now();
   const server = await startServer(settings, SERVICES, { logger, ...(o.port !== undefined ? { portSource: '--port' } : {}) });
   console.log(`Ironflow dev server ready at ${server.url} in ${Date.now() - started} ms (store ${redactDatabaseUrl(settings.databaseUrl)}); runs UI at ${server.url}/`);

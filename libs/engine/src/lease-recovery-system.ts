@@ -54,8 +54,10 @@ export class LeaseRecoverySystem {
    * executions through {@link scan} — recovery count, ceiling, fencing, events and audit rows as for
    * any expired lease — instead of after their full lease (`leaseMs`). Leases of pull and stream
    * jobs are kept: their worker is a process of its own that may have outlived the engine and goes
-   * on heartbeating (a stream worker's jobs are adopted when it reconnects); expiring them would
-   * start a second execution while the first still runs. Logs a warning with how many executions
+   * on heartbeating (a stream worker's jobs are adopted when it reconnects and lists them);
+   * expiring them would start a second execution while the first still runs. (Our SDK's stream
+   * worker stops a broken stream's jobs without a report, so those wait for their lease; the
+   * store does not record which transport holds a lease.) Logs a warning with how many executions
    * it expired (none: no line) and returns that number. Never call it on a shared store: it would
    * expire the live leases of other nodes.
    */

@@ -78,9 +78,7 @@ export class PullWorkerSystem {
     refuseNulAnywhere('body', body);
     const parsed = registerSchema.safeParse(body ?? {});
     if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
-    if (parsed.data.worker_id !== undefined && parsed.data.worker_id !== workerId) {
-      throw new EngineError('VALIDATION_ERROR', `worker_id ${JSON.stringify(parsed.data.worker_id)} is not the worker of the path, ${JSON.stringify(workerId)}`);
-    }
+    refuseOtherWorkerId(parsed.data.worker_id, workerId);
     const envLabel = parsed.data.labels.env ? parseEnvironment(parsed.data.labels.env) : undefined;
     // A keyed call's env is its key's: a label naming another env is refused, never followed.
     if (scope.apiKeyId && envLabel && envLabel !== scope.env) {
@@ -116,13 +114,15 @@ export class PullWorkerSystem {
    * job's live lease (extended `leaseMs` from now), else `lost` — its lease expired (an expired
    * lease is never revived), was recovered, released or handed to another worker, its execution
    * ended or timed out, or the id is not a job id. A worker should stop a lost job: any report of
-   * it is stale. Throws `VALIDATION_ERROR` for a body that is not a heartbeat, `WORKER_NOT_FOUND`
-   * for a worker not registered (in `scope`'s project, and its key's env, when given).
+   * it is stale. Throws `VALIDATION_ERROR` for a body that is not a heartbeat (a `worker_id` other
+   * than the path's included), `WORKER_NOT_FOUND` for a worker not registered (in `scope`'s
+   * project, and its key's env, when given).
    */
   async heartbeat(workerId: string, body: WorkerHeartbeatBody, scope?: CallScope): Promise<{ jobs: { job_id: string; state: 'refreshed' | 'lost' }[] }> {
     checkWorkerId(workerId);
     const parsed = heartbeatSchema.safeParse(body ?? {});
     if (!parsed.success) throw new EngineError('VALIDATION_ERROR', parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
+    refuseOtherWorkerId(parsed.data.worker_id, workerId);
     return this.r.store.unitOfWork('workerHeartbeat', async (tx) => {
       if (!(await workersSql.touchWorker(tx, workerId, scope && ownerOf(scope)))) throw new EngineError('WORKER_NOT_FOUND', `worker ${workerId} is not registered`);
       const jobs: { job_id: string; state: 'refreshed' | 'lost' }[] = [];
@@ -245,6 +245,16 @@ function refuseUnknownKeys(body: unknown, known: readonly string[]): void {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) return;
   const unknown = Object.keys(body).filter((k) => !known.includes(k));
   if (unknown.length > 0) throw new EngineError('VALIDATION_ERROR', `unknown field(s): ${unknown.join(', ')} (this route takes ${known.join(', ')})`);
+}
+
+/**
+ * A body's `worker_id` (R2, R3) must be the worker of the path, which is the one acted on: another
+ * is `VALIDATION_ERROR` naming both, never ignored.
+ */
+function refuseOtherWorkerId(bodyWorkerId: string | undefined, workerId: string): void {
+  if (bodyWorkerId !== undefined && bodyWorkerId !== workerId) {
+    throw new EngineError('VALIDATION_ERROR', `worker_id ${JSON.stringify(bodyWorkerId)} is not the worker of the path, ${JSON.stringify(workerId)}`);
+  }
 }
 
 /** A worker id names a subject token (WIRE-PROTOCOL.md 3.1); anything else (U+0000 included) is `VALIDATION_ERROR` on every route. */

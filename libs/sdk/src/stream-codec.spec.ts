@@ -1,16 +1,8 @@
 import { create } from '@bufbuild/protobuf';
 import { JobAssignmentSchema } from '@ironflow/contracts/proto';
-import { eventOf, memoOf, toExecutedStep, toStruct, toWireError } from './stream-codec';
+import { eventOf, memoOf, toExecutedStep, toWireError } from './stream-codec';
 
 describe('stream codec', () => {
-  it('wraps non-objects for Structs and leaves null/undefined out', () => {
-    expect(toStruct({ a: 1 })).toEqual({ a: 1 });
-    expect(toStruct(7)).toEqual({ value: 7 });
-    expect(toStruct([1, 'x'])).toEqual({ value: [1, 'x'] });
-    expect(toStruct(null)).toBeUndefined();
-    expect(toStruct(undefined)).toBeUndefined();
-  });
-
   it('reads memoized outputs and event data from the *_json twins, else the Struct (v0.29 engines)', () => {
     const job = create(JobAssignmentSchema, {
       jobId: 'r-1',
@@ -31,13 +23,11 @@ describe('stream codec', () => {
     ]);
   });
 
-  it('reports steps and errors with exact outputs and the step id in details', () => {
-    expect(toExecutedStep({ id: 'r:a:0', name: 'a', type: 'invoke', status: 'completed', output: 'text', duration_ms: 2.6 })).toMatchObject({
-      output: { value: 'text' },
-      outputJson: '"text"',
-      durationMs: 3,
-      compensationFor: '',
-    });
+  it('reports steps and errors with exact outputs (JSON text only, no Struct) and the step id in details', () => {
+    const step = toExecutedStep({ id: 'r:a:0', name: 'a', type: 'invoke', status: 'completed', output: 'text', duration_ms: 2.6 });
+    expect(step).toMatchObject({ outputJson: '"text"', durationMs: 3, compensationFor: '' });
+    expect(step.output).toBeUndefined();
+    expect(toExecutedStep({ id: 'r:b:0', name: 'b', type: 'invoke', status: 'completed', output: { x: 1 } })).not.toHaveProperty('output');
     expect(toWireError({ message: 'boom', code: 'STEP_FAILED', retryable: false, step_id: 'r:a:0' })).toEqual({
       message: 'boom',
       code: 'STEP_FAILED',

@@ -3,10 +3,10 @@
  * the generated `ironflow.v1` messages (`./gen`, from `proto/` by `npx buf generate`), plus the
  * binary (de)serializers `@grpc/grpc-js` needs.
  *
- * Struct fields hold only JSON objects. Outgoing values go twice: in the Struct (a non-object
- * wrapped as `{"value": v}`, `null`/`undefined` left out) and exactly as JSON text in the `*_json`
- * field Ironflow added (≥ 100), which the engine prefers. Incoming `*_json` fields win over their
- * Struct for the same reason.
+ * Struct fields hold only JSON objects, so values go as JSON text in the `*_json` fields Ironflow
+ * added (≥ 100). Outgoing values (step outputs, a job's result) go only there, never also in their
+ * Struct: the engine reads the `*_json` field, and a second copy would halve the room a report has
+ * under the engine's message limit (4 MiB). Incoming `*_json` fields win over their Struct.
  */
 import { create, fromBinary, toBinary, type JsonObject, type MessageInitShape } from '@bufbuild/protobuf';
 import { timestampDate, timestampFromDate } from '@bufbuild/protobuf/wkt';
@@ -33,14 +33,6 @@ export const deserializeEngineMessage = (bytes: Buffer): EngineMessage => fromBi
 /** Builds a `WorkerMessage` from its init shape. */
 export function workerMessage(init: WorkerMessageInit): WorkerMessage {
   return create(WorkerMessageSchema, init);
-}
-
-/** A value as a Struct: objects as is, other JSON wrapped as `{value}`, `null`/`undefined` → unset. */
-export function toStruct(value: unknown): JsonObject | undefined {
-  if (value === undefined || value === null) return undefined;
-  const json = JSON.parse(JSON.stringify(value)) as unknown;
-  if (json === null || json === undefined) return undefined;
-  return typeof json === 'object' && !Array.isArray(json) ? (json as JsonObject) : { value: json as never };
 }
 
 /** JSON text of a value; "" for `undefined` (no value). */
@@ -85,15 +77,13 @@ export function memoOf(job: JobAssignment): MemoizedStep[] {
   });
 }
 
-/** A StepResult (1.4) as an ExecutedStep (4.4 + `output_json`). */
+/** A StepResult (1.4) as an ExecutedStep (4.4), its output as `output_json` only (its Struct `output` unset). */
 export function toExecutedStep(step: StepResult): MessageInitShape<typeof ExecutedStepSchema> {
-  const output = toStruct(step.output);
   return {
     id: step.id,
     name: step.name,
     type: step.type,
     status: step.status,
-    ...(output ? { output } : {}),
     outputJson: jsonText(step.output),
     ...(step.error
       ? { error: { message: step.error.message, retryable: step.error.retryable === true, code: step.error.code ?? '', stack: step.error.stack ?? '' } }

@@ -228,8 +228,24 @@ describe('createStreamWorker (gRPC stream)', () => {
     expect(failed).toMatchObject({ jobId: 'job-9', executionSeq: 4n, leaseToken: 'tok-9', steps: [], error: { code: 'PAYLOAD_TOO_LARGE', retryable: false } });
     const match = /^job_completed report of (\d+) bytes \(output 2010 bytes, 1 step\(s\) (\d+) bytes, largest "small" (\d+) bytes\) is over the stream's message limit of 1000 bytes$/.exec(failed.error!.message);
     expect(match).not.toBeNull();
-    expect(Number(match![1])).toBeGreaterThan(4_000); // the output travels twice (Struct and JSON text)
+    expect(Number(match![1])).toBeGreaterThan(2_010);
+    expect(Number(match![1])).toBeLessThan(2_200); // the output travels once (JSON text), not also as a Struct
     expect(Number(match![2])).toBe(Number(match![3]) + 2);
+  });
+
+  it('sends each value once (as JSON text, no Struct twin), so outputs that fit maxReportBytes once complete', async () => {
+    const fn = createFunction({ id: 'orders' }, async ({ step }) => {
+      const text = await step.run('text', () => 's'.repeat(1_700));
+      return { length: text.length, blob: 'r'.repeat(1_000) };
+    });
+    engine = await new FakeStreamEngine().start();
+    await start({ functions: [fn], maxReportBytes: 3_000 });
+    engine.streams[0].send(jobMessage('job-10', 2, 'tok-10'));
+    const [completed] = await waitFor(() => engine.streams[0].all('jobCompleted').length === 1 && engine.streams[0].all('jobCompleted'), 'the completion');
+    expect(engine.streams[0].all('jobFailed')).toEqual([]);
+    expect(completed.output).toBeUndefined();
+    expect(JSON.parse(completed.outputJson)).toEqual({ length: 1_700, blob: 'r'.repeat(1_000) });
+    expect(completed.steps.map((s) => [s.name, s.output, s.outputJson])).toEqual([['text', undefined, JSON.stringify('s'.repeat(1_700))]]);
   });
 
   it('after the engine ends a stream with resource_exhausted for a report, reconnects and reports that job PAYLOAD_TOO_LARGE', async () => {

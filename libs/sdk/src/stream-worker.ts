@@ -18,7 +18,6 @@ import {
   serializeWorkerMessage,
   timestampFromDate,
   toExecutedStep,
-  toStruct,
   toWireError,
   workerMessage,
   yieldJson,
@@ -564,10 +563,9 @@ class GrpcStreamWorker implements StreamWorker {
       // Cancelled by the engine, given back by stop() or by a closed stream: a report would be stale.
       this.log.info?.('job cancelled or given back; no report', { worker_id: this.workerId, job_id: job.jobId });
     } else if (outcome.status === 'completed') {
-      const output = toStruct(outcome.result);
       this.sendReport(
         job,
-        { payload: { case: 'jobCompleted', value: { jobId: job.jobId, ...fence, durationMs, ...(output ? { output } : {}), outputJson: jsonText(outcome.result), steps } } },
+        { payload: { case: 'jobCompleted', value: { jobId: job.jobId, ...fence, durationMs, outputJson: jsonText(outcome.result), steps } } },
         () => describeParts({ output: outcome.result }, outcome.steps),
       );
     } else if (job.abort.signal.aborted) {

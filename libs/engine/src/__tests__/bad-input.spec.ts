@@ -175,6 +175,16 @@ describe.each(STORES)('bad input [%s]', (dialect) => {
     expect(await readRun(t, runIds[0])).toEqual(before);
   });
 
+  it('a body whose worker_id is not the worker of the path → VALIDATION_ERROR naming both, on register and heartbeat; no lease refreshed', async () => {
+    const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'order.placed', data: {} });
+    const job = await pollAndAck(t);
+    const before = await snapshot(t, runIds[0]);
+    const message = `worker_id "w2" is not the worker of the path, "${WORKER}"`;
+    await expect(t.engine.pull.register(SCOPE, WORKER, { worker_id: 'w2', function_ids: ['flow'] })).rejects.toMatchObject({ code: 'VALIDATION_ERROR', message });
+    await expect(t.engine.pull.heartbeat(WORKER, { worker_id: 'w2', jobs: [{ job_id: job.job_id }] })).rejects.toMatchObject({ code: 'VALIDATION_ERROR', message });
+    expect(await snapshot(t, runIds[0])).toEqual(before);
+  });
+
   it('a worker id that is not a subject token → VALIDATION_ERROR', async () => {
     for (const id of ['bad id', 'a.b', 'x'.repeat(129), '']) {
       expect([id, await codeOf(t.engine.pull.register(SCOPE, id, { worker_id: id, function_ids: ['flow'] }))]).toEqual([id, { code: 'VALIDATION_ERROR', httpStatus: 400 }]);
