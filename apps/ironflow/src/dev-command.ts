@@ -34,7 +34,7 @@ export function devCommand(): Command {
   return new Command('dev')
     .description('run every Ironflow service in this process on SQLite, with the runs UI at http://localhost:<port>/')
     .addHelpText('after', DEV_SECURITY_HELP)
-    .option('--port <port>', 'port for REST, Connect, gRPC and the UI', (v) => {
+    .option('--port <port>', 'port for REST, Connect, gRPC and the UI (default: IRONFLOW_PORT, else 9123)', (v) => {
       const n = Number(v);
       if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('Expected a port number, 0 to 65535.');
       return n;

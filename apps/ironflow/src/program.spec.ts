@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FUNCTION_OPTIONS } from '@ironflow/engine';
+import { loadSettings } from '@ironflow/services';
 import { FakeReply, FakeServer, RecordedRequest, startFakeServer } from '@ironflow/sdk/testing';
 import { createClient } from '@ironflow/sdk';
 import { runCli, USAGE_HINT } from './program';
@@ -205,10 +206,11 @@ describe('ironflow CLI', () => {
       expect(lines.slice(lines.indexOf('history') + 1)).toEqual([`  2025-01-01T00:00:03.000Z run.retry_scheduled: ${message}`, `  2025-01-01T00:00:07.000Z run.status_changed: report (${message})`]);
     });
 
-    it('dev --help lists every function registration option with its semantics, refused ones as refused', async () => {
+    it('dev --help lists every function registration option with its semantics, refused ones as refused, and the default port', async () => {
       const res = await cli(server.url, 'dev', '--help');
       expect(res.code).toBe(0);
       const help = res.out.join('\n');
+      expect(help.replace(/\s+/g, ' ')).toContain(`(default: IRONFLOW_PORT, else ${loadSettings({}).port})`);
       for (const option of FUNCTION_OPTIONS) {
         const line = help.split('\n').find((l) => l.trim().startsWith(`${option.name} `));
         expect(line).toBeDefined();
