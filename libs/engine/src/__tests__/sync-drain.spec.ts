@@ -33,13 +33,7 @@ describe.each(STORES)('sync calls during a drain [%s]', (dialect) => {
     const waiting = t.engine.api.triggerSync(SCOPE, { event: 'order.placed', data: {}, timeoutMs: 20_000 }).catch((err: unknown) => err);
     await waitFor('the run to be created', async () => (await countRows(t, 'runs')) === 1);
     const stopping = t.engine.stop(300);
-    const clock = stepWallClockBack(5_000);
-    let err: unknown;
-    try {
-      err = await waiting;
-    } finally {
-      clock.mockRestore();
-    }
+    const err = await withWallClockBack(5_000, () => waiting);
     await stopping;
     await expectDrainedError(t, err);
   });
@@ -59,14 +53,10 @@ describe.each(STORES)('sync calls during a drain [%s]', (dialect) => {
     await held;
     const stopping = t.engine.stop(300);
     await waitFor('the drain deadline to pass', () => t.engine.api.syncWaits.deadlinePassed);
-    const clock = stepWallClockBack(5_000);
-    let err: unknown;
-    try {
+    const err = await withWallClockBack(5_000, () => {
       release();
-      err = await waiting;
-    } finally {
-      clock.mockRestore();
-    }
+      return waiting;
+    });
     await stopping;
     await expectDrainedError(t, err);
   });
@@ -89,8 +79,13 @@ async function expectDrainedError(t: TestEngine, err: unknown): Promise<void> {
   expect(drained.details).toEqual({ runIds: [run.id], eventId: run.event_id });
 }
 
-/** The wall clock (`Date.now`) reads `ms` earlier from now on, as after an NTP step back; `mockRestore()` undoes it. */
-function stepWallClockBack(ms: number): jest.SpyInstance<number, []> {
+/** Runs `during` with the wall clock (`Date.now`) reading `ms` earlier, as after an NTP step back; the clock is restored after it. */
+async function withWallClockBack<T>(ms: number, during: () => Promise<T>): Promise<T> {
   const now = Date.now.bind(Date);
-  return jest.spyOn(Date, 'now').mockImplementation(() => now() - ms);
+  const clock = jest.spyOn(Date, 'now').mockImplementation(() => now() - ms);
+  try {
+    return await during();
+  } finally {
+    clock.mockRestore();
+  }
 }
