@@ -87,6 +87,7 @@ function runWithFunctionRead(tx: Tx, id: string, opts: { lock?: boolean; functio
   };
 }
 
+/** The run and its function in the rows of {@link runWithFunctionRead}; `null` when the run does not exist. */
 function runWithFunctionIn(rows: Record<string, unknown>[]): RunWithFunction | null {
   if (!rows.length) return null;
   const fn = rows[0].run_function as Record<string, unknown> | null;

@@ -37,6 +37,7 @@ export function invokeLinkRead(runId: string, stepId: string): Statement {
   };
 }
 
+/** The link in the rows of {@link invokeLinkRead}; `null` when the step is gone. */
 export function invokeLinkIn(rows: Record<string, unknown>[]): InvokeLink | null {
   const row = rows[0];
   return row ? { childRunId: (row.child_run_id as string | null) ?? null, status: String(row.status), runStatus: (row.run_status as string | null) ?? null } : null;
