@@ -70,9 +70,10 @@ describe('the Helm chart', () => {
         expect(env.get('IRONFLOW_SECRETS_KEY')).toEqual({ name: 'IRONFLOW_SECRETS_KEY', valueFrom: { secretKeyRef: { name: `${RELEASE}-ironflow`, key: 'secrets-key', optional: true } } });
         expect(env.get('IRONFLOW_ADMIN_KEY')).toEqual({ name: 'IRONFLOW_ADMIN_KEY', valueFrom: { secretKeyRef: { name: `${RELEASE}-ironflow`, key: 'admin-key', optional: true } } });
         expect(env.get('IRONFLOW_CLUSTER_ID')).toEqual({ name: 'IRONFLOW_CLUSTER_ID', value: RELEASE });
-        // Only the dispatchers call push endpoints, so only they get the signing key.
+        // Only the processes that call push endpoints get the signing key: the dispatchers, and the
+        // api-gateway for the push runs of its sync triggers (IRONFLOW_GATEWAY_PUSH).
         expect(env.get('IRONFLOW_SIGNING_KEY')).toEqual(
-          deployment.metadata.name === `${RELEASE}-dispatcher`
+          [`${RELEASE}-dispatcher`, `${RELEASE}-api-gateway`].includes(deployment.metadata.name)
             ? { name: 'IRONFLOW_SIGNING_KEY', valueFrom: { secretKeyRef: { name: `${RELEASE}-ironflow`, key: 'signing-key', optional: true } } }
             : undefined,
         );

@@ -7,8 +7,9 @@ import { Segment, loadSegment } from './segment-loader';
 /**
  * A push dispatch that takes a segment claimed in the unit of work that created its run, so a
  * trigger whose lane has room costs one transaction before the outcome's (DESIGN.md "Performance
- * budgets"; issue 11). Only a node that runs push dispatch offers one: the endpoint's signing key
- * and egress are the dispatcher's.
+ * budgets"; issue 11). Only a node that runs push dispatch offers one (a dispatcher, a single node,
+ * or an api-gateway with `IRONFLOW_GATEWAY_PUSH`, which has no claim loop): it holds the signing
+ * key and the egress to the endpoints.
  */
 export interface DispatchAtOnce {
   /** True while this node dispatches push (started and not stopping). */

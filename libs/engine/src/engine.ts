@@ -69,6 +69,12 @@ export interface EngineOptions {
 /** The loops a process runs: a dispatcher pushes, a scheduler ticks. `ironflow dev` runs both. */
 export interface EngineRoles {
   pushDispatch: boolean;
+  /**
+   * Without `pushDispatch`: push dispatch of the runs this node claims itself, without a claim loop
+   * (`PushDispatcher.start(false)`): the cluster's api-gateway calls the push runs of its sync
+   * triggers at once instead of handing them to a dispatcher (issue 11). Default false.
+   */
+  pushAtOnce?: boolean;
   scheduler: boolean;
   /** The capacity scanner: lease expiry and recovery. */
   scanner?: boolean;
@@ -195,6 +201,7 @@ export class Engine {
     this.pauses = new PauseSystem(r, announcer, hints);
     this.pubsub = new PubSubSystem(r);
     this.api = new EngineClientApi(r, this.functions, this.triggers, this.cancels, this.pauses);
+    announcer.setLocalFrames(this.api.resultWaiters);
     this.recovery = new LeaseRecoverySystem(r, announcer, hints);
     this.timeouts = new ExecutionTimeoutSystem(r, this.reports);
     this.instance = new InstanceControl(r);
@@ -202,7 +209,7 @@ export class Engine {
 
   /** Starts the loops of `roles`; calling it again adds roles (a loop never starts twice). */
   start(roles: EngineRoles): void {
-    if (roles.pushDispatch) this.push.start();
+    if (roles.pushDispatch || roles.pushAtOnce) this.push.start(roles.pushDispatch);
     if (roles.scheduler && !this.stopped) this.schedulerLoops().forEach((loop) => loop.start());
     if (roles.scanner && !this.scanRunning) {
       this.resources.metrics.exportBacklog(() => sampleBacklog(this.resources));

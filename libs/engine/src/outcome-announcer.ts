@@ -5,6 +5,7 @@ import { boundedFollowUpWrite } from './bounded-follow-up-write';
 import { EngineResources } from './resources';
 import { recordRunCreated } from './run-created-audit';
 import { toRunResultView } from './views';
+import type { ResultWaiters } from './result-waiters';
 
 /** Why an outcome was committed; the audit row's cause. */
 export type OutcomeCause =
@@ -45,6 +46,13 @@ export class OutcomeAnnouncer {
     this.wakeParent = wake;
   }
 
+  private localFrames?: Pick<ResultWaiters, 'deliver'>;
+
+  /** Wired by the engine: the sync calls of this process, which hear its frames before the bus carries them ({@link ResultWaiters.deliver}). */
+  setLocalFrames(waiters: Pick<ResultWaiters, 'deliver'>): void {
+    this.localFrames = waiters;
+  }
+
   /**
    * Announces `committed`. Resolves when its audit row has landed or been dropped: a user cancel
    * awaits that; every other caller ignores the promise. Never rejects. `background`: nobody
@@ -80,8 +88,10 @@ export class OutcomeAnnouncer {
   }
 
   private async publishFrame(run: RunRecord): Promise<void> {
+    const frame = toRunResultView(run);
+    this.localFrames?.deliver(run.project, run.env, frame);
     try {
-      await this.r.bus.publish(subjects.result(run.project, run.env, run.id), toRunResultView(run), { msgId: `result-${run.id}` });
+      await this.r.bus.publish(subjects.result(run.project, run.env, run.id), frame, { msgId: `result-${run.id}` });
     } catch (err) {
       this.r.metrics.resultPublishFailures.inc();
       this.r.logger.warn('RESULTS frame not published; sync callers read the stored run', { ...runFields(run), error: String(err) });

@@ -66,17 +66,26 @@ export class PushDispatcher implements DispatchAtOnce {
     private readonly endpoints: PushEndpointPolicy,
   ) {}
 
-  start(): void {
-    if (this.running) return;
-    this.running = true;
+  /**
+   * Starts dispatching. `claims` (default true): with the claim loop, woken by the push hints. Without
+   * it (`false`: the cluster's api-gateway, issue 11) this node calls only the segments it claimed
+   * itself into a reserved slot ({@link DispatchAtOnce}: its sync triggers, and the admissions and
+   * wakes their outcomes lead to); queued runs are left to the dispatchers. Either way the leases
+   * of its calls in flight are refreshed. Calling it again with `claims` adds the loop.
+   */
+  start(claims = true): void {
+    if (!this.running) {
+      this.running = true;
+      this.refresher = setInterval(() => void this.refreshLeases(), Math.max(50, Math.floor(this.r.config.leaseMs / 3)));
+      this.refresher.unref();
+    }
+    if (!claims || this.loop) return;
     this.unsubscribe = this.hints.onQueued('push', (at) => {
       this.hinted = true;
       if (at !== undefined && at > this.hintAt) this.hintAt = at;
       this.wakeUp?.();
     });
     this.loop = this.run();
-    this.refresher = setInterval(() => void this.refreshLeases(), Math.max(50, Math.floor(this.r.config.leaseMs / 3)));
-    this.refresher.unref();
   }
 
   /**
@@ -187,6 +196,7 @@ export class PushDispatcher implements DispatchAtOnce {
     this.unsubscribe?.();
     this.wakeUp?.();
     await this.loop;
+    this.loop = undefined;
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([Promise.allSettled([...this.inFlight]), new Promise((resolve) => { timer = setTimeout(resolve, drainMs); })]);
     clearTimeout(timer);

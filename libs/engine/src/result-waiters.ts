@@ -67,6 +67,18 @@ export class ResultWaiters {
     };
   }
 
+  /**
+   * A RESULTS frame (`frame`: the run's result view, with `runId`) this process is about to publish
+   * for `project`/`env`, after its outcome's commit: the calls waiting for it here hear it at once,
+   * without its round trip through the NATS server (two socket writes on a sync call's path, issue
+   * 11). The bus's copy follows; the calls it finds have answered or ignore it. Does nothing when no
+   * call of that scope waits in this process.
+   */
+  deliver(project: string, env: string, frame: { runId: string }): void {
+    const scope = this.scopes.get(`${project}\u0000${env}`);
+    if (scope) hear(scope, frame);
+  }
+
   /** Ends every subscription (the engine stops). */
   close(): void {
     for (const scope of this.scopes.values()) {
@@ -81,13 +93,7 @@ export class ResultWaiters {
     let scope = this.scopes.get(key);
     if (!scope) {
       const created: ScopeSubscription = { sub: undefined as unknown as Subscription, byRun: new Map(), starting: new Set(), users: 0 };
-      created.sub = this.bus.subscribe(subjects.result(project, env, '*'), (message) => {
-        const runId = (message.data as { runId?: string } | null)?.runId;
-        if (!runId) return;
-        for (const onStarting of created.starting) onStarting(runId, message.data);
-        const waiting = created.byRun.get(runId);
-        if (waiting) for (const nudge of waiting) nudge(message.data);
-      });
+      created.sub = this.bus.subscribe(subjects.result(project, env, '*'), (message) => hear(created, message.data));
       this.scopes.set(key, (scope = created));
     }
     clearTimeout(scope.linger);
@@ -106,4 +112,13 @@ export class ResultWaiters {
     }, LINGER_MS);
     scope.linger.unref?.();
   }
+}
+
+/** A frame reaches a scope's calls: every call still starting sees it, then the calls waiting for its run. */
+function hear(scope: ScopeSubscription, frame: unknown): void {
+  const runId = (frame as { runId?: string } | null)?.runId;
+  if (!runId) return;
+  for (const onStarting of scope.starting) onStarting(runId, frame);
+  const waiting = scope.byRun.get(runId);
+  if (waiting) for (const nudge of waiting) nudge(frame);
 }

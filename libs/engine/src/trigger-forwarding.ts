@@ -2,7 +2,8 @@ import { CallScope, EngineError, EngineErrorCode, TriggerInput, TriggerOutput, i
 
 /**
  * Claim at trigger in a cluster (issue 11; DESIGN.md "Performance budgets"). A node that does not
- * dispatch push itself (the api-gateway) hands a sync trigger to a dispatcher, which runs it with
+ * dispatch push itself, or has no push slot free (the api-gateway: `IRONFLOW_GATEWAY_PUSH=false`,
+ * or its slots all taken), hands a sync trigger to a dispatcher, which runs it with
  * its own {@link DispatchAtOnce} reservation: the event, its runs and the first push run's claim
  * and lease in one unit of work, the push call at once (with as many triggers already
  * waiting for a slot as may, it runs the trigger at once with the run queued for a claim). The caller then

@@ -40,9 +40,10 @@ interface TriggerWrites {
  * committing nothing. After the commit, off the caller's path, the event's `cancel_on` match
  * runs, and a run of a function that declares `cancelOn` (created held) is admitted once its
  * replay finds no cancel. A sync trigger on a node whose push dispatch has a free slot claims its
- * first push run in the same unit of work and dispatches it at once ({@link DispatchAtOnce}); on a
- * node that does not dispatch push but has a {@link TriggerForwarder} (the cluster's api-gateway),
- * a dispatcher runs the sync trigger ({@link triggerForwarded}), else this node does.
+ * first push run in the same unit of work and dispatches it at once ({@link DispatchAtOnce}: a
+ * dispatcher, a single node, the cluster's api-gateway with `IRONFLOW_GATEWAY_PUSH`); on a node
+ * without a free slot (or without push) that has a {@link TriggerForwarder} (the cluster's
+ * api-gateway), a dispatcher runs the sync trigger ({@link triggerForwarded}), else this node does.
  */
 export class TriggerSystem {
   private atOnce?: DispatchAtOnce;

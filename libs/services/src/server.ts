@@ -104,7 +104,8 @@ export async function startServer(settings: IronflowSettings, services: readonly
         : (_req: unknown, res: { statusCode: number; end(): void }) => { res.statusCode = 404; res.end(); };
     // The api-gateway serves subscriptions (`<base>/ws`) on the HTTP/1.1 side.
     subscriptions = services.includes('api-gateway') ? attachSubscriptionGateway(app.getHttpServer(), { bus: runtime.engine.resources.bus, scopeOf: (req) => authenticateSubscription(runtime.engine.apiKeys, req) }) : undefined;
-    // A gateway without a dispatcher in its process hands sync triggers to one (claim at trigger, issue 11).
+    // A gateway without a dispatcher in its process hands a dispatcher the sync triggers it does not
+    // push itself (claim at trigger, issue 11: `IRONFLOW_GATEWAY_PUSH=false`, or its slots all taken; see `GatewayPush`).
     if (services.includes('api-gateway') && !services.includes('dispatcher') && runtime.bus instanceof NatsBus) {
       runtime.engine.triggers.setForwarder(new NatsTriggerForwarder(runtime.bus, runtime.metrics, runtime.engine.resources.config.triggerForwardTimeoutMs));
     }

@@ -4,7 +4,7 @@ import { AddressInfo } from 'node:net';
 import { BusNamespace, NatsBus, Subscription } from '@ironflow/bus';
 import { CallScope, EngineError } from '@ironflow/contracts';
 import { EngineMetrics, silentLogger } from '@ironflow/observability';
-import { FaultyStore, TestStore, dropNamespaceStreams, openTestStore, waitFor } from '@ironflow/testing';
+import { FaultyBus, FaultyStore, TestStore, dropNamespaceStreams, openTestStore, waitFor } from '@ironflow/testing';
 import { Engine } from '../engine';
 import { EngineConfig } from '../config';
 import { NatsTriggerForwarder, TriggerRequester, answerForwardedTriggers } from '../nats-trigger-forwarder';
@@ -26,7 +26,8 @@ describe('forwarded sync triggers (api-gateway → dispatcher) [postgres + NATS]
   let calls: number;
   /** While set, the endpoint holds each call until it resolves. */
   let hold: Promise<void> | undefined;
-  let gateway: { engine: Engine; store: FaultyStore; bus: NatsBus; metrics: EngineMetrics };
+  let gateway: { engine: Engine; store: FaultyStore; bus: NatsBus; frames: FaultyBus; metrics: EngineMetrics };
+  let dispatcherMetrics: EngineMetrics;
   let dispatcher: { engine: Engine; store: FaultyStore; bus: NatsBus; answering: Subscription };
   let scope: CallScope;
 
@@ -51,8 +52,12 @@ describe('forwarded sync triggers (api-gateway → dispatcher) [postgres + NATS]
     await dropNamespaceStreams(namespace);
   });
 
-  /** A gateway (its forwarder asks through `requester`, default its bus) and a dispatcher answering in the queue group. */
-  async function openCluster(options: { requester?: (bus: NatsBus) => TriggerRequester; dispatcher?: Partial<EngineConfig> } = {}): Promise<void> {
+  /**
+   * A gateway (its forwarder asks through `requester`, default its bus; its engine's bus wrapped in
+   * a `FaultyBus`; with `gateway.pushAtOnce` it calls its sync triggers' push runs itself) and a
+   * dispatcher answering in the queue group.
+   */
+  async function openCluster(options: { requester?: (bus: NatsBus) => TriggerRequester; dispatcher?: Partial<EngineConfig>; gateway?: Partial<EngineConfig> & { pushAtOnce?: boolean } } = {}): Promise<void> {
     calls = 0;
     hold = undefined;
     db = await openTestStore('postgres');
@@ -62,13 +67,17 @@ describe('forwarded sync triggers (api-gateway → dispatcher) [postgres + NATS]
     const gatewayBus = await NatsBus.connect({ url, namespace });
     const gatewayStore = new FaultyStore(db.store);
     const metrics = new EngineMetrics();
-    const gatewayEngine = new Engine({ store: gatewayStore, clock: db.clock, bus: gatewayBus, metrics, config });
+    const { pushAtOnce = false, ...gatewayConfig } = options.gateway ?? {};
+    const frames = new FaultyBus(gatewayBus);
+    const gatewayEngine = new Engine({ store: gatewayStore, clock: db.clock, bus: frames, metrics, config: { ...config, ...gatewayConfig } });
     gatewayEngine.triggers.setForwarder(new NatsTriggerForwarder(options.requester?.(gatewayBus) ?? gatewayBus, metrics, config.triggerForwardTimeoutMs!));
-    gateway = { engine: gatewayEngine, store: gatewayStore, bus: gatewayBus, metrics };
+    if (pushAtOnce) gatewayEngine.start({ pushDispatch: false, pushAtOnce: true, scheduler: false });
+    gateway = { engine: gatewayEngine, store: gatewayStore, bus: gatewayBus, frames, metrics };
     const opened = await db.reopen();
     const dispatcherBus = await NatsBus.connect({ url, namespace });
     const dispatcherStore = new FaultyStore(opened.store);
-    const dispatcherEngine = new Engine({ store: dispatcherStore, clock: opened.clock, bus: dispatcherBus, config: { ...config, ...options.dispatcher } });
+    dispatcherMetrics = new EngineMetrics();
+    const dispatcherEngine = new Engine({ store: dispatcherStore, clock: opened.clock, bus: dispatcherBus, metrics: dispatcherMetrics, config: { ...config, ...options.dispatcher } });
     dispatcherEngine.start({ pushDispatch: true, scheduler: false });
     dispatcher = { engine: dispatcherEngine, store: dispatcherStore, bus: dispatcherBus, answering: answerForwardedTriggers(dispatcherBus, dispatcherEngine.triggers, silentLogger) };
     await gatewayEngine.api.registerFunction(scope, { id: 'pushed', mode: 'push', endpointUrl: endpoint, triggers: [{ event: 'push.started' }] });
@@ -217,5 +226,60 @@ describe('forwarded sync triggers (api-gateway → dispatcher) [postgres + NATS]
     expect(forwarded).toMatchObject({ code: 'FUNCTION_DEBOUNCED', message: (local as EngineError).message, details: (local as EngineError).details });
     expect(await forwards('answered')).toBe(1);
     expect(await eventCount()).toBe(0);
+  });
+  describe('a gateway that calls push itself (pushAtOnce: IRONFLOW_GATEWAY_PUSH)', () => {
+    const pushSegments = async (metrics: EngineMetrics) => (await metrics.segmentsDispatched.get()).values.find((v) => v.labels.mode === 'push')?.value ?? 0;
+    const allForwards = async () => (await gateway.metrics.triggerForwards.get()).values.reduce((sum, v) => sum + v.value, 0);
+
+    it('runs its TriggerSync\'s push run itself: the event, the run and its claim in its own trigger unit, the endpoint called at once, no forward, no claim by anyone', async () => {
+      await openCluster({ gateway: { pushAtOnce: true } });
+      // No claim may start the run, the gateway's (it has no claim loop) or the dispatcher's.
+      dispatcher.store.fail({ unit: (name) => name === 'claimSegments' });
+      gateway.store.fail({ unit: (name) => name === 'claimSegments' });
+      const { eventId, results } = await gateway.engine.api.triggerSync(scope, { event: 'push.started', data: { n: 21 }, timeoutMs: 20_000 });
+      expect(results).toEqual([expect.objectContaining({ status: 'completed', output: { n: 21 } })]);
+      expect(calls).toBe(1);
+      expect(await rows(`SELECT COUNT(*) AS n FROM runs WHERE event_id = $1`, [eventId])).toBe(1);
+      expect(await allForwards()).toBe(0);
+      expect([await pushSegments(gateway.metrics), await pushSegments(dispatcherMetrics)]).toEqual([1, 0]);
+      expect([gateway.store.failures, dispatcher.store.failures]).toEqual([[], []]);
+      // The lease the claim wrote went with the outcome.
+      expect(await rows(`SELECT COUNT(*) AS n FROM leases WHERE run_id IN (SELECT id FROM runs WHERE event_id = $1)`, [eventId])).toBe(0);
+    });
+
+    it('hears the outcome it committed in process: with every RESULTS publish failing and the store poll a minute away, the call still answers at once', async () => {
+      // Without the frame delivered in process the call would wait for its 2-minute deadline, past this test's 30 s.
+      await openCluster({ gateway: { pushAtOnce: true, syncPollMs: 60_000 } });
+      gateway.frames.failPublishes((subject) => subject.includes('.results.'));
+      const { results } = await gateway.engine.api.triggerSync(scope, { event: 'push.started', data: { n: 22 }, timeoutMs: 120_000 });
+      expect(results).toEqual([expect.objectContaining({ status: 'completed', output: { n: 22 } })]);
+      expect(gateway.frames.attempts.filter((a) => a.subject.includes('.results.'))).toEqual([expect.objectContaining({ failed: true })]);
+    }, 30_000);
+
+    it('with its push slots all taken, hands the next TriggerSync to a dispatcher, which runs it', async () => {
+      await openCluster({ gateway: { pushAtOnce: true, pushConcurrency: 1 } });
+      dispatcher.store.fail({ unit: (name) => name === 'claimSegments' });
+      let release!: () => void;
+      hold = new Promise<void>((resolve) => (release = resolve));
+      const first = gateway.engine.api.triggerSync(scope, { event: 'push.started', data: { n: 23 }, timeoutMs: 20_000 });
+      await waitFor('the first call to hold the gateway\'s only slot', () => calls === 1);
+      const second = gateway.engine.api.triggerSync(scope, { event: 'push.started', data: { n: 24 }, timeoutMs: 20_000 });
+      await waitFor('the dispatcher to call the second run', () => calls === 2);
+      release();
+      expect((await first).results).toEqual([expect.objectContaining({ status: 'completed', output: { n: 23 } })]);
+      expect((await second).results).toEqual([expect.objectContaining({ status: 'completed', output: { n: 24 } })]);
+      expect(await forwards('answered')).toBe(1);
+      expect([await pushSegments(gateway.metrics), await pushSegments(dispatcherMetrics)]).toEqual([1, 1]);
+      expect(dispatcher.store.failures).toEqual([]);
+    });
+
+    it('leaves queued runs to the dispatchers: an async trigger\'s run is claimed by the dispatcher, never by the gateway', async () => {
+      await openCluster({ gateway: { pushAtOnce: true } });
+      gateway.store.fail({ unit: (name) => name === 'claimSegments' });
+      const { runIds } = await gateway.engine.api.trigger(scope, { event: 'push.started', data: { n: 25 } });
+      await waitFor('the dispatcher to complete the run', async () => (await rows(`SELECT COUNT(*) AS n FROM runs WHERE id = $1 AND status = 'completed'`, [runIds[0]])) === 1);
+      expect([await pushSegments(gateway.metrics), await pushSegments(dispatcherMetrics)]).toEqual([0, 1]);
+      expect(gateway.store.failures).toEqual([]);
+    });
   });
 });

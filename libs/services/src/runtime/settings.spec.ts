@@ -87,6 +87,12 @@ describe('loadSettings: the forwarded TriggerSync timers', () => {
     expect(loadSettings({ IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS: '5000', IRONFLOW_FORWARDED_TRIGGER_WAIT_MS: '0' })).toMatchObject({ triggerForwardTimeoutMs: 5000, forwardedTriggerWaitMs: 0 });
   });
 
+  it('IRONFLOW_GATEWAY_PUSH: the gateway calls its sync triggers\' push runs itself by default; false hands them all to a dispatcher; anything else stops the start', () => {
+    expect(loadSettings({}).gatewayPush).toBe(true);
+    expect([loadSettings({ IRONFLOW_GATEWAY_PUSH: 'false' }).gatewayPush, loadSettings({ IRONFLOW_GATEWAY_PUSH: '0' }).gatewayPush, loadSettings({ IRONFLOW_GATEWAY_PUSH: 'true' }).gatewayPush]).toEqual([false, false, true]);
+    expect(() => loadSettings({ IRONFLOW_GATEWAY_PUSH: 'off' })).toThrow(/IRONFLOW_GATEWAY_PUSH/);
+  });
+
   it('refuses at start a slot wait not below the gateway timeout, and values that are not whole ms, naming the variable', () => {
     expect(() => loadSettings({ IRONFLOW_FORWARDED_TRIGGER_WAIT_MS: '2000' })).toThrow(/IRONFLOW_FORWARDED_TRIGGER_WAIT_MS: must be below IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS/);
     expect(() => loadSettings({ IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS: '500' })).toThrow(/IRONFLOW_FORWARDED_TRIGGER_WAIT_MS/);
