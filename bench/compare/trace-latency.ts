@@ -3,8 +3,9 @@
  * `bench/compare` (the same services, push worker and SDK client). Every process of the system
  * and this one load `trace-preload` (timestamps of pg statements, HTTP, undici and NATS hops);
  * after a warm-up, `--calls` sequential one-step calls are traced and each is cut at fixed
- * milestones (the forwarded trigger, the trigger's statement, the push call, the report's statement,
- * the frame, the answer…).
+ * milestones (the trigger's statement, the push call, the report's statement, the answer…; on the
+ * cluster with `IRONFLOW_GATEWAY_PUSH=false` in the environment, which its services inherit, the
+ * forwarded trigger's and the RESULTS frame's NATS hops too).
  * Prints p50 / mean / p90 of each part, ms. A part's figure is less noisy than the total under
  * load: compare parts before and after a change. See bench/README.md "compare".
  *
@@ -54,7 +55,15 @@ const MILESTONES: Record<string, Milestone[]> = {
     ...PUSH_AND_REPORT(SERVER),
     ['→ answer sent (in-process frame)', SERVER, /^srv-fin .*TriggerSync/, 'end'],
   ],
+  // The gateway calls the push run itself (IRONFLOW_GATEWAY_PUSH, default true).
   cluster: [
+    ['client → gateway has the request', GATEWAY, /^srv-req .*TriggerSync/, 'end'],
+    ...TRIGGER(GATEWAY),
+    ...PUSH_AND_REPORT(GATEWAY),
+    ['→ answer sent (in-process frame)', GATEWAY, /^srv-fin .*TriggerSync/, 'end'],
+  ],
+  // IRONFLOW_GATEWAY_PUSH=false in the environment: the gateway hands the trigger to a dispatcher.
+  'cluster-forward': [
     ['client → gateway has the request', GATEWAY, /^srv-req .*TriggerSync/, 'end'],
     ['→ trigger forwarded (NATS request sent)', GATEWAY, /^nats-pub .*trigger\.sync$/, 'end'],
     ['→ dispatcher has it', DISPATCHER, /^nats-recv .*trigger\.sync$/, 'end'],
@@ -168,7 +177,8 @@ async function main(): Promise<void> {
   const system = stringArg('only') ?? 'single';
   const workload = stringArg('workload') ?? 'one-step';
   if (workload !== 'one-step' && workload !== 'parent') throw new Error(`--workload: ${JSON.stringify(workload)} is not one-step or parent`);
-  const milestones = MILESTONES[system];
+  // The services inherit the environment: IRONFLOW_GATEWAY_PUSH=false traces the forwarded path.
+  const milestones = MILESTONES[system === 'cluster' && /^(false|0)$/.test(process.env.IRONFLOW_GATEWAY_PUSH ?? '') ? 'cluster-forward' : system];
   if (!milestones) throw new Error(`--only: ${JSON.stringify(system)} is not traced (single, cluster)`);
   const calls = intArg('calls', 300);
   const dir = mkdtempSync(join(tmpdir(), 'ironflow-trace-'));
