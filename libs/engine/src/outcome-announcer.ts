@@ -1,5 +1,7 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { runFields } from '@ironflow/observability';
 import { subjects } from '@ironflow/bus';
+import { RunResultView } from '@ironflow/contracts';
 import { RunRecord, deadLettersSql } from '@ironflow/store';
 import { boundedFollowUpWrite } from './bounded-follow-up-write';
 import { EngineResources } from './resources';
@@ -67,9 +69,13 @@ export class OutcomeAnnouncer {
     return new Promise<void>((resolve) => {
       this.r.followUps.track('announce', async () => {
         try {
-          // Both go out at once, the frame first (one connection keeps their order; NATS then sends
-          // them in one write), and the row waits for both; neither publish rejects.
-          await Promise.all([this.publishFrame(committed), this.publishRunEvent(committed)]);
+          // A sync call of this process waiting for the frame hears it first, and answers before the
+          // publishes' work (they start on the next turn). Both go out at once, the frame first (one
+          // connection keeps their order; NATS then sends them in one write), and the row waits for
+          // both; neither publish rejects.
+          const frame = toRunResultView(committed);
+          if (this.localFrames?.deliver(committed.project, committed.env, frame)) await nextTurn();
+          await Promise.all([this.publishFrame(committed, frame), this.publishRunEvent(committed)]);
           if (held) await recordRunCreated(this.r, committed, recording);
           await this.r.audit.record({
             project: committed.project,
@@ -87,9 +93,7 @@ export class OutcomeAnnouncer {
     });
   }
 
-  private async publishFrame(run: RunRecord): Promise<void> {
-    const frame = toRunResultView(run);
-    this.localFrames?.deliver(run.project, run.env, frame);
+  private async publishFrame(run: RunRecord, frame: RunResultView): Promise<void> {
     try {
       await this.r.bus.publish(subjects.result(run.project, run.env, run.id), frame, { msgId: `result-${run.id}` });
     } catch (err) {

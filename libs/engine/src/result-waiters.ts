@@ -71,12 +71,12 @@ export class ResultWaiters {
    * A RESULTS frame (`frame`: the run's result view, with `runId`) this process is about to publish
    * for `project`/`env`, after its outcome's commit: the calls waiting for it here hear it at once,
    * without its round trip through the NATS server (two socket writes on a sync call's path, issue
-   * 11). The bus's copy follows; the calls it finds have answered or ignore it. Does nothing when no
-   * call of that scope waits in this process.
+   * 11). The bus's copy follows; the calls it finds have answered or ignore it. Returns whether a
+   * call heard it (one waits for its run, or is still starting its runs in that scope).
    */
-  deliver(project: string, env: string, frame: { runId: string }): void {
+  deliver(project: string, env: string, frame: { runId: string }): boolean {
     const scope = this.scopes.get(`${project}\u0000${env}`);
-    if (scope) hear(scope, frame);
+    return scope ? hear(scope, frame) : false;
   }
 
   /** Ends every subscription (the engine stops). */
@@ -114,11 +114,12 @@ export class ResultWaiters {
   }
 }
 
-/** A frame reaches a scope's calls: every call still starting sees it, then the calls waiting for its run. */
-function hear(scope: ScopeSubscription, frame: unknown): void {
+/** A frame reaches a scope's calls: every call still starting sees it, then the calls waiting for its run. Returns whether any call heard it. */
+function hear(scope: ScopeSubscription, frame: unknown): boolean {
   const runId = (frame as { runId?: string } | null)?.runId;
-  if (!runId) return;
+  if (!runId) return false;
   for (const onStarting of scope.starting) onStarting(runId, frame);
   const waiting = scope.byRun.get(runId);
   if (waiting) for (const nudge of waiting) nudge(frame);
+  return scope.starting.size > 0 || waiting !== undefined;
 }
