@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { JSONCodec, NatsConnection, connect } from 'nats';
 import { BusNamespace, NatsBus } from '@ironflow/bus';
 import { TestStore, dropNamespaceStreams, openTestStore, waitFor } from '@ironflow/testing';
-import { ScopedAuditRow } from './audit-recorder';
+import { AuditRecorder, ScopedAuditRow } from './audit-recorder';
 import { AuditWriter } from './audit-writer';
 import { AuditWriteRequest, NatsAuditSink, auditWriteSubject } from './nats-audit-sink';
 import { SlotSet } from './slot-set';
@@ -205,6 +205,19 @@ describe('NatsAuditSink with no audit-writer subscribed [postgres]', () => {
     stopping.abort();
     expect(await settled).toMatchObject({ name: 'AuditNotWritten', reason: 'stopped' });
     expect(unanswered).not.toHaveBeenCalled();
+    expect(await stored()).toEqual([]);
+  });
+
+  it("the recorder's stop ends a write waiting for a writer: the row is counted as stopped and stop returns", async () => {
+    const seen = countRequests();
+    const drops: { eventType: string; reason: string }[] = [];
+    // A budget past the test's own timeout: only the stop can end this write in time.
+    const recorder = new AuditRecorder(new NatsAuditSink(bus, 300, new StoreAuditFates(db.store)), { slots: 1, budgetMs: 120_000, onDrop: (eventType, reason) => drops.push({ eventType, reason }) });
+    const recorded = recorder.record(row('recorder-stopped'));
+    await waitFor('a first request with no responders', () => seen.failures.length >= 1);
+    await recorder.stop();
+    expect(await recorded).toBe(false);
+    expect(drops).toEqual([{ eventType: 'run.created', reason: 'stopped' }]);
     expect(await stored()).toEqual([]);
   });
 

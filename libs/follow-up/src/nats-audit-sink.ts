@@ -85,9 +85,10 @@ export class NatsAuditSink implements AuditSink {
     const start = performance.now();
     let sent = 0;
     let answered: { reply: { err?: unknown; response?: unknown } | null } | undefined;
-    // A signal of this write's own that follows the recorder's: p-retry listens on it while it
-    // waits, and many writes waiting at once would pass Node's 10 listeners on the shared one.
-    const signal = AbortSignal.any([options.signal]);
+    // p-retry listens on the recorder's signal only while it waits to try again, one listener per
+    // write (the recorder allows one per slot). Not `AbortSignal.any`: on Node 20 each one stays
+    // reachable from the recorder's long-lived signal (about 1 KB per write, never freed).
+    const signal = options.signal;
     try {
       await pRetry(async () => {
         const budgetMs = Math.floor(options.budgetMs - (performance.now() - start));
