@@ -1,8 +1,9 @@
 /**
  * One Jest config for unit, contract and e2e tests. TypeScript is compiled by SWC
  * (decorator metadata on) and `@ironflow/*` imports resolve to `libs/<name>/src`. ESM-only
- * dependencies (`@marcbachmann/cel-js`; Node itself loads it with `require`) are compiled to
- * CommonJS by SWC too, since Jest's module loader cannot `require` ES modules.
+ * dependencies (`@marcbachmann/cel-js`, `p-retry` and its `is-network-error`; Node itself loads
+ * them with `require`) are compiled to CommonJS by SWC too, since Jest's module loader cannot
+ * `require` ES modules.
  */
 const swc = ['@swc/jest', {
   jsc: {
@@ -14,8 +15,8 @@ const swc = ['@swc/jest', {
 }];
 module.exports = {
   testEnvironment: 'node',
-  transform: { '^.+\\.ts$': swc, '/node_modules/@marcbachmann/cel-js/.+\\.js$': swc },
-  transformIgnorePatterns: ['/node_modules/(?!@marcbachmann/cel-js/)'],
+  transform: { '^.+\\.ts$': swc, '/node_modules/(@marcbachmann/cel-js|p-retry|is-network-error)/.+\\.js$': swc },
+  transformIgnorePatterns: ['/node_modules/(?!(@marcbachmann/cel-js|p-retry|is-network-error)/)'],
   moduleNameMapper: {
     '^@ironflow/contracts/proto$': '<rootDir>/libs/contracts/src/proto.ts',
     '^@ironflow/sdk/testing$': '<rootDir>/libs/sdk/src/testing/fake-server.ts',

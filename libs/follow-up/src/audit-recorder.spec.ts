@@ -56,6 +56,27 @@ describe('AuditRecorder', () => {
     expect(await Promise.all(all)).toEqual([true, true, true, true, true]);
   });
 
+  it('lets a sink listen on the stop signal in every slot within the signal\'s listener limit (a NATS sink waiting to retry)', async () => {
+    const SLOTS = 16;
+    const listening: AuditWriteOptions[] = [];
+    const sink: AuditSink = {
+      write: (_rows, options) => new Promise<void>((_, reject) => {
+        options.signal.addEventListener('abort', () => reject(new AuditNotWritten('stopped', 'stopped while waiting')), { once: true });
+        listening.push(options);
+      }),
+    };
+    const r = recorder(sink, { slots: SLOTS, budgetMs: 60_000 });
+    const rows = Array.from({ length: SLOTS }, () => r.record(row()));
+    await flush();
+    expect(listening).toHaveLength(SLOTS);
+    const { signal } = listening[0];
+    expect(getEventListeners(signal, 'abort')).toHaveLength(SLOTS);
+    expect(getEventListeners(signal, 'abort').length).toBeLessThanOrEqual(getMaxListeners(signal));
+    await r.stop();
+    expect(await Promise.all(rows)).toEqual(Array(SLOTS).fill(false));
+    expect(drops).toEqual(Array(SLOTS).fill({ eventType: 'run.status_changed', reason: 'stopped' }));
+  });
+
   describe('background rows (lingerMs)', () => {
     beforeEach(() => jest.useFakeTimers());
     afterEach(() => jest.useRealTimers());

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { RecordingProfile, profileRecords } from '@ironflow/contracts';
 import { AuditRow } from '@ironflow/store';
 
@@ -24,7 +25,11 @@ export interface AuditWriteOptions {
    * and bounds the insert's lock waits by what is left, so it settles about then.
    */
   budgetMs: number;
-  /** Aborted when the recorder stops: rows whose insert has not begun are not written. */
+  /**
+   * Aborted when the recorder stops: rows whose insert has not begun are not written. A sink may
+   * listen on it while its write runs (one listener per write: the recorder allows one per slot
+   * without Node's leak warning) and must remove the listener when the write settles.
+   */
   signal: AbortSignal;
 }
 
@@ -143,6 +148,8 @@ export class AuditRecorder {
     this.maxBatch = options.maxBatch ?? 256;
     this.refreshMs = options.recordingRefreshMs ?? 30_000;
     this.lingerMs = options.lingerMs ?? 0;
+    // A sink waiting to send a request again listens on the signal: one per slot at most.
+    setMaxListeners(Math.max(10, options.slots), this.stopping.signal);
   }
 
   /**

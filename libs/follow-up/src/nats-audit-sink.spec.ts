@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { NatsConnection, connect } from 'nats';
+import { JSONCodec, NatsConnection, connect } from 'nats';
 import { BusNamespace, NatsBus } from '@ironflow/bus';
-import { TestStore, dropNamespaceStreams, openTestStore } from '@ironflow/testing';
-import { ScopedAuditRow } from './audit-recorder';
+import { TestStore, dropNamespaceStreams, openTestStore, waitFor } from '@ironflow/testing';
+import { AuditRecorder, ScopedAuditRow } from './audit-recorder';
 import { AuditWriter } from './audit-writer';
 import { AuditWriteRequest, NatsAuditSink, auditWriteSubject } from './nats-audit-sink';
 import { SlotSet } from './slot-set';
@@ -85,5 +85,165 @@ describe('NatsAuditSink with no answer [postgres]', () => {
     expect(unanswered.mock.calls).toEqual([['unknown', 1]]);
     await writing.done;
     expect(await stored()).toEqual(['unknown']);
+  });
+});
+
+/**
+ * A request no audit-writer answers (NATS no responders, e.g. while the audit-writer restarts)
+ * reached no writer, so the sink sends it again with backoff within the rows' budget (DESIGN.md
+ * "Audit"), on real NATS and PostgreSQL. A counting wrapper around the bus's `request` sees each
+ * request and its outcome.
+ */
+describe('NatsAuditSink with no audit-writer subscribed [postgres]', () => {
+  const namespace = new BusNamespace(`t${randomBytes(4).toString('hex')}`);
+  const codec = JSONCodec();
+  let db: TestStore;
+  let bus: NatsBus;
+  let responder: NatsConnection;
+  const row = (runId: string): ScopedAuditRow => ({ project: 'p', env: 'e', runId, functionId: 'f', eventType: 'run.created' });
+  const stored = () => db.store.read('t', (tx) => tx.query<{ run_id: string }>(`SELECT run_id FROM audit_events ORDER BY id`)).then((rows) => rows.map((r) => r.run_id));
+
+  beforeEach(async () => {
+    db = await openTestStore('postgres');
+    bus = await NatsBus.connect({ url: process.env.IRONFLOW_TEST_NATS_URL!, namespace });
+    responder = await connect({ servers: process.env.IRONFLOW_TEST_NATS_URL! });
+  });
+  afterEach(async () => {
+    await responder.close();
+    await bus.close();
+    await db.dispose();
+  });
+  afterAll(() => dropNamespaceStreams(namespace, process.env.IRONFLOW_TEST_NATS_URL!));
+
+  /** Counts the bus's requests and their failures; `onFailure` runs before the failure reaches the sink. */
+  function countRequests(onFailure: (failures: number) => Promise<void> | void = () => undefined) {
+    const seen = { requests: 0, failures: [] as string[] };
+    const request = bus.request.bind(bus);
+    jest.spyOn(bus, 'request').mockImplementation(async (...args) => {
+      seen.requests += 1;
+      try {
+        return await request(...args);
+      } catch (err) {
+        seen.failures.push(String((err as { code?: string }).code ?? err));
+        await onFailure(seen.failures.length);
+        throw err;
+      }
+    });
+    return seen;
+  }
+
+  /**
+   * An audit-writer on `responder` that answers as the service does (Nest's `{id, response}` or
+   * `{id, err}`): it stores the rows within the budget the request carries, or, with `fail`,
+   * replies with that error. Returns the budgets (ms) of the requests it got.
+   */
+  async function startWriter(fail?: { reason: string; message: string }): Promise<number[]> {
+    const writer = new AuditWriter(db.store, new SlotSet(1));
+    const budgets: number[] = [];
+    responder.subscribe(namespace.subject(auditWriteSubject('p', 'e')), {
+      callback: (err, msg) => {
+        if (err) return;
+        const { id, data } = msg.json<{ id: string; data: AuditWriteRequest }>();
+        budgets.push(data.budgetMs);
+        if (fail) return void msg.respond(codec.encode({ id, err: fail, isDisposed: true }));
+        writer.write(data.rows, { budgetMs: data.budgetMs, requestId: data.requestId }).then(
+          () => msg.respond(codec.encode({ id, response: { written: data.rows.length }, isDisposed: true })),
+          (writeErr: { reason?: string; message?: string }) => msg.respond(codec.encode({ id, err: { reason: writeErr.reason ?? 'error', message: String(writeErr.message) }, isDisposed: true })),
+        );
+      },
+    });
+    await responder.flush(); // the server knows the subscription before the sink's next request
+    return budgets;
+  }
+
+  it('a writer that subscribes after the first no-responders gets the rows, stored once, with the budget left', async () => {
+    let budgets: number[] = [];
+    const seen = countRequests(async (failures) => {
+      if (failures === 1) budgets = await startWriter();
+    });
+    const unanswered = jest.fn();
+    const retried = jest.fn();
+    const sink = new NatsAuditSink(bus, 300, new StoreAuditFates(db.store), unanswered, retried);
+    await sink.write([row('late-writer')], { budgetMs: 30_000, signal: new AbortController().signal });
+    expect(seen.failures).toEqual(['503']);
+    expect(seen.requests).toBe(2);
+    expect(retried).toHaveBeenCalledTimes(1);
+    expect(unanswered).not.toHaveBeenCalled();
+    expect(await stored()).toEqual(['late-writer']);
+    // The retry carried what was left of the budget, not the whole budget again.
+    expect(budgets).toHaveLength(1);
+    expect(budgets[0]).toBeGreaterThan(0);
+    expect(budgets[0]).toBeLessThan(30_000);
+  });
+
+  it('with no writer for the whole budget, the rows are not written (budget) after retrying', async () => {
+    const seen = countRequests();
+    const unanswered = jest.fn();
+    const retried = jest.fn();
+    const sink = new NatsAuditSink(bus, 300, new StoreAuditFates(db.store), unanswered, retried);
+    await expect(sink.write([row('no-writer')], { budgetMs: 600, signal: new AbortController().signal })).rejects.toMatchObject({
+      name: 'AuditNotWritten',
+      reason: 'budget',
+      message: expect.stringMatching(/no audit-writer answered within the budget/),
+    });
+    expect(seen.requests).toBeGreaterThan(1);
+    expect(seen.failures).toEqual(Array(seen.requests).fill('503'));
+    expect(retried).toHaveBeenCalledTimes(seen.requests - 1);
+    expect(unanswered).not.toHaveBeenCalled(); // no request reached a writer: nothing to settle
+    expect(await stored()).toEqual([]);
+  });
+
+  it('a stop while it waits to try again ends the write at once as stopped', async () => {
+    const seen = countRequests();
+    const stopping = new AbortController();
+    const unanswered = jest.fn();
+    const sink = new NatsAuditSink(bus, 300, new StoreAuditFates(db.store), unanswered);
+    // A budget past the test's own timeout: only the stop can end this write in time.
+    const writing = sink.write([row('stopped')], { budgetMs: 120_000, signal: stopping.signal });
+    const settled = writing.catch((err: unknown) => err);
+    await waitFor('a first request with no responders', () => seen.failures.length >= 1);
+    stopping.abort();
+    expect(await settled).toMatchObject({ name: 'AuditNotWritten', reason: 'stopped' });
+    expect(unanswered).not.toHaveBeenCalled();
+    expect(await stored()).toEqual([]);
+  });
+
+  it("the recorder's stop ends a write waiting for a writer: the row is counted as stopped and stop returns", async () => {
+    const seen = countRequests();
+    const drops: { eventType: string; reason: string }[] = [];
+    // A budget past the test's own timeout: only the stop can end this write in time.
+    const recorder = new AuditRecorder(new NatsAuditSink(bus, 300, new StoreAuditFates(db.store)), { slots: 1, budgetMs: 120_000, onDrop: (eventType, reason) => drops.push({ eventType, reason }) });
+    const recorded = recorder.record(row('recorder-stopped'));
+    await waitFor('a first request with no responders', () => seen.failures.length >= 1);
+    await recorder.stop();
+    expect(await recorded).toBe(false);
+    expect(drops).toEqual([{ eventType: 'run.created', reason: 'stopped' }]);
+    expect(await stored()).toEqual([]);
+  });
+
+  it('an error reply from a writer is not retried', async () => {
+    await startWriter({ reason: 'error', message: 'insert refused' });
+    const seen = countRequests();
+    const retried = jest.fn();
+    const sink = new NatsAuditSink(bus, 300, new StoreAuditFates(db.store), undefined, retried);
+    await expect(sink.write([row('refused')], { budgetMs: 5000, signal: new AbortController().signal })).rejects.toMatchObject({
+      name: 'AuditNotWritten',
+      reason: 'error',
+      message: expect.stringMatching(/insert refused/),
+    });
+    expect(seen.requests).toBe(1);
+    expect(seen.failures).toEqual([]);
+    expect(retried).not.toHaveBeenCalled();
+  });
+});
+
+describe('NatsAuditSink and a stop while a request is answered', () => {
+  it('rows a writer answered as the recorder stopped are written, not counted as stopped', async () => {
+    const stopping = new AbortController();
+    // The stop lands while the request is out; the answer still says the rows were stored.
+    const bus = { request: jest.fn(async () => { stopping.abort(); return { response: { written: 1 } }; }) } as unknown as NatsBus;
+    const sink = new NatsAuditSink(bus, 300);
+    await expect(sink.write([{ project: 'p', env: 'e', runId: 'r', functionId: 'f', eventType: 'run.created' }], { budgetMs: 5000, signal: stopping.signal })).resolves.toBeUndefined();
+    expect(bus.request).toHaveBeenCalledTimes(1);
   });
 });

@@ -54,7 +54,7 @@ export class EngineRuntime {
     }
     const metrics = new EngineMetrics({ defaultMetrics: true });
     const auditWriter = new AuditWriter(store, new SlotSet(slotsFor(store.dialect, settings.poolSize)));
-    const auditSink: AuditSink = bus instanceof NatsBus ? new NatsAuditSink(bus, undefined, new StoreAuditFates(store), (fate, rows) => metrics.auditUnansweredRows.inc({ fate }, rows)) : new InProcessAuditSink(auditWriter);
+    const auditSink: AuditSink = bus instanceof NatsBus ? new NatsAuditSink(bus, undefined, new StoreAuditFates(store), (fate, rows) => metrics.auditUnansweredRows.inc({ fate }, rows), () => metrics.auditWriteRetries.inc()) : new InProcessAuditSink(auditWriter);
     const engine = new Engine({
       auditSink,
       auditReadStore: auditReads,
