@@ -27,9 +27,9 @@ export interface ChaosClusterOptions {
 export class ChaosCluster {
   readonly processes: ServiceProcess[] = [];
   /**
-   * Each process's audit counters, summed over its ended lives and in its current life, keyed
-   * `lost:<event_type>` (`ironflow_audit_write_failures_total`) and `unanswered:<fate>`
-   * (`ironflow_audit_unanswered_rows_total`).
+   * Each process's counters, summed over its ended lives and in its current life, keyed
+   * `lost:<event_type>` (`ironflow_audit_write_failures_total`), `unanswered:<fate>`
+   * (`ironflow_audit_unanswered_rows_total`), `dispatched:push` and `forwards:<result>` (see {@link countsOf}).
    */
   private readonly countsByEarlierLives = new Map<ServiceProcess, Map<string, number>>();
   private readonly countsNow = new Map<ServiceProcess, Map<string, number>>();
@@ -133,6 +133,16 @@ export class ChaosCluster {
     return total;
   }
 
+  /**
+   * One process's counters over all its lives (read now): the audit keys of {@link countsNow}, and
+   * `dispatched:push` (`ironflow_segments_dispatched_total{mode="push"}`: push segments it claimed)
+   * and `forwards:<result>` (`ironflow_trigger_forwards_total`: sync triggers handed to a dispatcher).
+   */
+  async countsOf(p: ServiceProcess): Promise<Map<string, number>> {
+    if (!this.down.has(p)) await this.scrape(p);
+    return addCounts(this.countsByEarlierLives.get(p), this.countsNow.get(p));
+  }
+
   private async scrapeAll(): Promise<void> {
     await Promise.all(this.processes.filter((p) => !this.down.has(p)).map((p) => this.scrape(p)));
   }
@@ -148,6 +158,10 @@ export class ChaosCluster {
         const unanswered = /^ironflow_audit_unanswered_rows_total\{fate="([^"]*)"\} (\S+)$/.exec(line);
         if (unanswered) read.set(`unanswered:${unanswered[1]}`, Number(unanswered[2]));
         if (line.startsWith('ironflow_audit_rows_pending ')) pending = Number(line.split(' ').pop());
+        const pushed = /^ironflow_segments_dispatched_total\{mode="push"\} (\S+)$/.exec(line);
+        if (pushed) read.set('dispatched:push', Number(pushed[1]));
+        const forwards = /^ironflow_trigger_forwards_total\{result="([^"]*)"\} (\S+)$/.exec(line);
+        if (forwards) read.set(`forwards:${forwards[1]}`, Number(forwards[2]));
       }
       if (this.down.has(p)) return;
       // Counters only grow within a life: keep the larger of two readings that raced.
