@@ -93,6 +93,10 @@ interface Counters {
   syncAnswersWrong: number;
   /** Sync calls that threw (the gateway killed or draining during the call), each repeated with the same key. */
   syncCallFailures: number;
+  /** Sync runs with at least one failed call. */
+  syncRunsWithFailedCalls: number;
+  /** Sync runs whose lease was recovered (`runs.recoveries` > 0): their claimer died during the call, a dispatcher called them again. */
+  syncRunsRecovered: number;
   /** Sync calls answered at their 10 s deadline with the run still going (repeated). */
   syncCallsUnended: number;
   /** Sync calls in flight at the api-gateway's kills (summed over the kills). */
@@ -286,6 +290,7 @@ async function main(): Promise<void> {
       failing,
       kills: cluster.kills,
       restartsThatExitedWhileStarting: cluster.startFailures,
+      killsWithoutReading: cluster.killsWithoutReading,
       postgresDownMs: pgDownMs ?? null,
       approvals: drivers.approvals,
       cancels: drivers.cancels,
@@ -334,7 +339,7 @@ async function main(): Promise<void> {
 }
 
 async function countAll(db: Pool, watch: OutcomeWatch, cluster: ChaosCluster, sync: SyncCallers, runs: number, leases: number, deadline: number): Promise<{ counters: Counters; audit: AuditDetail }> {
-  const top = await query<{ id: string; function_id: string; status: string; input: string; output: string | null }>(db, `SELECT id, function_id, status, input, output FROM runs WHERE parent_run_id IS NULL`, deadline);
+  const top = await query<{ id: string; function_id: string; status: string; input: string; output: string | null; recoveries: number }>(db, `SELECT id, function_id, status, input, output, recoveries FROM runs WHERE parent_run_id IS NULL`, deadline);
   const expectedOf = new Map(Object.values(KINDS).map((k) => [k.functionId as string, k.expected as string]));
   let wrongOutputs = 0;
   let syncAnswersWrong = 0;
@@ -399,6 +404,8 @@ async function countAll(db: Pool, watch: OutcomeWatch, cluster: ChaosCluster, sy
     auditRowsUnansweredUnknown: unanswered.get('unknown') ?? 0,
     syncAnswersWrong,
     syncCallFailures: sync.callFailures,
+    syncRunsWithFailedCalls: sync.runsWithFailedCalls.size,
+    syncRunsRecovered: top.filter((r) => r.function_id === KINDS.sync.functionId && Number(r.recoveries) > 0).length,
     syncCallsUnended: sync.callsUnended,
     syncCallsAtGatewayKills: sync.inFlightAtGatewayKills,
     syncSegmentsClaimedByGateway: gateway.get('dispatched:push') ?? 0,

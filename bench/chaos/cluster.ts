@@ -40,6 +40,11 @@ export class ChaosCluster {
   private readonly down = new Set<ServiceProcess>();
   private scraper?: NodeJS.Timeout;
   kills = 0;
+  /**
+   * Kills whose reading just before failed (the process busy past 2 s): its counts and pending rows
+   * are then those of its last reading, up to a second earlier.
+   */
+  killsWithoutReading = 0;
   /** Restarts that exited before they were ready and were started again. */
   startFailures = 0;
 
@@ -98,7 +103,7 @@ export class ChaosCluster {
 
   /** SIGKILL `victim` (no drain), then start it again; resolves once it answers `/ready`. Throws when it cannot start within 10 minutes. */
   async killAndRestart(victim: ServiceProcess): Promise<void> {
-    await this.scrape(victim);
+    if (!(await this.scrape(victim))) this.killsWithoutReading += 1;
     this.down.add(victim);
     await victim.kill9();
     this.kills += 1;
@@ -147,7 +152,8 @@ export class ChaosCluster {
     await Promise.all(this.processes.filter((p) => !this.down.has(p)).map((p) => this.scrape(p)));
   }
 
-  private async scrape(p: ServiceProcess): Promise<void> {
+  /** Reads `p`'s `/metrics`; answers whether the reading was taken. */
+  private async scrape(p: ServiceProcess): Promise<boolean> {
     try {
       const text = await (await fetch(`${p.url}/metrics`, { signal: AbortSignal.timeout(2000) })).text();
       const read = new Map<string, number>();
@@ -163,14 +169,15 @@ export class ChaosCluster {
         const forwards = /^ironflow_trigger_forwards_total\{result="([^"]*)"\} (\S+)$/.exec(line);
         if (forwards) read.set(`forwards:${forwards[1]}`, Number(forwards[2]));
       }
-      if (this.down.has(p)) return;
+      if (this.down.has(p)) return false;
       // Counters only grow within a life: keep the larger of two readings that raced.
       const now = this.countsNow.get(p) ?? new Map<string, number>();
       for (const [key, n] of read) now.set(key, Math.max(n, now.get(key) ?? 0));
       this.countsNow.set(p, now);
       this.pendingNow.set(p, pending);
+      return true;
     } catch {
-      // down or busy: the next reading counts it
+      return false; // down or busy: the next reading counts it
     }
   }
 

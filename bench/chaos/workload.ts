@@ -212,6 +212,8 @@ export class SyncCallers {
   /** Calls that threw for another reason than the run's outcome, by error code. */
   readonly failuresByCode = new Map<string, number>();
   callFailures = 0;
+  /** The sync runs (by `n`) with at least one failed call. */
+  readonly runsWithFailedCalls = new Set<number>();
   /** Calls that answered at their deadline with the run still going (repeated). */
   callsUnended = 0;
   /** Sync calls in flight at each kill of the api-gateway, summed. */
@@ -263,6 +265,7 @@ export class SyncCallers {
           return;
         }
         this.callFailures += 1;
+        this.runsWithFailedCalls.add(n);
         const code = (err as { code?: string }).code ?? 'unknown';
         this.failuresByCode.set(code, (this.failuresByCode.get(code) ?? 0) + 1);
         if (Date.now() > this.deadline || this.abandon()) throw new Error(`sync run ${n}: still failing at the deadline: ${String(err)}`);
