@@ -251,6 +251,7 @@ export class SyncCallers {
 
   private async call(n: number): Promise<void> {
     for (;;) {
+      let unended: string | undefined;
       this.inFlight += 1;
       try {
         const res = await this.client.emitSync<{ tripled?: number }>(KINDS.sync.event, { n, key: `k${n}` }, { idempotencyKey: `run-${n}`, timeoutMs: 10_000 });
@@ -259,6 +260,7 @@ export class SyncCallers {
           return;
         }
         this.callsUnended += 1;
+        unended = res.status;
       } catch (err) {
         if (err instanceof RunFailedError || err instanceof RunCancelledError) {
           this.answers.set(n, { runId: err.runId, status: err instanceof RunFailedError ? 'failed' : 'cancelled', output: null });
@@ -273,6 +275,7 @@ export class SyncCallers {
       } finally {
         this.inFlight -= 1;
       }
+      if (Date.now() > this.deadline || this.abandon()) throw new Error(`sync run ${n}: ${unended ? `still ${unended}` : 'its call still failing'} at the deadline`);
     }
   }
 }
