@@ -3,7 +3,8 @@
  * PostgreSQL and NATS, with a database and an `IRONFLOW_CLUSTER_ID` of their own, and real
  * workers (stream workers on each dispatcher, a push endpoint). It starts `--runs` runs mixing
  * invokes (a pull parent invoking a push child), sleeps, `waitForEvent`s approved by the
- * benchmark, and runs the benchmark cancels; every `--kill-every-ms` it kills a random service
+ * benchmark, runs the benchmark cancels, and push runs called with TriggerSync (which the
+ * api-gateway claims and calls itself, so a gateway kill can cut a push call); every `--kill-every-ms` it kills a random service
  * with SIGKILL and starts it again; once, about a third of the way in, it restarts PostgreSQL.
  *
  * The counters come from the rows of its own database: triggers it installs on `runs` and `steps`
@@ -19,6 +20,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readdirSync } from 'node:fs';
+import { isDeepStrictEqual } from 'node:util';
 import { Pool } from 'pg';
 import { BusNamespace } from '@ironflow/bus';
 import { createClient } from '@ironflow/sdk';
@@ -26,7 +28,7 @@ import { OutcomeWatch, OutcomeWatchReport, dropNamespaceStreams } from '@ironflo
 import { DATABASE_URL, NATS_URL, flagArg, intArg, machineInfo, runBenchmark, sleep, stringArg, table, writeResults } from '../lib/common';
 import { progress } from '../lib/progress';
 import { ChaosCluster, restartPostgres } from './cluster';
-import { ChaosDrivers, ChaosWorkers, KINDS, executions, kindOf, persist } from './workload';
+import { ChaosDrivers, ChaosWorkers, KINDS, SyncCallers, executions, kindOf, persist } from './workload';
 
 const TERMINAL = `('completed', 'failed', 'cancelled')`;
 
@@ -87,6 +89,22 @@ interface Counters {
   auditRowsPendingAtKills: number;
   auditRowsUnansweredButStored: number;
   auditRowsUnansweredUnknown: number;
+  /** Sync calls answered with an ended run whose answer is not that run's committed row (run id, status, output), or that never answered. */
+  syncAnswersWrong: number;
+  /** Sync calls that threw (the gateway killed or draining during the call), each repeated with the same key. */
+  syncCallFailures: number;
+  /** Sync runs with at least one failed call. */
+  syncRunsWithFailedCalls: number;
+  /** Sync runs whose lease was recovered (`runs.recoveries` > 0): their claimer died during the call, a dispatcher called them again. */
+  syncRunsRecovered: number;
+  /** Sync calls answered at their 10 s deadline with the run still going (repeated). */
+  syncCallsUnended: number;
+  /** Sync calls in flight at the api-gateway's kills (summed over the kills). */
+  syncCallsAtGatewayKills: number;
+  /** Push segments the api-gateway claimed itself (its `ironflow_segments_dispatched_total{mode="push"}`, over its lives): the sync runs it called. */
+  syncSegmentsClaimedByGateway: number;
+  /** Sync triggers the api-gateway handed to a dispatcher (`ironflow_trigger_forwards_total`, every result, over its lives). */
+  syncTriggersForwarded: number;
 }
 
 /** The audit rows `auditRowsMissing` looks for: each run's `run.created` and its terminal row. */
@@ -102,7 +120,7 @@ interface AuditDetail {
 }
 
 /** The counters that must be 0 (the run exits 1 otherwise). */
-const MUST_BE_ZERO: (keyof Counters)[] = ['runsUnfinished', 'duplicateRuns', 'outcomesReplaced', 'parentsWokenTwice', 'waitsResolvedTwice', 'leasesHeldAfterWait', 'wrongOutputs'];
+const MUST_BE_ZERO: (keyof Counters)[] = ['runsUnfinished', 'duplicateRuns', 'outcomesReplaced', 'parentsWokenTwice', 'waitsResolvedTwice', 'leasesHeldAfterWait', 'wrongOutputs', 'syncAnswersWrong'];
 
 async function main(): Promise<void> {
   const runs = intArg('runs', 2000);
@@ -133,6 +151,7 @@ async function main(): Promise<void> {
   const cluster = new ChaosCluster({ databaseUrl, natsUrl: NATS_URL, clusterId, leaseMs });
   const workers = new ChaosWorkers();
   let drivers: ChaosDrivers | undefined;
+  let sync: SyncCallers | undefined;
   let chaos: Promise<void> | undefined;
   let stopChaos = false;
   const events: { at: number; what: string }[] = [];
@@ -154,6 +173,9 @@ async function main(): Promise<void> {
     await workers.start(cluster.gateway.url, env, cluster.dispatchers.map((d) => d.url));
     drivers = new ChaosDrivers(db, cluster.gateway.url, env, deadline);
     drivers.start();
+    const client = createClient({ serverUrl: cluster.gateway.url, environment: env, timeoutMs: 5000 });
+    const syncCallers = new SyncCallers(client, deadline, () => chaosError !== undefined);
+    sync = syncCallers;
 
     // The chaos: a random service killed and restarted every killEveryMs; PostgreSQL once.
     const pgRestartAt = Date.now() + (emitSeconds * 1000) / 3;
@@ -176,6 +198,7 @@ async function main(): Promise<void> {
         const pool = victims ? cluster.processes.filter((p) => typeof p.app === 'string' && victims.includes(p.app)) : cluster.processes;
         const victim = pool[Math.floor(Math.random() * pool.length)];
         note(`kill -9 ${victim.app}:${victim.port}`);
+        if (victim.app === 'api-gateway') syncCallers.gatewayKilled();
         await cluster.killAndRestart(victim);
         note(`${victim.app}:${victim.port} ready again`);
       }
@@ -189,7 +212,6 @@ async function main(): Promise<void> {
 
     // Start the runs, spread over emitSeconds, ten at a time; each emit is repeated until the
     // gateway takes it (an idempotency key per run, so a repeat never starts a second run).
-    const client = createClient({ serverUrl: cluster.gateway.url, environment: env, timeoutMs: 5000 });
     const bar = progress('chaos runs ended', runs);
     const emitStart = Date.now();
     let next = 0;
@@ -199,6 +221,11 @@ async function main(): Promise<void> {
         if (due > Date.now()) await sleep(due - Date.now());
         const kind = kindOf(i);
         if (chaosError) return;
+        if (kind === 'sync') {
+          // TriggerSync, repeated beside the emitters until it answers an ended run.
+          syncCallers.start(i);
+          continue;
+        }
         await persist(`emit run ${i}`, () => client.emit(KINDS[kind].event, { n: i, key: `k${i}` }, { idempotencyKey: `run-${i}` }), deadline, () => chaosError !== undefined).catch((err) => {
           if (!chaosError) throw err;
         });
@@ -219,6 +246,9 @@ async function main(): Promise<void> {
     }
     bar.stop();
     await emitting;
+    await syncCallers.settled().catch((err) => {
+      if (!chaosError && Date.now() <= deadline) throw err;
+    });
     stopChaos = true;
     await chaos;
     await drivers.stop();
@@ -235,7 +265,7 @@ async function main(): Promise<void> {
     }
     note(`leases: ${leases} left`);
 
-    const { counters, audit } = await countAll(db, watch, cluster, runs, leases, deadline + leaseWaitS * 1000 + 60_000);
+    const { counters, audit } = await countAll(db, watch, cluster, syncCallers, runs, leases, deadline + leaseWaitS * 1000 + 60_000);
     partial.counters = counters;
     partial.audit = audit;
     const byKind = await query<{ function_id: string; status: string; n: number }>(db,
@@ -249,6 +279,7 @@ async function main(): Promise<void> {
       ...Object.entries(counters).map(([k, v]) => [k, v, MUST_BE_ZERO.includes(k as keyof Counters) ? 'yes' : '']),
     ]));
     const failing = MUST_BE_ZERO.filter((k) => counters[k] !== 0);
+    console.log(`sync call failures by code: ${JSON.stringify(Object.fromEntries(syncCallers.failuresByCode))}`);
     console.log(`audit rows counted lost by event type: ${JSON.stringify(audit.countedLostByEventType)}; missing: ${audit.missingCreated} run.created, ${audit.missingTerminal} terminal; rows of unanswered writes by fate: ${JSON.stringify(audit.unansweredByFate)}`);
     const path = writeResults(out, {
       ...partial,
@@ -259,9 +290,11 @@ async function main(): Promise<void> {
       failing,
       kills: cluster.kills,
       restartsThatExitedWhileStarting: cluster.startFailures,
+      killsWithoutReading: cluster.killsWithoutReading,
       postgresDownMs: pgDownMs ?? null,
       approvals: drivers.approvals,
       cancels: drivers.cancels,
+      syncCallFailuresByCode: Object.fromEntries(syncCallers.failuresByCode),
       executions: Object.fromEntries(executions),
       runsByFunctionAndStatus: byKind,
       timeline: events,
@@ -282,6 +315,7 @@ async function main(): Promise<void> {
           restartsThatExitedWhileStarting: cluster.startFailures,
           approvals: drivers?.approvals ?? null,
           cancels: drivers?.cancels ?? null,
+          syncCallFailuresByCode: sync ? Object.fromEntries(sync.failuresByCode) : null,
           executions: Object.fromEntries(executions),
           timeline: events,
         });
@@ -304,21 +338,30 @@ async function main(): Promise<void> {
   if (failed) throw new Error(`chaos: FAILED, ${failed}`);
 }
 
-async function countAll(db: Pool, watch: OutcomeWatch, cluster: ChaosCluster, runs: number, leases: number, deadline: number): Promise<{ counters: Counters; audit: AuditDetail }> {
-  const top = await query<{ function_id: string; status: string; input: string; output: string | null }>(db, `SELECT function_id, status, input, output FROM runs WHERE parent_run_id IS NULL`, deadline);
+async function countAll(db: Pool, watch: OutcomeWatch, cluster: ChaosCluster, sync: SyncCallers, runs: number, leases: number, deadline: number): Promise<{ counters: Counters; audit: AuditDetail }> {
+  const top = await query<{ id: string; function_id: string; status: string; input: string; output: string | null; recoveries: number }>(db, `SELECT id, function_id, status, input, output, recoveries FROM runs WHERE parent_run_id IS NULL`, deadline);
   const expectedOf = new Map(Object.values(KINDS).map((k) => [k.functionId as string, k.expected as string]));
   let wrongOutputs = 0;
+  let syncAnswersWrong = 0;
   for (const r of top) {
-    if (r.status !== 'completed') continue;
     const n = (JSON.parse(r.input) as { n: number }).n;
     const output = r.output === null ? null : JSON.parse(r.output);
+    if (r.function_id === KINDS.sync.functionId && ['completed', 'failed', 'cancelled'].includes(r.status)) {
+      // The call's final answer is the run's committed outcome: same run, status and output.
+      const answer = sync.answers.get(n);
+      if (!answer || answer.runId !== r.id || answer.status !== r.status || (r.status === 'completed' && !isDeepStrictEqual(answer.output, output))) syncAnswersWrong += 1;
+    }
+    if (r.status !== 'completed') continue;
     const right =
       r.function_id === KINDS.invoke.functionId ? output?.doubled === 2 * n
         : r.function_id === KINDS.sleep.functionId ? output?.slept === true
           : r.function_id === KINDS.wait.functionId ? output?.approvedFor === `k${n}`
-            : false;
+            : r.function_id === KINDS.sync.functionId ? output?.tripled === 3 * n
+              : false;
     if (!right) wrongOutputs += 1;
   }
+  const gateway = await cluster.countsOf(cluster.gateway);
+  const forwarded = [...gateway].filter(([k]) => k.startsWith('forwards:')).reduce((sum, [, v]) => sum + v, 0);
   const seen: OutcomeWatchReport = await persist('outcome watch', () => watch.read(), deadline);
   const childrenNotWoken = Number((await query<{ n: number }>(db, `SELECT COUNT(*)::int AS n FROM runs WHERE parent_run_id IS NOT NULL AND status IN ${TERMINAL} AND wake_pending = 1`, deadline))[0].n);
   // Audit rows: wait until the audit-writer has caught up (the count stops moving for 3 s).
@@ -359,6 +402,14 @@ async function countAll(db: Pool, watch: OutcomeWatch, cluster: ChaosCluster, ru
     auditRowsPendingAtKills: cluster.auditRowsPendingAtKills,
     auditRowsUnansweredButStored: unanswered.get('written') ?? 0,
     auditRowsUnansweredUnknown: unanswered.get('unknown') ?? 0,
+    syncAnswersWrong,
+    syncCallFailures: sync.callFailures,
+    syncRunsWithFailedCalls: sync.runsWithFailedCalls.size,
+    syncRunsRecovered: top.filter((r) => r.function_id === KINDS.sync.functionId && Number(r.recoveries) > 0).length,
+    syncCallsUnended: sync.callsUnended,
+    syncCallsAtGatewayKills: sync.inFlightAtGatewayKills,
+    syncSegmentsClaimedByGateway: gateway.get('dispatched:push') ?? 0,
+    syncTriggersForwarded: forwarded,
   };
   const countedLostByEventType = Object.fromEntries([...lost].filter(([, n]) => n > 0).sort());
   const unansweredByFate = Object.fromEntries([...unanswered].sort());

@@ -27,9 +27,9 @@ export interface ChaosClusterOptions {
 export class ChaosCluster {
   readonly processes: ServiceProcess[] = [];
   /**
-   * Each process's audit counters, summed over its ended lives and in its current life, keyed
-   * `lost:<event_type>` (`ironflow_audit_write_failures_total`) and `unanswered:<fate>`
-   * (`ironflow_audit_unanswered_rows_total`).
+   * Each process's counters, summed over its ended lives and in its current life, keyed
+   * `lost:<event_type>` (`ironflow_audit_write_failures_total`), `unanswered:<fate>`
+   * (`ironflow_audit_unanswered_rows_total`), `dispatched:push` and `forwards:<result>` (see {@link countsOf}).
    */
   private readonly countsByEarlierLives = new Map<ServiceProcess, Map<string, number>>();
   private readonly countsNow = new Map<ServiceProcess, Map<string, number>>();
@@ -40,6 +40,11 @@ export class ChaosCluster {
   private readonly down = new Set<ServiceProcess>();
   private scraper?: NodeJS.Timeout;
   kills = 0;
+  /**
+   * Kills whose reading just before failed (the process busy past 2 s): its counts and pending rows
+   * are then those of its last reading, up to a second earlier.
+   */
+  killsWithoutReading = 0;
   /** Restarts that exited before they were ready and were started again. */
   startFailures = 0;
 
@@ -98,7 +103,7 @@ export class ChaosCluster {
 
   /** SIGKILL `victim` (no drain), then start it again; resolves once it answers `/ready`. Throws when it cannot start within 10 minutes. */
   async killAndRestart(victim: ServiceProcess): Promise<void> {
-    await this.scrape(victim);
+    if (!(await this.scrape(victim))) this.killsWithoutReading += 1;
     this.down.add(victim);
     await victim.kill9();
     this.kills += 1;
@@ -133,11 +138,22 @@ export class ChaosCluster {
     return total;
   }
 
+  /**
+   * One process's counters over all its lives (read now): the audit keys of {@link countsNow}, and
+   * `dispatched:push` (`ironflow_segments_dispatched_total{mode="push"}`: push segments it claimed)
+   * and `forwards:<result>` (`ironflow_trigger_forwards_total`: sync triggers handed to a dispatcher).
+   */
+  async countsOf(p: ServiceProcess): Promise<Map<string, number>> {
+    if (!this.down.has(p)) await this.scrape(p);
+    return addCounts(this.countsByEarlierLives.get(p), this.countsNow.get(p));
+  }
+
   private async scrapeAll(): Promise<void> {
     await Promise.all(this.processes.filter((p) => !this.down.has(p)).map((p) => this.scrape(p)));
   }
 
-  private async scrape(p: ServiceProcess): Promise<void> {
+  /** Reads `p`'s `/metrics`; answers whether the reading was taken. */
+  private async scrape(p: ServiceProcess): Promise<boolean> {
     try {
       const text = await (await fetch(`${p.url}/metrics`, { signal: AbortSignal.timeout(2000) })).text();
       const read = new Map<string, number>();
@@ -148,15 +164,20 @@ export class ChaosCluster {
         const unanswered = /^ironflow_audit_unanswered_rows_total\{fate="([^"]*)"\} (\S+)$/.exec(line);
         if (unanswered) read.set(`unanswered:${unanswered[1]}`, Number(unanswered[2]));
         if (line.startsWith('ironflow_audit_rows_pending ')) pending = Number(line.split(' ').pop());
+        const pushed = /^ironflow_segments_dispatched_total\{mode="push"\} (\S+)$/.exec(line);
+        if (pushed) read.set('dispatched:push', Number(pushed[1]));
+        const forwards = /^ironflow_trigger_forwards_total\{result="([^"]*)"\} (\S+)$/.exec(line);
+        if (forwards) read.set(`forwards:${forwards[1]}`, Number(forwards[2]));
       }
-      if (this.down.has(p)) return;
+      if (this.down.has(p)) return false;
       // Counters only grow within a life: keep the larger of two readings that raced.
       const now = this.countsNow.get(p) ?? new Map<string, number>();
       for (const [key, n] of read) now.set(key, Math.max(n, now.get(key) ?? 0));
       this.countsNow.set(p, now);
       this.pendingNow.set(p, pending);
+      return true;
     } catch {
-      // down or busy: the next reading counts it
+      return false; // down or busy: the next reading counts it
     }
   }
 

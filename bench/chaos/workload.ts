@@ -1,7 +1,7 @@
 import { createServer, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { Pool } from 'pg';
-import { createClient, createFunction, createWorker, serve, Worker } from '@ironflow/sdk';
+import { type IronflowClient, RunCancelledError, RunFailedError, createClient, createFunction, createWorker, serve, Worker } from '@ironflow/sdk';
 
 /** The kinds of runs the chaos run starts, by triggering event, and the outcome each should reach. */
 export const KINDS = {
@@ -9,11 +9,12 @@ export const KINDS = {
   sleep: { event: 'chaos.sleep', functionId: 'chaos.sleeper', expected: 'completed' },
   wait: { event: 'chaos.wait', functionId: 'chaos.waiter', expected: 'completed' },
   cancel: { event: 'chaos.cancel', functionId: 'chaos.cancellable', expected: 'cancelled' },
+  sync: { event: 'chaos.sync', functionId: 'chaos.synced', expected: 'completed' },
 } as const;
 export type Kind = keyof typeof KINDS;
 
 /** The share of each kind among the runs started (sums to 1). */
-const MIX: [Kind, number][] = [['invoke', 0.4], ['sleep', 0.25], ['wait', 0.25], ['cancel', 0.1]];
+const MIX: [Kind, number][] = [['invoke', 0.35], ['sleep', 0.2], ['wait', 0.2], ['cancel', 0.1], ['sync', 0.15]];
 
 /** The kind of the `i`-th run (deterministic, spread evenly). */
 export function kindOf(i: number): Kind {
@@ -69,18 +70,32 @@ const cancellable = createFunction({ id: 'chaos.cancellable', mode: 'pull', trig
   return 'not cancelled';
 });
 
-export const PULL_FUNCTIONS = [parent, sleeper, waiter, cancellable];
+/**
+ * The sync kind: a push function the benchmark calls with TriggerSync (`emitSync`), so the
+ * api-gateway claims and calls it itself (`IRONFLOW_GATEWAY_PUSH`). The handler holds the call
+ * 50–300 ms before its step, so a gateway kill can land while the push call is in flight.
+ */
+const synced = createFunction({ id: 'chaos.synced', mode: 'push', triggers: [{ event: KINDS.sync.event }] }, async ({ event, step }) => {
+  count('chaos.synced');
+  const n = (event.data as { n: number }).n;
+  await new Promise((r) => setTimeout(r, 50 + (n % 6) * 50));
+  const { tripled } = await step.run('triple', async () => ({ tripled: 3 * n }));
+  return { n, tripled };
+});
 
-/** The workers of the run: a push endpoint for the child, and a stream worker on each dispatcher. */
+export const PULL_FUNCTIONS = [parent, sleeper, waiter, cancellable];
+export const PUSH_FUNCTIONS = [child, synced];
+
+/** The workers of the run: a push endpoint for the child and the sync function, and a stream worker on each dispatcher. */
 export class ChaosWorkers {
   private push?: Server;
   private readonly workers: Worker[] = [];
 
   async start(gatewayUrl: string, env: string, dispatcherUrls: string[]): Promise<void> {
-    this.push = createServer(serve({ functions: [child] }));
+    this.push = createServer(serve({ functions: PUSH_FUNCTIONS }));
     await new Promise<void>((r) => this.push!.listen(0, '127.0.0.1', r));
     const client = createClient({ serverUrl: gatewayUrl, environment: env });
-    await client.registerFunction(child, { endpointUrl: `http://127.0.0.1:${(this.push.address() as AddressInfo).port}/` });
+    for (const fn of PUSH_FUNCTIONS) await client.registerFunction(fn, { endpointUrl: `http://127.0.0.1:${(this.push.address() as AddressInfo).port}/` });
     for (const fn of PULL_FUNCTIONS) await client.registerFunction(fn);
     for (const url of dispatcherUrls) {
       const w = createWorker({ transport: 'stream', serverUrl: url, environment: env, functions: PULL_FUNCTIONS, registerFunctions: false, reconnectDelayMs: 200, heartbeatIntervalMs: 1000, maxConcurrentJobs: 32, logger: quiet });
@@ -175,3 +190,94 @@ export class ChaosDrivers {
     await Promise.all([...approvals, ...cancels]);
   }
 }
+
+/** What a sync call finally answered for its run (`status` lowercase; `output` of a completed run). */
+export interface SyncAnswer {
+  runId: string;
+  status: string;
+  output: unknown;
+}
+
+/**
+ * The sync kind's callers: each run is started with TriggerSync (`emitSync`, idempotency key
+ * `run-<n>`, 10 s wait) and the call is repeated with the same key until it answers an ended run.
+ * A call that fails (the gateway killed during the call: connection reset, `UNAVAILABLE` while it
+ * drains, a timeout) or answers a run not yet ended is not an engine failure: it is counted
+ * (`callFailures`, `callsUnended`) and repeated; the same key waits for the same run, never a
+ * second one. The calls run beside the emitters (a call may wait out a lease's recovery).
+ */
+export class SyncCallers {
+  /** The final answer of each sync run, by its `n`. */
+  readonly answers = new Map<number, SyncAnswer>();
+  /** Calls that threw for another reason than the run's outcome, by error code. */
+  readonly failuresByCode = new Map<string, number>();
+  callFailures = 0;
+  /** The sync runs (by `n`) with at least one failed call. */
+  readonly runsWithFailedCalls = new Set<number>();
+  /** Calls that answered at their deadline with the run still going (repeated). */
+  callsUnended = 0;
+  /** Sync calls in flight at each kill of the api-gateway, summed. */
+  inFlightAtGatewayKills = 0;
+  private readonly calls = new Set<Promise<void>>();
+  private inFlight = 0;
+  private gaveUp: unknown;
+
+  constructor(
+    private readonly client: IronflowClient,
+    private readonly deadline: number,
+    private readonly abandon: () => boolean,
+  ) {}
+
+  /** Starts the sync run `n` (not awaited: {@link settled} waits for every call). */
+  start(n: number): void {
+    const p: Promise<void> = this.call(n)
+      .catch((err: unknown) => {
+        this.gaveUp ??= err; // thrown by settled(); kept here so it is never an unhandled rejection
+      })
+      .finally(() => this.calls.delete(p));
+    this.calls.add(p);
+  }
+
+  /** Notes a kill of the api-gateway (how many sync calls it cut). */
+  gatewayKilled(): void {
+    this.inFlightAtGatewayKills += this.inFlight;
+  }
+
+  /** Resolves when every call ended; then rejects with the first call that gave up (deadline, or `abandon`). */
+  async settled(): Promise<void> {
+    while (this.calls.size > 0) await Promise.all([...this.calls]);
+    if (this.gaveUp !== undefined) throw this.gaveUp;
+  }
+
+  private async call(n: number): Promise<void> {
+    for (;;) {
+      let unended: string | undefined;
+      this.inFlight += 1;
+      try {
+        const res = await this.client.emitSync<{ tripled?: number }>(KINDS.sync.event, { n, key: `k${n}` }, { idempotencyKey: `run-${n}`, timeoutMs: 10_000 });
+        if (TERMINAL.has(res.status)) {
+          this.answers.set(n, { runId: res.runId, status: res.status, output: res.output });
+          return;
+        }
+        this.callsUnended += 1;
+        unended = res.status;
+      } catch (err) {
+        if (err instanceof RunFailedError || err instanceof RunCancelledError) {
+          this.answers.set(n, { runId: err.runId, status: err instanceof RunFailedError ? 'failed' : 'cancelled', output: null });
+          return;
+        }
+        this.callFailures += 1;
+        this.runsWithFailedCalls.add(n);
+        const code = (err as { code?: string }).code ?? 'unknown';
+        this.failuresByCode.set(code, (this.failuresByCode.get(code) ?? 0) + 1);
+        if (Date.now() > this.deadline || this.abandon()) throw new Error(`sync run ${n}: still failing at the deadline: ${String(err)}`);
+        await new Promise((r) => setTimeout(r, 200));
+      } finally {
+        this.inFlight -= 1;
+      }
+      if (Date.now() > this.deadline || this.abandon()) throw new Error(`sync run ${n}: ${unended ? `still ${unended}` : 'its call still failing'} at the deadline`);
+    }
+  }
+}
+
+const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
