@@ -190,6 +190,11 @@ export class PushDispatcher implements DispatchAtOnce {
     }
   }
 
+  /** How many push calls are in flight (after `stop`: those still open past its drain, left to lease recovery). */
+  get callsInFlight(): number {
+    return this.inFlight.size;
+  }
+
   /** Stops claiming, then waits up to `drainMs` for invocations in flight. */
   async stop(drainMs: number): Promise<void> {
     this.running = false;
