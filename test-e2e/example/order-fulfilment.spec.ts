@@ -38,15 +38,19 @@ describe('order-fulfilment example against ironflow dev (separate process)', () 
     expect(existsSync(join(cwd, '.ironflow/dev.db'))).toBe(true);
   }, 90_000);
 
-  it('stops its ironflow dev when it is sent SIGTERM mid-demo (the dev server is never left running)', async () => {
+  it('stops its ironflow dev when it is sent SIGTERM mid-demo (the dev server is never left running); IRONFLOW_PORT alone picks the dev server\'s port', async () => {
     const port = await freePort();
     const cwd = mkdtempSync(join(tmpdir(), 'ironflow-example-'));
-    const child = spawn(process.execPath, [DEMO, '--exit'], { cwd, env: { ...process.env, IRONFLOW_SERVER_URL: `http://127.0.0.1:${port}`, PUSH_PORT: '0' } });
+    const env: NodeJS.ProcessEnv = { ...process.env, IRONFLOW_PORT: String(port), PUSH_PORT: '0' };
+    delete env.IRONFLOW_SERVER_URL;
+    const child = spawn(process.execPath, [DEMO, '--exit'], { cwd, env });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
     child.stderr.on('data', (d) => (out += d));
     const exited = new Promise<number | null>((res) => child.on('exit', res));
     await waitFor('the demo to start its runs', () => out.includes('=== push'), 60_000);
+    // Before, the demo ignored IRONFLOW_PORT and started (or used whatever answered on) 9123.
+    expect(out).toContain(`Ironflow dev server ready at http://localhost:${port} `);
     child.kill('SIGTERM');
     expect(await exited).toBe(143);
     // The demo exits once its dev server has: nothing answers on the port any more.

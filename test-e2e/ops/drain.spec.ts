@@ -80,24 +80,20 @@ describe('SIGTERM drain of a service process', () => {
     }
   });
 
-  it('a run that cannot end within the drain: the TriggerSync gets a retryable unavailable naming the run, and the process exits within the cap', async () => {
-    const capMs = 3000;
-    const { dev, answer, runId } = await startWithSyncCallInFlight(capMs);
+  it('a run that cannot end within the drain: the TriggerSync gets a retryable unavailable naming the run, and the process exits 0 after the drain, its push call left to lease recovery', async () => {
+    const { dev, answer, runId } = await startWithSyncCallInFlight(8000);
     try {
-      const signalled = Date.now();
       dev.terminate();
       const { status, body } = await answer; // resolves: never a reset connection
       expect(status).toBe(503);
       expect(body).toMatchObject({ code: 'unavailable', ironflowCode: 'UNAVAILABLE' });
       expect(String(body.message)).toContain(`run ${runId} (drain.slow) is running`);
       expect(JSON.stringify(body.details)).toContain(runId);
-      const code = await dev.exited;
-      const elapsed = Date.now() - signalled;
-      // The push call never answers: the hard cap ends the process (exit 1) or the drain did (0).
-      expect([0, 1]).toContain(code);
-      // Loose on purpose (a loaded machine): without the cap the push call would hold it for minutes.
-      expect(elapsed).toBeLessThan(capMs + 10_000);
-      if (code === 1) expect(dev.stdout.join('') + dev.log.join('')).toContain('shutdown cap of 3000 ms reached');
+      // The push call never answers: it is left to lease recovery and does not hold the exit, so the
+      // drain ends the process (0), not the hard cap (1; before, closing the push connection pool
+      // waited for the open call until the cap).
+      expect(await dev.exited).toBe(0);
+      expect(dev.stdout.join('') + dev.log.join('')).not.toContain('shutdown cap of 8000 ms reached');
     } finally {
       release();
     }

@@ -51,6 +51,8 @@ describe('service logs', () => {
     const lines = text.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(lines.map((l) => l.msg)).toEqual([`api-gateway ready at http://127.0.0.1:${gateway.port}`, 'SIGTERM: draining (exit within 30000 ms)', 'stopped']);
     for (const line of lines) expect(line).toMatchObject({ level: 'info', service: 'api-gateway', node_id: 'gw-7', time: expect.any(String) });
+    // The ready line says whether the gateway calls push endpoints itself and whether it signs them.
+    expect(lines[0]).toMatchObject({ gateway_push: true, push_signed: false });
   });
 });
 

@@ -14,7 +14,7 @@ import { startPushServer } from './push-server';
  */
 async function main(): Promise<void> {
   const exitAfter = process.argv.includes('--exit');
-  const serverUrl = process.env.IRONFLOW_SERVER_URL ?? DEFAULT_SERVER_URL;
+  const serverUrl = demoServerUrl(process.env);
   const client = createClient({ serverUrl });
   const cli = cliPrefix(serverUrl);
   const dev = (await isUp(client)) ? undefined : await startDevServer(serverUrl);
@@ -41,6 +41,20 @@ async function main(): Promise<void> {
   const workerEnv = serverUrl === DEFAULT_SERVER_URL ? '' : `IRONFLOW_SERVER_URL=${serverUrl} `;
   console.log(`(the example workers have stopped: start one with \`${workerEnv}node dist/examples/order-fulfilment/src/pull-worker.js\`)`);
   dev.on('exit', () => process.exit(ok ? 0 : 1));
+}
+
+/**
+ * The server the demo uses (and starts `ironflow dev` on when nothing answers there):
+ * `IRONFLOW_SERVER_URL`, else `http://localhost:$IRONFLOW_PORT` (the dev server's own variable, so
+ * `IRONFLOW_PORT=9400 npm run example` runs on 9400, not on 9123), else `http://localhost:9123`.
+ * Empty variables count as unset. Throws on an `IRONFLOW_PORT` that is not a port number.
+ */
+function demoServerUrl(env: NodeJS.ProcessEnv): string {
+  if (env.IRONFLOW_SERVER_URL) return env.IRONFLOW_SERVER_URL;
+  const port = env.IRONFLOW_PORT;
+  if (!port) return DEFAULT_SERVER_URL;
+  if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535) throw new Error(`IRONFLOW_PORT: a port number (1-65535) is required; got ${JSON.stringify(port)}`);
+  return `http://localhost:${port}`;
 }
 
 /** The CLI command the demo's hints print: with `--server` when the demo does not run on the default URL, so a copied hint reaches it. */

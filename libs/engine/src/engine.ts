@@ -249,7 +249,9 @@ export class Engine {
    * stream workers get `shutdown` and drain (up to 25000 ms), then waits
    * for follow-ups (at least `followUpDrainMs`), so an outcome committed during shutdown is still
    * announced (background audit rows stop lingering as the drain begins); then stops the audit recorder (rows still waiting are dropped and counted, requests
-   * running are answered within their budget). Sync calls (TriggerSync…) in flight answer by
+   * running are answered within their budget). A push call still open after the drain is not
+   * waited for: its lease is no longer refreshed, and lease recovery takes the run once it expires
+   * (a late answer is applied fenced while the store is open). Sync calls (TriggerSync…) in flight answer by
    * `drainMs` (`UNAVAILABLE` naming their runs when these are still going) and new ones are
    * refused. Does not close the store or the bus: their owner does.
    */
@@ -277,6 +279,10 @@ export class Engine {
     const left = drainMs - (Date.now() - started);
     await this.resources.followUps.drain(Math.max(left, this.resources.config.followUpDrainMs));
     await this.resources.audit.stop();
-    await this.pushEndpoints.close();
+    // The push connection pool's close waits for the requests still open: a push call that outlived
+    // the drain (its lease no longer refreshed) is left to lease recovery (README "Shutdown"), so the
+    // stop does not wait for it, and the process can close its listener, store and bus and exit 0.
+    const poolClosed = this.pushEndpoints.close().catch(() => undefined);
+    if (this.push.callsInFlight === 0) await poolClosed;
   }
 }

@@ -57,6 +57,8 @@ export class PushDispatcher implements DispatchAtOnce {
   private waitingForRoom = false;
   private loop?: Promise<void>;
   private unsubscribe?: () => void;
+  /** Endpoints whose 401 was logged: one warning per endpoint and process, the run's history has each. */
+  private readonly signatureWarned = new Set<string>();
 
   constructor(
     private readonly r: EngineResources,
@@ -188,6 +190,11 @@ export class PushDispatcher implements DispatchAtOnce {
     }
   }
 
+  /** How many push calls are in flight (after `stop`: those still open past its drain, left to lease recovery). */
+  get callsInFlight(): number {
+    return this.inFlight.size;
+  }
+
   /** Stops claiming, then waits up to `drainMs` for invocations in flight. */
   async stop(drainMs: number): Promise<void> {
     this.running = false;
@@ -306,7 +313,14 @@ export class PushDispatcher implements DispatchAtOnce {
       const headers = { 'content-type': 'application/json', ...(signingKey ? { [SIGNATURE_HEADER]: signPushBody(signingKey, body) } : {}) };
       // Every connection of the policy's keep-alive Agent is checked against the allow-list.
       const { statusCode, text } = await postPush(this.endpoints.dispatcher, url, headers, body, timeoutMs);
-      if (statusCode !== 200) return failure(`push endpoint answered ${statusCode}: ${text.slice(0, 300)}`, true);
+      if (statusCode !== 200) {
+        const refused = fromPushRefusal(statusCode, text, { nodeId: this.r.config.nodeId, signs: Boolean(signingKey) });
+        if (statusCode === 401 && !this.signatureWarned.has(url)) {
+          this.signatureWarned.add(url);
+          this.r.logger.warn('push endpoint refused the request as unauthorized (401): check IRONFLOW_SIGNING_KEY on every process that calls push endpoints', { ...runFields(segment.run), endpoint: url, signed: Boolean(signingKey), answer: text.slice(0, 300) });
+        }
+        return refused;
+      }
       return fromPushAnswer(text);
     } catch (err) {
       if ((err as Error)?.name === 'TimeoutError') {
@@ -323,6 +337,26 @@ export class PushDispatcher implements DispatchAtOnce {
 
 function failure(message: string, retryable: boolean, code: string = RUN_ERROR_CODES.PUSH_DISPATCH_FAILED): SegmentReport {
   return { kind: 'failed', error: { message, code, retryable } };
+}
+
+/**
+ * Maps an endpoint's answer other than 200 (`statusCode`, body `text`) to a retryable
+ * `PUSH_DISPATCH_FAILED` showing the status and the body's first 300 characters. A 401 (our SDK's
+ * `serve()`: `SIGNATURE_MISSING` / `SIGNATURE_INVALID`) also says how this node (`nodeId`) sent it,
+ * unsigned or signed (`signs`: it has an `IRONFLOW_SIGNING_KEY`), and that every process that calls
+ * push endpoints needs the endpoint's key: the dispatchers, and the api-gateway unless
+ * `IRONFLOW_GATEWAY_PUSH=false` (it calls the push runs of its TriggerSync calls itself), so a key
+ * set on the dispatchers only shows in the run's history as what it is.
+ */
+export function fromPushRefusal(statusCode: number, text: string, node: { nodeId: string; signs: boolean }): SegmentReport {
+  const answered = `push endpoint answered ${statusCode}: ${text.slice(0, 300)}`;
+  if (statusCode !== 401) return failure(answered, true);
+  const how = node.signs ? `signed with its IRONFLOW_SIGNING_KEY` : `unsigned (it has no IRONFLOW_SIGNING_KEY)`;
+  return failure(
+    `${answered} (node ${node.nodeId} sent it ${how}; every process that calls push endpoints needs the endpoint's signing key: ` +
+      `the dispatchers, and the api-gateway unless IRONFLOW_GATEWAY_PUSH=false)`,
+    true,
+  );
 }
 
 /**

@@ -1,5 +1,5 @@
 import { createProcessLogger } from '@ironflow/observability';
-import { loadSettings, SettingsError } from './runtime/settings';
+import { IronflowSettings, loadSettings, SettingsError } from './runtime/settings';
 import { RunningServer, ServiceName, startServer } from './server';
 import { exitOnSignals } from './shutdown';
 
@@ -17,7 +17,7 @@ export async function runServiceMain(name: string, services: readonly ServiceNam
     logger = logger.child({ node_id: settings.nodeId });
     logger.level = settings.logLevel;
     const server = await startServer(settings, services, { logger });
-    logger.log(`${name} ready at ${server.url}`, { url: server.url });
+    logger.log(`${name} ready at ${server.url}`, { url: server.url, ...pushFields(settings, services) });
     exitOnSignals(server, logger);
     return server;
   } catch (err) {
@@ -26,4 +26,17 @@ export async function runServiceMain(name: string, services: readonly ServiceNam
     process.exitCode = 1;
     return undefined;
   }
+}
+
+/**
+ * The ready line's fields about push calls, so the processes that call push endpoints can be
+ * compared at a glance (a signing key given to the dispatchers only fails the gateway's push calls
+ * 401): `gateway_push` (api-gateway: `IRONFLOW_GATEWAY_PUSH`) and, on a process that calls push
+ * endpoints (a dispatcher, or an api-gateway with `gateway_push`), `push_signed` (it has an
+ * `IRONFLOW_SIGNING_KEY`). None on the other services.
+ */
+export function pushFields(settings: Pick<IronflowSettings, 'gatewayPush' | 'signingKey'>, services: readonly ServiceName[]): { gateway_push?: boolean; push_signed?: boolean } {
+  const gateway = services.includes('api-gateway') && !services.includes('dispatcher');
+  const pushes = services.includes('dispatcher') || (gateway && settings.gatewayPush);
+  return { ...(gateway ? { gateway_push: settings.gatewayPush } : {}), ...(pushes ? { push_signed: Boolean(settings.signingKey) } : {}) };
 }

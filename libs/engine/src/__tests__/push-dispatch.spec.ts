@@ -195,4 +195,32 @@ describe.each(STORES)('push dispatch [%s]', (dialect) => {
       expect(calls).toHaveLength(2);
     });
   });
+
+  it('a stop whose drain ends with a push call still open returns without waiting for that call: the run keeps its lease for lease recovery (README "Shutdown")', async () => {
+    // An endpoint that answers only when released (after the stop): the call outlives the drain.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let entered = 0;
+    const holding = createServer((req, res) => {
+      req.resume();
+      entered += 1;
+      void held.then(() => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'completed', result: { late: true }, steps: [] })));
+    });
+    await new Promise<void>((resolve) => holding.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(holding.address() as AddressInfo).port}/`;
+      await t.engine.api.registerFunction(SCOPE, { id: 'held', mode: 'push', endpointUrl: url, triggers: [{ event: 'held.started' }] });
+      const { runIds } = await t.engine.api.trigger(SCOPE, { event: 'held.started', data: {} });
+      t.engine.start({ pushDispatch: true, scheduler: false });
+      await waitFor('the endpoint to hold the call', () => entered === 1);
+      // Before the fix the stop waited for the push connection pool to close, i.e. for the call to end.
+      await t.engine.stop(100);
+      expect(await readRun(t, runIds[0])).toMatchObject({ status: 'running' });
+      expect(await readLeases(t, runIds[0])).toHaveLength(1);
+    } finally {
+      release();
+      holding.closeAllConnections();
+      await new Promise((resolve) => holding.close(resolve));
+    }
+  });
 });
