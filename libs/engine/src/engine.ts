@@ -191,7 +191,7 @@ export class Engine {
     this.scheduler = new SchedulerSystem(r, this.wakes, announcer, hints, this.cron, this.debounces, { pendingInvokes: this.pendingInvokes, orphans: this.orphans, cancelOn: this.cancelOn });
     this.releases = new ReleaseSystem(r, hints, announcer);
     this.pull = new PullWorkerSystem(r, this.dispatch, this.reports, this.releases);
-    this.push = new PushDispatcher(r, this.dispatch, this.reports, hints, this.pushEndpoints);
+    this.push = new PushDispatcher(r, this.dispatch, this.reports, hints, this.pushEndpoints, this.releases);
     this.triggers.setDispatchAtOnce(this.push);
     this.admissions.setDispatchAtOnce(this.push);
     this.wakes.setDispatchAtOnce(this.push);

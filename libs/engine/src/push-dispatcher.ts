@@ -5,6 +5,7 @@ import { isLockTimeout, leasesSql } from '@ironflow/store';
 import { DispatchHints } from './dispatch-hints';
 import { DispatchSystem } from './dispatch-system';
 import { ReportSystem, SegmentReport } from './report-system';
+import type { ReleaseSystem } from './release-system';
 import { PushEndpointPolicy, PushEndpointRefused } from './push-endpoint-policy';
 import { EngineResources } from './resources';
 import { Segment, toPushRequest } from './segment-loader';
@@ -59,6 +60,13 @@ export class PushDispatcher implements DispatchAtOnce {
   private unsubscribe?: () => void;
   /** Endpoints whose 401 was logged: one warning per endpoint and process, the run's history has each. */
   private readonly signatureWarned = new Set<string>();
+  /**
+   * Without a claim loop (an api-gateway): an endpoint refused this node's signature, so its key
+   * differs from the dispatchers' (or it has none); it reserves no slot from then on.
+   */
+  private signatureRefused = false;
+  /** The claim loop was started on this node (a dispatcher, a single node): never reset. */
+  private claims = false;
 
   constructor(
     private readonly r: EngineResources,
@@ -66,6 +74,7 @@ export class PushDispatcher implements DispatchAtOnce {
     private readonly reports: ReportSystem,
     private readonly hints: DispatchHints,
     private readonly endpoints: PushEndpointPolicy,
+    private readonly releases: ReleaseSystem,
   ) {}
 
   /**
@@ -82,6 +91,7 @@ export class PushDispatcher implements DispatchAtOnce {
       this.refresher.unref();
     }
     if (!claims || this.loop) return;
+    this.claims = true;
     this.unsubscribe = this.hints.onQueued('push', (at) => {
       this.hinted = true;
       if (at !== undefined && at > this.hintAt) this.hintAt = at;
@@ -110,7 +120,7 @@ export class PushDispatcher implements DispatchAtOnce {
   }
 
   reserve(): boolean {
-    if (!this.running || this.inFlight.size + this.reserved >= this.r.config.pushConcurrency) return false;
+    if (!this.running || this.signatureRefused || this.inFlight.size + this.reserved >= this.r.config.pushConcurrency) return false;
     this.reserved += 1;
     return true;
   }
@@ -272,6 +282,7 @@ export class PushDispatcher implements DispatchAtOnce {
     const report = definition?.endpointUrl
       ? await this.call(definition.endpointUrl, definition.timeoutMs, segment)
       : failure(`function ${run.functionId} has no endpoint URL`, false);
+    if (report === SIGNATURE_REFUSED) return this.handBack(segment, fence);
     try {
       // An answer the engine cannot apply fails the attempt inside `apply` (REPORT_REJECTED or
       // PAYLOAD_TOO_LARGE), so the run never waits for its lease to expire.
@@ -305,7 +316,33 @@ export class PushDispatcher implements DispatchAtOnce {
    * One POST: the PushRequest as JSON, signed when the engine has a signing key
    * (`X-Ironflow-Signature` over the exact bytes sent), bounded by the function's timeout.
    */
-  private async call(url: string, timeoutMs: number, segment: Segment): Promise<SegmentReport> {
+  /**
+   * An endpoint refused the signature of a node without a claim loop (an api-gateway calling its
+   * sync triggers' push runs, `IRONFLOW_GATEWAY_PUSH`): its `IRONFLOW_SIGNING_KEY` is not the
+   * endpoint's, which the dispatchers may well have (a key given to them only). The execution goes
+   * back to the queue with its attempt unspent (`ReleaseSystem.release`, as a worker gives work
+   * back), for a dispatcher to claim and sign, and this node reserves no slot again: its sync
+   * triggers go to the dispatchers from now on. Logged once, as an error. A release that fails
+   * leaves the run to lease recovery.
+   */
+  private async handBack(segment: Segment, fence: ExecutionFence): Promise<void> {
+    const { run } = segment;
+    if (!this.signatureRefused) {
+      this.signatureRefused = true;
+      this.r.logger.error(
+        'a push endpoint refused this api-gateway\'s signature (401 SIGNATURE_MISSING or SIGNATURE_INVALID): its IRONFLOW_SIGNING_KEY is not the endpoint\'s; ' +
+          'its TriggerSync calls go to the dispatchers from now on (give it their key, or set IRONFLOW_GATEWAY_PUSH=false)',
+        { ...runFields(run), endpoint: segment.definition?.endpointUrl, signed: Boolean(this.r.config.signingKey) },
+      );
+    }
+    try {
+      await this.releases.release(run.id, run.executionSeq, this.r.config.nodeId, fence, 'the push endpoint refused the api-gateway\'s signature');
+    } catch (err) {
+      this.r.logger.warn('push execution not handed back after a refused signature; lease recovery takes it', { ...runFields(run), error: String(err) });
+    }
+  }
+
+  private async call(url: string, timeoutMs: number, segment: Segment): Promise<SegmentReport | typeof SIGNATURE_REFUSED> {
     const stop = this.r.metrics.pushLatency.startTimer();
     try {
       const body = JSON.stringify(toPushRequest(segment));
@@ -313,6 +350,8 @@ export class PushDispatcher implements DispatchAtOnce {
       const headers = { 'content-type': 'application/json', ...(signingKey ? { [SIGNATURE_HEADER]: signPushBody(signingKey, body) } : {}) };
       // Every connection of the policy's keep-alive Agent is checked against the allow-list.
       const { statusCode, text } = await postPush(this.endpoints.dispatcher, url, headers, body, timeoutMs);
+      // Without a claim loop, a refused signature is handed back (see `handBack`), not an attempt spent.
+      if (statusCode === 401 && !this.claims && isSignatureRefusal(text)) return SIGNATURE_REFUSED;
       if (statusCode !== 200) {
         const refused = fromPushRefusal(statusCode, text, { nodeId: this.r.config.nodeId, signs: Boolean(signingKey) });
         if (statusCode === 401 && !this.signatureWarned.has(url)) {
@@ -332,6 +371,19 @@ export class PushDispatcher implements DispatchAtOnce {
     } finally {
       stop();
     }
+  }
+}
+
+/** `call`'s answer when the endpoint refused this node's signature and the execution goes back to the queue. */
+const SIGNATURE_REFUSED = Symbol('signature refused');
+
+/** A 401 body of the SDK's `serve()` refusing the signature: `{error: {code: 'SIGNATURE_MISSING' | 'SIGNATURE_INVALID'}}` (WIRE-PROTOCOL.md 2.1). */
+function isSignatureRefusal(text: string): boolean {
+  try {
+    const code = (JSON.parse(text) as { error?: { code?: unknown } } | null)?.error?.code;
+    return code === 'SIGNATURE_MISSING' || code === 'SIGNATURE_INVALID';
+  } catch {
+    return false;
   }
 }
 

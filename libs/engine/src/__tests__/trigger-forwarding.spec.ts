@@ -24,6 +24,8 @@ describe('forwarded sync triggers (api-gateway → dispatcher) [postgres + NATS]
   let server: Server;
   let endpoint: string;
   let calls: number;
+  /** Requests to `/api/signed` refused for want of a signature. */
+  let unsigned: number;
   /** While set, the endpoint holds each call until it resolves. */
   let hold: Promise<void> | undefined;
   let gateway: { engine: Engine; store: FaultyStore; bus: NatsBus; frames: FaultyBus; metrics: EngineMetrics };
@@ -36,7 +38,13 @@ describe('forwarded sync triggers (api-gateway → dispatcher) [postgres + NATS]
       let body = '';
       req.on('data', (chunk) => (body += chunk));
       req.on('end', async () => {
-        if (req.method !== 'POST' || req.url !== '/api/ironflow') return void res.writeHead(404).end();
+        if (req.method !== 'POST' || (req.url !== '/api/ironflow' && req.url !== '/api/signed')) return void res.writeHead(404).end();
+        // As the SDK's serve() with a signing key: a request without a signature is refused.
+        if (req.url === '/api/signed' && !req.headers['x-ironflow-signature']) {
+          unsigned += 1;
+          res.writeHead(401, { 'content-type': 'application/json' });
+          return void res.end(JSON.stringify({ error: { code: 'SIGNATURE_MISSING', message: 'X-Ironflow-Signature header is required' } }));
+        }
         calls += 1;
         await hold;
         const { event } = JSON.parse(body) as { event: { data: { n: number } } };
@@ -59,6 +67,7 @@ describe('forwarded sync triggers (api-gateway → dispatcher) [postgres + NATS]
    */
   async function openCluster(options: { requester?: (bus: NatsBus) => TriggerRequester; dispatcher?: Partial<EngineConfig>; gateway?: Partial<EngineConfig> & { pushAtOnce?: boolean } } = {}): Promise<void> {
     calls = 0;
+    unsigned = 0;
     hold = undefined;
     db = await openTestStore('postgres');
     const suffix = randomBytes(4).toString('hex');
@@ -274,6 +283,20 @@ describe('forwarded sync triggers (api-gateway → dispatcher) [postgres + NATS]
       expect(await forwards('answered')).toBe(1);
       expect([await pushSegments(gateway.metrics), await pushSegments(dispatcherMetrics)]).toEqual([1, 1]);
       expect(dispatcher.store.failures).toEqual([]);
+    });
+
+    it('an endpoint refuses its signature (the key on the dispatchers only): the run goes back to the queue, its attempt unspent, a dispatcher calls it signed; the next TriggerSync goes to the dispatchers', async () => {
+      await openCluster({ gateway: { pushAtOnce: true }, dispatcher: { signingKey: 'a-push-signing-key-of-32-characters' } });
+      await gateway.engine.api.registerFunction(scope, { id: 'signed', mode: 'push', endpointUrl: endpoint.replace('/api/ironflow', '/api/signed'), triggers: [{ event: 'signed.started' }], retry: { maxAttempts: 1, initialDelayMs: 1000, backoffFactor: 2, maxDelayMs: 60_000 } });
+      const first = await gateway.engine.api.triggerSync(scope, { event: 'signed.started', data: { n: 31 }, timeoutMs: 20_000 });
+      expect(first.results).toEqual([expect.objectContaining({ status: 'completed', output: { n: 31 } })]);
+      expect(await rows(`SELECT COUNT(*) AS n FROM runs WHERE event_id = $1 AND attempt = 1 AND execution_seq = 2`, [first.eventId])).toBe(1);
+      expect([unsigned, calls]).toEqual([1, 1]);
+      const second = await gateway.engine.api.triggerSync(scope, { event: 'signed.started', data: { n: 32 }, timeoutMs: 20_000 });
+      expect(second.results).toEqual([expect.objectContaining({ status: 'completed', output: { n: 32 } })]);
+      expect([unsigned, calls]).toEqual([1, 2]);
+      expect(await forwards('answered')).toBe(1);
+      expect([await pushSegments(gateway.metrics), await pushSegments(dispatcherMetrics)]).toEqual([1, 2]);
     });
 
     it('leaves queued runs to the dispatchers: an async trigger\'s run is claimed by the dispatcher, never by the gateway', async () => {
