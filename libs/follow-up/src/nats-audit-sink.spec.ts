@@ -8,36 +8,45 @@ import { AuditWriteRequest, NatsAuditSink, auditWriteSubject } from './nats-audi
 import { SlotSet } from './slot-set';
 import { StoreAuditFates } from './store-audit-fates';
 
+/** Audit rows of one run each, all of project `p` and env `e`. */
+const row = (runId: string): ScopedAuditRow => ({ project: 'p', env: 'e', runId, functionId: 'f', eventType: 'run.created' });
+
+/**
+ * Real PostgreSQL and NATS for the tests of a describe, opened before each and closed after: a
+ * store, the sink's bus in a namespace of the describe's own, and a raw connection for stand-in
+ * audit-writers; `stored` reads the run ids of the audit rows written, in insert order.
+ */
+function realParts() {
+  const namespace = new BusNamespace(`t${randomBytes(4).toString('hex')}`);
+  const parts = {} as { db: TestStore; bus: NatsBus; responder: NatsConnection };
+  beforeEach(async () => {
+    parts.db = await openTestStore('postgres');
+    parts.bus = await NatsBus.connect({ url: process.env.IRONFLOW_TEST_NATS_URL!, namespace });
+    parts.responder = await connect({ servers: process.env.IRONFLOW_TEST_NATS_URL! });
+  });
+  afterEach(async () => {
+    await parts.responder.close();
+    await parts.bus.close();
+    await parts.db.dispose();
+  });
+  afterAll(() => dropNamespaceStreams(namespace, process.env.IRONFLOW_TEST_NATS_URL!));
+  const stored = () => parts.db.store.read('t', (tx) => tx.query<{ run_id: string }>(`SELECT run_id FROM audit_events ORDER BY id`)).then((rows) => rows.map((r) => r.run_id));
+  return { namespace, parts, stored };
+}
+
 /**
  * The sender's side of an audit write that gets no answer (issue 10: "lost rows are counted
  * exactly"), on real NATS and PostgreSQL. A stand-in audit-writer answers nothing: it stores the
  * rows and dies before replying, or it never gets to them.
  */
 describe('NatsAuditSink with no answer [postgres]', () => {
-  const namespace = new BusNamespace(`t${randomBytes(4).toString('hex')}`);
-  let db: TestStore;
-  let bus: NatsBus;
-  let responder: NatsConnection;
-  const row = (runId: string): ScopedAuditRow => ({ project: 'p', env: 'e', runId, functionId: 'f', eventType: 'run.created' });
-  const stored = () => db.store.read('t', (tx) => tx.query<{ run_id: string }>(`SELECT run_id FROM audit_events ORDER BY id`)).then((rows) => rows.map((r) => r.run_id));
-
-  beforeEach(async () => {
-    db = await openTestStore('postgres');
-    bus = await NatsBus.connect({ url: process.env.IRONFLOW_TEST_NATS_URL!, namespace });
-    responder = await connect({ servers: process.env.IRONFLOW_TEST_NATS_URL! });
-  });
-  afterEach(async () => {
-    await responder.close();
-    await bus.close();
-    await db.dispose();
-  });
-  afterAll(() => dropNamespaceStreams(namespace, process.env.IRONFLOW_TEST_NATS_URL!));
+  const { namespace, parts, stored } = realParts();
 
   /** Answers nothing; with `store`, first writes the request's rows as the audit-writer would (a writer killed after its commit). */
   async function silentWriter(store: boolean): Promise<{ done: Promise<void> }> {
-    const writer = new AuditWriter(db.store, new SlotSet(1));
-    const sub = responder.subscribe(namespace.subject(auditWriteSubject('p', 'e')), { max: 1 });
-    await responder.flush(); // the server knows the subscription before the sink's request
+    const writer = new AuditWriter(parts.db.store, new SlotSet(1));
+    const sub = parts.responder.subscribe(namespace.subject(auditWriteSubject('p', 'e')), { max: 1 });
+    await parts.responder.flush(); // the server knows the subscription before the sink's request
     const done = (async () => {
       for await (const msg of sub) {
         const { data } = msg.json<{ data: AuditWriteRequest }>();
@@ -51,10 +60,10 @@ describe('NatsAuditSink with no answer [postgres]', () => {
   it('rows a writer stored before dying unanswered are known as written, not counted as lost', async () => {
     const writing = await silentWriter(true);
     // The request times out for real; its error surfaces once the writer has committed (ordering, not timing).
-    const request = bus.request.bind(bus);
-    jest.spyOn(bus, 'request').mockImplementation((...args) => request(...args).catch(async (err: unknown) => { await writing.done; throw err; }));
+    const request = parts.bus.request.bind(parts.bus);
+    jest.spyOn(parts.bus, 'request').mockImplementation((...args) => request(...args).catch(async (err: unknown) => { await writing.done; throw err; }));
     const unanswered = jest.fn();
-    const sink = new NatsAuditSink(bus, 300, new StoreAuditFates(db.store), unanswered);
+    const sink = new NatsAuditSink(parts.bus, 300, new StoreAuditFates(parts.db.store), unanswered);
     await sink.write([row('stored')], { budgetMs: 500, signal: new AbortController().signal });
     await writing.done;
     expect(await stored()).toEqual(['stored']);
@@ -64,23 +73,23 @@ describe('NatsAuditSink with no answer [postgres]', () => {
   it('rows no writer got to are given up and counted as lost; a writer that gets to them later does not store them', async () => {
     const reached = await silentWriter(false);
     const unanswered = jest.fn();
-    const sink = new NatsAuditSink(bus, 300, new StoreAuditFates(db.store), unanswered);
+    const sink = new NatsAuditSink(parts.bus, 300, new StoreAuditFates(parts.db.store), unanswered);
     await expect(sink.write([row('late')], { budgetMs: 500, signal: new AbortController().signal })).rejects.toMatchObject({ name: 'AuditNotWritten', reason: 'budget' });
     expect(unanswered.mock.calls).toEqual([['given_up', 1]]);
     await reached.done;
-    const [fate] = await db.store.read('t', (tx) => tx.query<{ request_id: string; fate: string }>(`SELECT request_id, fate FROM audit_write_fates`));
+    const [fate] = await parts.db.store.read('t', (tx) => tx.query<{ request_id: string; fate: string }>(`SELECT request_id, fate FROM audit_write_fates`));
     expect(fate.fate).toBe('given_up');
     // A writer late past its sender (a stuck process, a redelivered request) stores nothing of it.
-    await expect(new AuditWriter(db.store, new SlotSet(1)).write([row('late')], { requestId: fate.request_id })).rejects.toMatchObject({ reason: 'budget' });
+    await expect(new AuditWriter(parts.db.store, new SlotSet(1)).write([row('late')], { requestId: fate.request_id })).rejects.toMatchObject({ reason: 'budget' });
     expect(await stored()).toEqual([]);
   });
 
   it('without a store to ask, rows with no answer are counted as lost (the sender cannot tell)', async () => {
     const writing = await silentWriter(true);
-    const request = bus.request.bind(bus);
-    jest.spyOn(bus, 'request').mockImplementation((...args) => request(...args).catch(async (err: unknown) => { await writing.done; throw err; }));
+    const request = parts.bus.request.bind(parts.bus);
+    jest.spyOn(parts.bus, 'request').mockImplementation((...args) => request(...args).catch(async (err: unknown) => { await writing.done; throw err; }));
     const unanswered = jest.fn();
-    const sink = new NatsAuditSink(bus, 300, undefined, unanswered);
+    const sink = new NatsAuditSink(parts.bus, 300, undefined, unanswered);
     await expect(sink.write([row('unknown')], { budgetMs: 500, signal: new AbortController().signal })).rejects.toThrow(/did not answer/);
     expect(unanswered.mock.calls).toEqual([['unknown', 1]]);
     await writing.done;
@@ -95,31 +104,14 @@ describe('NatsAuditSink with no answer [postgres]', () => {
  * request and its outcome.
  */
 describe('NatsAuditSink with no audit-writer subscribed [postgres]', () => {
-  const namespace = new BusNamespace(`t${randomBytes(4).toString('hex')}`);
   const codec = JSONCodec();
-  let db: TestStore;
-  let bus: NatsBus;
-  let responder: NatsConnection;
-  const row = (runId: string): ScopedAuditRow => ({ project: 'p', env: 'e', runId, functionId: 'f', eventType: 'run.created' });
-  const stored = () => db.store.read('t', (tx) => tx.query<{ run_id: string }>(`SELECT run_id FROM audit_events ORDER BY id`)).then((rows) => rows.map((r) => r.run_id));
-
-  beforeEach(async () => {
-    db = await openTestStore('postgres');
-    bus = await NatsBus.connect({ url: process.env.IRONFLOW_TEST_NATS_URL!, namespace });
-    responder = await connect({ servers: process.env.IRONFLOW_TEST_NATS_URL! });
-  });
-  afterEach(async () => {
-    await responder.close();
-    await bus.close();
-    await db.dispose();
-  });
-  afterAll(() => dropNamespaceStreams(namespace, process.env.IRONFLOW_TEST_NATS_URL!));
+  const { namespace, parts, stored } = realParts();
 
   /** Counts the bus's requests and their failures; `onFailure` runs before the failure reaches the sink. */
   function countRequests(onFailure: (failures: number) => Promise<void> | void = () => undefined) {
     const seen = { requests: 0, failures: [] as string[] };
-    const request = bus.request.bind(bus);
-    jest.spyOn(bus, 'request').mockImplementation(async (...args) => {
+    const request = parts.bus.request.bind(parts.bus);
+    jest.spyOn(parts.bus, 'request').mockImplementation(async (...args) => {
       seen.requests += 1;
       try {
         return await request(...args);
@@ -138,9 +130,9 @@ describe('NatsAuditSink with no audit-writer subscribed [postgres]', () => {
    * replies with that error. Returns the budgets (ms) of the requests it got.
    */
   async function startWriter(fail?: { reason: string; message: string }): Promise<number[]> {
-    const writer = new AuditWriter(db.store, new SlotSet(1));
+    const writer = new AuditWriter(parts.db.store, new SlotSet(1));
     const budgets: number[] = [];
-    responder.subscribe(namespace.subject(auditWriteSubject('p', 'e')), {
+    parts.responder.subscribe(namespace.subject(auditWriteSubject('p', 'e')), {
       callback: (err, msg) => {
         if (err) return;
         const { id, data } = msg.json<{ id: string; data: AuditWriteRequest }>();
@@ -152,7 +144,7 @@ describe('NatsAuditSink with no audit-writer subscribed [postgres]', () => {
         );
       },
     });
-    await responder.flush(); // the server knows the subscription before the sink's next request
+    await parts.responder.flush(); // the server knows the subscription before the sink's next request
     return budgets;
   }
 
@@ -163,7 +155,7 @@ describe('NatsAuditSink with no audit-writer subscribed [postgres]', () => {
     });
     const unanswered = jest.fn();
     const retried = jest.fn();
-    const sink = new NatsAuditSink(bus, 300, new StoreAuditFates(db.store), unanswered, retried);
+    const sink = new NatsAuditSink(parts.bus, 300, new StoreAuditFates(parts.db.store), unanswered, retried);
     await sink.write([row('late-writer')], { budgetMs: 30_000, signal: new AbortController().signal });
     expect(seen.failures).toEqual(['503']);
     expect(seen.requests).toBe(2);
@@ -180,7 +172,7 @@ describe('NatsAuditSink with no audit-writer subscribed [postgres]', () => {
     const seen = countRequests();
     const unanswered = jest.fn();
     const retried = jest.fn();
-    const sink = new NatsAuditSink(bus, 300, new StoreAuditFates(db.store), unanswered, retried);
+    const sink = new NatsAuditSink(parts.bus, 300, new StoreAuditFates(parts.db.store), unanswered, retried);
     await expect(sink.write([row('no-writer')], { budgetMs: 600, signal: new AbortController().signal })).rejects.toMatchObject({
       name: 'AuditNotWritten',
       reason: 'budget',
@@ -197,7 +189,7 @@ describe('NatsAuditSink with no audit-writer subscribed [postgres]', () => {
     const seen = countRequests();
     const stopping = new AbortController();
     const unanswered = jest.fn();
-    const sink = new NatsAuditSink(bus, 300, new StoreAuditFates(db.store), unanswered);
+    const sink = new NatsAuditSink(parts.bus, 300, new StoreAuditFates(parts.db.store), unanswered);
     // A budget past the test's own timeout: only the stop can end this write in time.
     const writing = sink.write([row('stopped')], { budgetMs: 120_000, signal: stopping.signal });
     const settled = writing.catch((err: unknown) => err);
@@ -212,7 +204,7 @@ describe('NatsAuditSink with no audit-writer subscribed [postgres]', () => {
     const seen = countRequests();
     const drops: { eventType: string; reason: string }[] = [];
     // A budget past the test's own timeout: only the stop can end this write in time.
-    const recorder = new AuditRecorder(new NatsAuditSink(bus, 300, new StoreAuditFates(db.store)), { slots: 1, budgetMs: 120_000, onDrop: (eventType, reason) => drops.push({ eventType, reason }) });
+    const recorder = new AuditRecorder(new NatsAuditSink(parts.bus, 300, new StoreAuditFates(parts.db.store)), { slots: 1, budgetMs: 120_000, onDrop: (eventType, reason) => drops.push({ eventType, reason }) });
     const recorded = recorder.record(row('recorder-stopped'));
     await waitFor('a first request with no responders', () => seen.failures.length >= 1);
     await recorder.stop();
@@ -225,7 +217,7 @@ describe('NatsAuditSink with no audit-writer subscribed [postgres]', () => {
     await startWriter({ reason: 'error', message: 'insert refused' });
     const seen = countRequests();
     const retried = jest.fn();
-    const sink = new NatsAuditSink(bus, 300, new StoreAuditFates(db.store), undefined, retried);
+    const sink = new NatsAuditSink(parts.bus, 300, new StoreAuditFates(parts.db.store), undefined, retried);
     await expect(sink.write([row('refused')], { budgetMs: 5000, signal: new AbortController().signal })).rejects.toMatchObject({
       name: 'AuditNotWritten',
       reason: 'error',
@@ -243,7 +235,7 @@ describe('NatsAuditSink and a stop while a request is answered', () => {
     // The stop lands while the request is out; the answer still says the rows were stored.
     const bus = { request: jest.fn(async () => { stopping.abort(); return { response: { written: 1 } }; }) } as unknown as NatsBus;
     const sink = new NatsAuditSink(bus, 300);
-    await expect(sink.write([{ project: 'p', env: 'e', runId: 'r', functionId: 'f', eventType: 'run.created' }], { budgetMs: 5000, signal: stopping.signal })).resolves.toBeUndefined();
+    await expect(sink.write([row('r')], { budgetMs: 5000, signal: stopping.signal })).resolves.toBeUndefined();
     expect(bus.request).toHaveBeenCalledTimes(1);
   });
 });
