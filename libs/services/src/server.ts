@@ -20,7 +20,7 @@ import { serveConnectUnaryFirst } from './http/connect-unary-fast-path';
 import { rawBodyMiddleware } from './http/raw-body.middleware';
 import { observeHttp1Requests, observeHttp2Requests } from './http/request-metrics';
 import { CoreModule } from './runtime/core.module';
-import { EngineRuntime } from './runtime/engine-runtime';
+import { EngineRuntime, pushSlotsFor } from './runtime/engine-runtime';
 import { NestPinoLogger } from './runtime/nest-logger';
 import { IronflowSettings, SettingsError } from './runtime/settings';
 import { SchedulerModule } from './scheduler/scheduler.module';
@@ -70,7 +70,7 @@ export interface StartServerOptions {
  */
 export async function startServer(settings: IronflowSettings, services: readonly ServiceName[], options: StartServerOptions = {}): Promise<RunningServer> {
   const logger = options.logger ?? createProcessLogger({ service: 'ironflow', level: settings.logLevel });
-  const runtime = await EngineRuntime.open(settings, logger);
+  const runtime = await EngineRuntime.open(settings, logger, { pushConcurrency: pushSlotsFor(settings, services) });
   let app: INestApplication | undefined;
   let listener: OnePortServer;
   let subscriptions: ReturnType<typeof attachSubscriptionGateway> | undefined;

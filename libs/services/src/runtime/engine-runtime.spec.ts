@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { CallScope } from '@ironflow/contracts';
 import { EngineLogger, LogFields } from '@ironflow/observability';
 import { openSqliteElsewhere, waitFor } from '@ironflow/testing';
-import { EngineRuntime } from './engine-runtime';
+import { EngineRuntime, pushSlotsFor } from './engine-runtime';
 import { loadSettings } from './settings';
 
 const SCOPE: CallScope = { project: 'default', env: 'default' };
@@ -131,5 +131,24 @@ describe('EngineRuntime.open: leases a killed process left [sqlite]', () => {
     await first.close();
     opened.splice(0);
     expect(await openSqliteElsewhere(url.replace(/^sqlite:/, ''))).toBe('opened');
+  });
+});
+
+describe('pushSlotsFor: the push slots of a process', () => {
+  const settings = loadSettings({ IRONFLOW_GATEWAY_PUSH_SLOTS: '48' });
+  it('an api-gateway without a dispatcher has IRONFLOW_GATEWAY_PUSH_SLOTS; a dispatcher, ironflow dev (every service) and the others keep the engine default', () => {
+    expect(pushSlotsFor(settings, ['api-gateway'])).toBe(48);
+    expect([pushSlotsFor(settings, ['dispatcher']), pushSlotsFor(settings, ['api-gateway', 'dispatcher', 'scheduler', 'capacity-scanner', 'audit-writer']), pushSlotsFor(settings, ['scheduler'])]).toEqual([undefined, undefined, undefined]);
+  });
+
+  it('reaches the engine: a runtime opened with them has that many push slots', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ironflow-slots-'));
+    const runtime = await EngineRuntime.open(loadSettings({ IRONFLOW_DATABASE_URL: `sqlite:${join(dir, 'dev.db')}` }), recordingLogger(), { pushConcurrency: pushSlotsFor(settings, ['api-gateway']) });
+    try {
+      expect(runtime.engine.resources.config.pushConcurrency).toBe(48);
+    } finally {
+      await runtime.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

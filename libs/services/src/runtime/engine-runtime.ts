@@ -29,9 +29,11 @@ export class EngineRuntime {
    * Opens the store (running migrations), the bus (NATS JetStream when `natsUrl` is set, creating
    * its streams; else in-process) and builds the engine. On a store held exclusively
    * (`exclusiveStore` on SQLite), expires the push leases a killed process left
-   * (`LeaseRecoverySystem.expireLeftoverPushLeases`). Throws when either cannot be opened.
+   * (`LeaseRecoverySystem.expireLeftoverPushLeases`). `options.pushConcurrency`: the engine's push
+   * slots, when not the default 16 (an api-gateway's, {@link pushSlotsFor}). Throws when either
+   * cannot be opened.
    */
-  static async open(settings: IronflowSettings, logger: EngineLogger): Promise<EngineRuntime> {
+  static async open(settings: IronflowSettings, logger: EngineLogger, options: { pushConcurrency?: number } = {}): Promise<EngineRuntime> {
     if (settings.databaseUrl.startsWith('sqlite:') && !settings.databaseUrl.includes(':memory:')) {
       mkdirSync(dirname(settings.databaseUrl.slice('sqlite:'.length)) || '.', { recursive: true });
     }
@@ -78,6 +80,7 @@ export class EngineRuntime {
         cronCatchUpMs: settings.cronCatchUpMs,
         triggerForwardTimeoutMs: settings.triggerForwardTimeoutMs,
         forwardedTriggerWaitMs: settings.forwardedTriggerWaitMs,
+        ...(options.pushConcurrency !== undefined ? { pushConcurrency: options.pushConcurrency } : {}),
         ...(settings.signingKey ? { signingKey: settings.signingKey } : {}),
       },
     });
@@ -106,3 +109,13 @@ export class EngineRuntime {
 
 /** Connections of the pool that `run get`'s audit reads use on PostgreSQL. */
 const AUDIT_READ_POOL_SIZE = 2;
+
+/**
+ * The push slots of a process serving `services`: an api-gateway without a dispatcher calls only
+ * the push runs of its TriggerSync calls, `settings.gatewayPushSlots` at once
+ * (`IRONFLOW_GATEWAY_PUSH_SLOTS`, default 128); any other keeps the engine's default (16 per
+ * dispatcher). `undefined` for the default.
+ */
+export function pushSlotsFor(settings: Pick<IronflowSettings, 'gatewayPushSlots'>, services: readonly string[]): number | undefined {
+  return services.includes('api-gateway') && !services.includes('dispatcher') ? settings.gatewayPushSlots : undefined;
+}

@@ -93,6 +93,11 @@ describe('loadSettings: the forwarded TriggerSync timers', () => {
     expect(() => loadSettings({ IRONFLOW_GATEWAY_PUSH: 'off' })).toThrow(/IRONFLOW_GATEWAY_PUSH/);
   });
 
+  it('IRONFLOW_GATEWAY_PUSH_SLOTS: 128 by default, a whole number from 1', () => {
+    expect([loadSettings({}).gatewayPushSlots, loadSettings({ IRONFLOW_GATEWAY_PUSH_SLOTS: '32' }).gatewayPushSlots]).toEqual([128, 32]);
+    for (const bad of ['0', '-1', '1.5', 'many']) expect(() => loadSettings({ IRONFLOW_GATEWAY_PUSH_SLOTS: bad })).toThrow(/IRONFLOW_GATEWAY_PUSH_SLOTS/);
+  });
+
   it('refuses at start a slot wait not below the gateway timeout, and values that are not whole ms, naming the variable', () => {
     expect(() => loadSettings({ IRONFLOW_FORWARDED_TRIGGER_WAIT_MS: '2000' })).toThrow(/IRONFLOW_FORWARDED_TRIGGER_WAIT_MS: must be below IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS/);
     expect(() => loadSettings({ IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS: '500' })).toThrow(/IRONFLOW_FORWARDED_TRIGGER_WAIT_MS/);

@@ -25,6 +25,7 @@ import { unknownVariableIssues } from './unknown-variables';
  * | IRONFLOW_CRON_CATCH_UP_MS | 10000 (a cron tick later than this is missed; missed ticks collapse into one run) |
  * | IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS | 2000 (api-gateway: how long it waits for a dispatcher to answer a forwarded TriggerSync before it triggers itself) |
  * | IRONFLOW_GATEWAY_PUSH | true: the api-gateway calls the push runs of its sync triggers itself (claim at trigger, no hop to a dispatcher; it needs the dispatchers' IRONFLOW_SIGNING_KEY and IRONFLOW_PUSH_ALLOWED_HOSTS and egress to the endpoints); false: it hands every sync trigger to a dispatcher |
+ * | IRONFLOW_GATEWAY_PUSH_SLOTS | 128 (api-gateway: how many push calls of its TriggerSync calls it runs at once; past it a TriggerSync goes to a dispatcher) |
  * | IRONFLOW_FORWARDED_TRIGGER_WAIT_MS | 1000 (dispatcher: how long a forwarded TriggerSync waits for a free push slot before it answers busy; 0: at once). Must be below IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS |
  * | NATS_URL (or IRONFLOW_NATS_URL) | none: the in-process bus (one process); `nats://…` for a cluster |
  * | IRONFLOW_LOG_LEVEL | info (trace, debug, info, warn, error, fatal, silent) |
@@ -62,6 +63,7 @@ const variables = z.object({
   IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS: z.coerce.number().int().min(1).default(2000),
   IRONFLOW_FORWARDED_TRIGGER_WAIT_MS: z.coerce.number().int().min(0).default(1000),
   IRONFLOW_GATEWAY_PUSH: z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1').default('true'),
+  IRONFLOW_GATEWAY_PUSH_SLOTS: z.coerce.number().int().min(1).max(10_000).default(128),
   IRONFLOW_NATS_URL: z.string().regex(/^nats:\/\//, 'NATS_URL (or IRONFLOW_NATS_URL) must start with nats://').optional(),
   IRONFLOW_SIGNING_KEY: z
     .string()
@@ -124,6 +126,13 @@ export interface IronflowSettings {
    * dispatcher. `IRONFLOW_GATEWAY_PUSH`, default true.
    */
   gatewayPush: boolean;
+  /**
+   * api-gateway: its push slots, the push calls of its TriggerSync calls in flight at once
+   * (`IRONFLOW_GATEWAY_PUSH_SLOTS`, default 128); past them a TriggerSync goes to a dispatcher. Each
+   * is a caller waiting on its own connection, so the bound only caps a flood; 128 is what a
+   * dispatcher lets wait for its 16 slots (8 forwarded triggers a slot).
+   */
+  gatewayPushSlots: number;
   /** NATS JetStream URL; without it the process uses the in-process bus. */
   natsUrl?: string;
   logLevel: LogLevel;
@@ -196,6 +205,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env, overrides: Pa
     triggerForwardTimeoutMs: e.IRONFLOW_TRIGGER_FORWARD_TIMEOUT_MS,
     forwardedTriggerWaitMs: e.IRONFLOW_FORWARDED_TRIGGER_WAIT_MS,
     gatewayPush: e.IRONFLOW_GATEWAY_PUSH,
+    gatewayPushSlots: e.IRONFLOW_GATEWAY_PUSH_SLOTS,
     ...(e.IRONFLOW_NATS_URL ? { natsUrl: e.IRONFLOW_NATS_URL } : {}),
     ...(e.IRONFLOW_SIGNING_KEY ? { signingKey: e.IRONFLOW_SIGNING_KEY } : {}),
     ...(e.IRONFLOW_SECRETS_KEY ? { secretsKey: e.IRONFLOW_SECRETS_KEY } : {}),
