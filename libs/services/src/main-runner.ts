@@ -1,6 +1,7 @@
 import { createProcessLogger } from '@ironflow/observability';
 import { IronflowSettings, loadSettings, SettingsError } from './runtime/settings';
 import { RunningServer, ServiceName, startServer } from './server';
+import { isGatewayAlone } from './runtime/gateway-alone';
 import { exitOnSignals } from './shutdown';
 
 /**
@@ -36,7 +37,7 @@ export async function runServiceMain(name: string, services: readonly ServiceNam
  * `IRONFLOW_SIGNING_KEY`). None on the other services.
  */
 export function pushFields(settings: Pick<IronflowSettings, 'gatewayPush' | 'signingKey'>, services: readonly ServiceName[]): { gateway_push?: boolean; push_signed?: boolean } {
-  const gateway = services.includes('api-gateway') && !services.includes('dispatcher');
+  const gateway = isGatewayAlone(services);
   const pushes = services.includes('dispatcher') || (gateway && settings.gatewayPush);
   return { ...(gateway ? { gateway_push: settings.gatewayPush } : {}), ...(pushes ? { push_signed: Boolean(settings.signingKey) } : {}) };
 }

@@ -21,6 +21,7 @@ import { rawBodyMiddleware } from './http/raw-body.middleware';
 import { observeHttp1Requests, observeHttp2Requests } from './http/request-metrics';
 import { CoreModule } from './runtime/core.module';
 import { EngineRuntime, pushSlotsFor } from './runtime/engine-runtime';
+import { isGatewayAlone } from './runtime/gateway-alone';
 import { NestPinoLogger } from './runtime/nest-logger';
 import { IronflowSettings, SettingsError } from './runtime/settings';
 import { SchedulerModule } from './scheduler/scheduler.module';
@@ -106,7 +107,7 @@ export async function startServer(settings: IronflowSettings, services: readonly
     subscriptions = services.includes('api-gateway') ? attachSubscriptionGateway(app.getHttpServer(), { bus: runtime.engine.resources.bus, scopeOf: (req) => authenticateSubscription(runtime.engine.apiKeys, req) }) : undefined;
     // A gateway without a dispatcher in its process hands a dispatcher the sync triggers it does not
     // push itself (claim at trigger, issue 11: `IRONFLOW_GATEWAY_PUSH=false`, or its slots all taken; see `GatewayPush`).
-    if (services.includes('api-gateway') && !services.includes('dispatcher') && runtime.bus instanceof NatsBus) {
+    if (isGatewayAlone(services) && runtime.bus instanceof NatsBus) {
       runtime.engine.triggers.setForwarder(new NatsTriggerForwarder(runtime.bus, runtime.metrics, runtime.engine.resources.config.triggerForwardTimeoutMs));
     }
     // The Connect unary JSON route (TriggerSync…) ahead of Express and Nest, same answers (issue 11).

@@ -7,6 +7,7 @@ import { EngineLogger, EngineMetrics } from '@ironflow/observability';
 import { Store, openStore } from '@ironflow/store';
 import { IronflowSettings, SettingsError } from './settings';
 import { redactDatabaseUrl } from './redact-database-url';
+import { isGatewayAlone } from './gateway-alone';
 
 /**
  * The one core a process shares across its service modules (DESIGN.md "Deployables"): one
@@ -117,5 +118,5 @@ const AUDIT_READ_POOL_SIZE = 2;
  * dispatcher). `undefined` for the default.
  */
 export function pushSlotsFor(settings: Pick<IronflowSettings, 'gatewayPushSlots'>, services: readonly string[]): number | undefined {
-  return services.includes('api-gateway') && !services.includes('dispatcher') ? settings.gatewayPushSlots : undefined;
+  return isGatewayAlone(services) ? settings.gatewayPushSlots : undefined;
 }
